@@ -1,0 +1,25 @@
+#pragma once
+// Shared by the subcommands: how each one registers itself, and terminal
+// helpers.
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace hotloop::cli {
+
+// The subcommand chosen on the command line; it returns the process exit code
+// (0 success, 1 failure, 2 bad usage) or throws a hotloop::Error.
+using Action = std::function<int()>;
+
+// Each subcommand adds itself to `app` and, when it is the one parsed, sets
+// `action`.
+void add_doctor_command(CLI::App& app, Action& action);
+void add_run_command(CLI::App& app, Action& action);
+
+// True when standard output is a terminal that should get colours (NO_COLOR
+// unset, TERM not "dumb").
+bool stdout_wants_color();
+
+} // namespace hotloop::cli

@@ -1,0 +1,72 @@
+// hotloop: get neural-network training onto NVIDIA GPUs and keep it fast.
+// The only place that turns library exceptions into messages and exit codes:
+// 0 success, 1 failure, 2 bad usage.
+
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "hotloop/build_info.h"
+#include "hotloop/errors.h"
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+void print_error(const hotloop::Error& e) {
+  fmt::print(stderr, "hotloop: error: {}\n", e.what());
+  if (!e.hint().empty()) {
+    fmt::print(stderr, "hotloop: hint: {}\n", e.hint());
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hotloop: get neural-network training onto NVIDIA GPUs and keep it fast",
+      "hotloop"};
+  app.option_defaults()->always_capture_default();
+  app.require_subcommand(1);
+  app.set_version_flag(
+      "--version",
+      [] { return hotloop::format_build_info(hotloop::build_info()); },
+      "Print the version, git commit, LibTorch and CUDA/cuDNN/NCCL versions, and exit");
+  app.footer(
+      "Run `hotloop COMMAND --help` for a command's flags. Exit codes: 0 ok, 1 failure, 2 bad usage.");
+
+  hotloop::cli::Action action;
+  hotloop::cli::add_doctor_command(app, action);
+  hotloop::cli::add_run_command(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    std::fputs(e.what(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  try {
+    return action();
+  } catch (const hotloop::UsageError& e) {
+    print_error(e);
+    return kExitUsage;
+  } catch (const hotloop::Error& e) {
+    print_error(e);
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hotloop: internal error: {}\n", e.what());
+    return kExitFailure;
+  }
+}

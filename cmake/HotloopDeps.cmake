@@ -1,0 +1,48 @@
+# The libraries hotloop uses besides LibTorch: Debian's packages (scripts/setup installs them).
+#
+# A machine without those packages (the project's GPU machine has no network and no apt) can build
+# from HOTLOOP_DEPS_DIR instead: a folder holding copies of the header-only libraries under include/ and
+# GoogleTest's sources under googletest/, as `scripts/gpu-check --prepare` makes it.
+
+set(HOTLOOP_DEPS_DIR "" CACHE PATH "Fallback for missing packages: <dir>/include (headers) and <dir>/googletest (sources)")
+
+# fmt is used header-only: LibTorch ships its own (newer) fmt headers on the include path ahead of
+# Debian's, so linking Debian's compiled libfmt would mix two versions.
+find_package(fmt QUIET)
+if(TARGET fmt::fmt-header-only)
+  add_library(hotloop_fmt ALIAS fmt::fmt-header-only)
+else()
+  add_library(hotloop_fmt INTERFACE) # LibTorch's bundled fmt headers
+  target_compile_definitions(hotloop_fmt INTERFACE FMT_HEADER_ONLY=1)
+endif()
+
+# A header-only package: its CMake target, or an interface target on HOTLOOP_DEPS_DIR/include.
+macro(hotloop_header_only package target)
+  find_package(${package} QUIET)
+  if(NOT TARGET ${target})
+    if(NOT HOTLOOP_DEPS_DIR OR NOT EXISTS ${HOTLOOP_DEPS_DIR}/include)
+      message(FATAL_ERROR "hotloop: ${package} not found. Run ./scripts/setup, or pass -DHOTLOOP_DEPS_DIR=<dir>.")
+    endif()
+    add_library(${target} INTERFACE IMPORTED)
+    set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${HOTLOOP_DEPS_DIR}/include)
+    message(STATUS "hotloop: ${package} from ${HOTLOOP_DEPS_DIR}/include")
+  endif()
+endmacro()
+
+hotloop_header_only(nlohmann_json nlohmann_json::nlohmann_json)
+hotloop_header_only(CLI11 CLI11::CLI11)
+
+if(HOTLOOP_BUILD_TESTS)
+  find_package(GTest QUIET)
+  if(NOT TARGET GTest::gtest_main)
+    if(NOT HOTLOOP_DEPS_DIR OR NOT EXISTS ${HOTLOOP_DEPS_DIR}/googletest/CMakeLists.txt)
+      message(FATAL_ERROR "hotloop: GoogleTest not found. Run ./scripts/setup, pass -DHOTLOOP_DEPS_DIR=<dir>, "
+                          "or -DHOTLOOP_BUILD_TESTS=OFF.")
+    endif()
+    set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+    set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
+    add_subdirectory(${HOTLOOP_DEPS_DIR}/googletest ${CMAKE_BINARY_DIR}/_deps/googletest EXCLUDE_FROM_ALL)
+    add_library(GTest::gtest_main ALIAS gtest_main)
+    message(STATUS "hotloop: GoogleTest built from ${HOTLOOP_DEPS_DIR}/googletest")
+  endif()
+endif()

@@ -1,0 +1,22 @@
+# cmake -DSOURCE_DIR=... -DOUTPUT=... -P WriteGitInfo.cmake
+set(commit "unknown")
+find_program(GIT git)
+if(GIT)
+  execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} rev-parse --short=12 HEAD
+                  OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(rc EQUAL 0)
+    set(commit "${out}")
+    execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} status --porcelain --untracked-files=no
+                    OUTPUT_VARIABLE dirty ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(dirty)
+      string(APPEND commit "-dirty")
+    endif()
+  endif()
+endif()
+set(content "#pragma once\n#define HOTLOOP_GIT_COMMIT \"${commit}\"\n")
+if(EXISTS ${OUTPUT})
+  file(READ ${OUTPUT} old)
+endif()
+if(NOT "${old}" STREQUAL "${content}")
+  file(WRITE ${OUTPUT} "${content}")
+endif()

@@ -1,0 +1,156 @@
+#include "hotloop/cuda/cuda_info.h"
+
+#include <dlfcn.h>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/ones.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <fmt/format.h>
+#include <torch/csrc/cuda/nccl.h>
+#include <torch/cuda.h>
+
+namespace hotloop::cuda {
+namespace {
+
+// First line of a c10::Error message; LibTorch appends a C++ backtrace after
+// it.
+std::string first_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+std::string uuid_string(const cudaUUID_t& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  return fmt::format(
+      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+      b[0],
+      b[1],
+      b[2],
+      b[3],
+      b[4],
+      b[5],
+      b[6],
+      b[7],
+      b[8],
+      b[9],
+      b[10],
+      b[11],
+      b[12],
+      b[13],
+      b[14],
+      b[15]);
+}
+
+std::string cudnn_string(long v) {
+  // cuDNN 9 encodes 90190 for 9.19.0 (major*10000 + minor*100 + patch).
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+
+} // namespace
+
+LibraryVersions library_versions() {
+  LibraryVersions v;
+  v.compiled_with_cuda = true;
+  try {
+    const auto& hooks = at::detail::getCUDAHooks();
+    v.runtime_version = static_cast<int>(hooks.versionCUDART());
+    if (hooks.hasCuDNN()) {
+      v.cudnn_built = cudnn_string(hooks.versionCuDNN());
+    }
+  } catch (const c10::Error&) {
+    // A CPU-only LibTorch behind a CUDA build of hotloop: leave the versions
+    // empty.
+  }
+  const std::uint64_t nccl =
+      torch::cuda::nccl::version(); // major << 32 | minor << 16 | patch
+  v.nccl_built =
+      fmt::format("{}.{}.{}", nccl >> 32, (nccl >> 16) & 0xffff, nccl & 0xffff);
+  return v;
+}
+
+Loaded runtime_cudnn() {
+  try {
+    return {cudnn_string(at::detail::getCUDAHooks().versionRuntimeCuDNN()), {}};
+  } catch (const c10::Error& e) {
+    return {std::nullopt, first_line(e.what())};
+  }
+}
+
+Loaded runtime_nccl() {
+  // LibTorch's CUDA library depends on libnccl, so it is normally loaded
+  // already; look it up by soname.
+  void* h = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) {
+    h = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  }
+  if (h == nullptr) {
+    const char* why = ::dlerror();
+    return {std::nullopt, why != nullptr ? why : "libnccl.so.2 not found"};
+  }
+  using GetVersion = int (*)(int*);
+  auto get_version = reinterpret_cast<GetVersion>(::dlsym(h, "ncclGetVersion"));
+  int code = 0;
+  Loaded out;
+  if (get_version == nullptr || get_version(&code) != 0) {
+    out.error = "ncclGetVersion failed";
+  } else {
+    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+    out.version =
+        fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+  }
+  ::dlclose(h);
+  return out;
+}
+
+State state() {
+  State s;
+  s.available = torch::cuda::is_available();
+  if (!s.available) {
+    try {
+      c10::cuda::device_count_ensure_non_zero();
+    } catch (const c10::Error& e) {
+      s.error = first_line(e.what());
+    }
+    return s;
+  }
+  s.device_count = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < s.device_count; ++i) {
+    try {
+      const cudaDeviceProp* p = at::cuda::getDeviceProperties(i);
+      s.devices.push_back(
+          {i,
+           p->name,
+           uuid_string(p->uuid),
+           p->major,
+           p->minor,
+           p->totalGlobalMem});
+    } catch (const c10::Error& e) {
+      s.error = fmt::format(
+          "cannot read the properties of CUDA device {}: {}",
+          i,
+          first_line(e.what()));
+    }
+  }
+  return s;
+}
+
+std::string kernel_probe(int device) {
+  try {
+    const auto opts = at::TensorOptions().device(
+        at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    const float sum = (at::ones({4096}, opts) * 2.0f).sum().item<float>();
+    if (sum != 8192.0f) {
+      return fmt::format(
+          "wrong result from a kernel on cuda:{}: sum {} instead of 8192",
+          device,
+          sum);
+    }
+    return {};
+  } catch (const c10::Error& e) {
+    return first_line(e.what());
+  }
+}
+
+} // namespace hotloop::cuda

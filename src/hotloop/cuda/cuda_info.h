@@ -1,0 +1,63 @@
+#pragma once
+// What LibTorch's CUDA side says: versions it was built with and loads, the
+// devices CUDA can use, and whether a kernel really runs on each. The only
+// hotloop sources that include CUDA headers are in this folder; without a CUDA
+// LibTorch, cuda_info_cpu.cpp answers "no CUDA" instead.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hotloop::cuda {
+
+struct LibraryVersions {
+  bool compiled_with_cuda = false; // LibTorch's CUDA library is linked in
+  std::optional<int> runtime_version; // CUDA runtime LibTorch was built with,
+                                      // 1000*major + 10*minor
+  std::optional<std::string>
+      cudnn_built; // cuDNN LibTorch was built with, "9.19.0"
+  std::optional<std::string>
+      nccl_built; // NCCL LibTorch was built with, "2.28.9"
+};
+
+// Compile-time facts of the LibTorch in use; needs no GPU and never throws.
+LibraryVersions library_versions();
+
+// The cuDNN library actually loaded at run time ("9.19.0"), or the reason it
+// cannot be.
+struct Loaded {
+  std::optional<std::string> version;
+  std::string error;
+};
+Loaded runtime_cudnn();
+// The NCCL library actually loaded at run time (ncclGetVersion), or the reason
+// it cannot be.
+Loaded runtime_nccl();
+
+struct Device {
+  int index = 0; // CUDA's index, after CUDA_VISIBLE_DEVICES
+  std::string name;
+  std::string
+      uuid; // "GPU-...", NVML's form, to match CUDA's devices with NVML's
+  int major = 0;
+  int minor = 0;
+  std::uint64_t total_memory_bytes = 0;
+};
+
+struct State {
+  bool available = false; // torch::cuda::is_available()
+  int device_count = 0;
+  std::string error; // CUDA's own reason when no device can be used
+  std::vector<Device> devices;
+};
+
+// Asks CUDA (through LibTorch) which devices it can use. Never throws.
+State state();
+
+// Runs a small elementwise kernel and a reduction on `device` and checks the
+// result. Returns "" on success, else the error (e.g. "no kernel image is
+// available for execution on the device").
+std::string kernel_probe(int device);
+
+} // namespace hotloop::cuda

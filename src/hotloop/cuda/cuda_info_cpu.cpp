@@ -1,0 +1,29 @@
+// cuda_info.h for a LibTorch built without CUDA: every answer is "no CUDA".
+#include "hotloop/cuda/cuda_info.h"
+
+namespace hotloop::cuda {
+
+LibraryVersions library_versions() {
+  return {};
+}
+
+Loaded runtime_cudnn() {
+  return {std::nullopt, "LibTorch was built without CUDA"};
+}
+
+Loaded runtime_nccl() {
+  return {std::nullopt, "LibTorch was built without CUDA"};
+}
+
+State state() {
+  State s;
+  s.error =
+      "LibTorch was built without CUDA: install a CUDA build of torch/LibTorch";
+  return s;
+}
+
+std::string kernel_probe(int device) {
+  return "LibTorch was built without CUDA";
+}
+
+} // namespace hotloop::cuda

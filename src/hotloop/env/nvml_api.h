@@ -1,0 +1,98 @@
+#pragma once
+// The part of NVML's C ABI that hotloop uses, declared here so that hotloop
+// builds without nvml.h (it ships with the driver or the CUDA toolkit, not with
+// LibTorch) and loads libnvidia-ml.so.1 at run time with dlopen. Layouts and
+// values are NVML's (stable since CUDA 11); tests/fakes/fake_nvml.cpp
+// implements the same functions against this header.
+
+#include <cstdint>
+
+namespace hotloop::nvml {
+
+using Return = int; // nvmlReturn_t
+constexpr Return kSuccess = 0;
+constexpr Return kErrorUninitialized = 1;
+constexpr Return kErrorInvalidArgument = 2;
+constexpr Return kErrorNotSupported = 3;
+constexpr Return kErrorNoPermission = 4;
+constexpr Return kErrorNotFound = 6;
+constexpr Return kErrorInsufficientSize = 7;
+constexpr Return kErrorDriverNotLoaded = 9;
+constexpr Return kErrorFunctionNotFound = 13;
+constexpr Return kErrorGpuIsLost = 15;
+constexpr Return kErrorLibRmVersionMismatch = 18;
+constexpr Return kErrorUnknown = 999;
+
+struct DeviceOpaque;
+using Device = DeviceOpaque*; // nvmlDevice_t
+
+struct Memory { // nvmlMemory_t (v1), bytes
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+struct Utilization { // nvmlUtilization_t, percent over the last sample period
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+struct ProcessInfo { // nvmlProcessInfo_t (v2 layout, used by the _v2 and _v3
+                     // process queries)
+  unsigned int pid;
+  unsigned long long usedGpuMemory; // bytes
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+struct ProcessInfoV1 { // nvmlProcessInfo_v1_t, used by the unversioned process
+                       // query
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+
+constexpr unsigned int kTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
+constexpr unsigned int kTemperatureThresholdShutdown = 0;
+constexpr unsigned int kTemperatureThresholdSlowdown = 1;
+constexpr unsigned int kClockGraphics = 0; // nvmlClockType_t
+constexpr unsigned int kClockSm = 1;
+constexpr unsigned int kClockMem = 2;
+constexpr unsigned int kBufferSize =
+    96; // >= NVML_DEVICE_NAME_V2_BUFFER_SIZE, UUID and driver buffers
+
+// Clock throttle ("clocks event") reasons, nvmlClocksThrottleReason*.
+constexpr unsigned long long kThrottleGpuIdle = 0x1ULL;
+constexpr unsigned long long kThrottleApplicationsClocksSetting = 0x2ULL;
+constexpr unsigned long long kThrottleSwPowerCap = 0x4ULL;
+constexpr unsigned long long kThrottleHwSlowdown = 0x8ULL;
+constexpr unsigned long long kThrottleSyncBoost = 0x10ULL;
+constexpr unsigned long long kThrottleSwThermalSlowdown = 0x20ULL;
+constexpr unsigned long long kThrottleHwThermalSlowdown = 0x40ULL;
+constexpr unsigned long long kThrottleHwPowerBrakeSlowdown = 0x80ULL;
+constexpr unsigned long long kThrottleDisplayClockSetting = 0x100ULL;
+
+// Function pointer types, named after the NVML functions they point to.
+using InitFn = Return (*)();
+using ShutdownFn = Return (*)();
+using ErrorStringFn = const char* (*)(Return);
+using SystemGetStringFn = Return (*)(char*, unsigned int);
+using SystemGetIntFn = Return (*)(int*);
+using SystemGetProcessNameFn = Return (*)(unsigned int, char*, unsigned int);
+using DeviceGetCountFn = Return (*)(unsigned int*);
+using DeviceGetHandleByIndexFn = Return (*)(unsigned int, Device*);
+using DeviceGetStringFn = Return (*)(Device, char*, unsigned int);
+using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);
+using DeviceGetUtilizationFn = Return (*)(Device, Utilization*);
+using DeviceGetUintFn = Return (*)(Device, unsigned int*);
+using DeviceGetTemperatureFn = Return (*)(Device, unsigned int, unsigned int*);
+using DeviceGetClockFn = Return (*)(Device, unsigned int, unsigned int*);
+using DeviceGetUllFn = Return (*)(Device, unsigned long long*);
+using DeviceGetEnableStateFn =
+    Return (*)(Device, int*); // nvmlEnableState_t: 0 off, 1 on
+using DeviceGetMigModeFn = Return (*)(Device, unsigned int*, unsigned int*);
+using DeviceGetComputeCapabilityFn = Return (*)(Device, int*, int*);
+using DeviceGetProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);
+using DeviceGetProcessesV1Fn =
+    Return (*)(Device, unsigned int*, ProcessInfoV1*);
+
+} // namespace hotloop::nvml

@@ -1,0 +1,49 @@
+#pragma once
+// A fresh directory under the system temp dir, removed with everything in it at
+// scope exit.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace hotloop::test {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "hotloop-test-XXXXXX")
+            .string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed");
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const {
+    return path_;
+  }
+  // Writes `content` to `relative` (creating parent folders) and returns its
+  // full path.
+  std::filesystem::path write(
+      const std::string& relative,
+      const std::string& content) const {
+    const auto p = path_ / relative;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+    return p;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+} // namespace hotloop::test
