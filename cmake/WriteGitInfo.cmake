@@ -1,5 +1,9 @@
 # cmake -DSOURCE_DIR=... -DOUTPUT=... -P WriteGitInfo.cmake
+# Without git (a source copy, e.g. on the GPU machine), HOTLOOP_GIT_COMMIT names the commit.
 set(commit "unknown")
+if(DEFINED ENV{HOTLOOP_GIT_COMMIT} AND NOT "$ENV{HOTLOOP_GIT_COMMIT}" STREQUAL "")
+  set(commit "$ENV{HOTLOOP_GIT_COMMIT}")
+endif()
 find_program(GIT git)
 if(GIT)
   execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} rev-parse --short=12 HEAD
