@@ -29,6 +29,20 @@ macro(hotloop_header_only package target)
   endif()
 endmacro()
 
+# zlib reads the gzip-compressed IDX files of Fashion-MNIST. Without its -dev package, the header can
+# come from HOTLOOP_DEPS_DIR and the library from the runtime libz.so.1 every system has.
+find_package(ZLIB QUIET)
+if(NOT TARGET ZLIB::ZLIB)
+  find_library(HOTLOOP_LIBZ NAMES z libz.so.1)
+  if(NOT HOTLOOP_LIBZ OR NOT EXISTS ${HOTLOOP_DEPS_DIR}/include/zlib.h)
+    message(FATAL_ERROR "hotloop: zlib not found. Run ./scripts/setup (zlib1g-dev), or pass -DHOTLOOP_DEPS_DIR=<dir>.")
+  endif()
+  add_library(ZLIB::ZLIB UNKNOWN IMPORTED)
+  set_target_properties(ZLIB::ZLIB PROPERTIES IMPORTED_LOCATION ${HOTLOOP_LIBZ}
+                                              INTERFACE_INCLUDE_DIRECTORIES ${HOTLOOP_DEPS_DIR}/include)
+  message(STATUS "hotloop: zlib ${HOTLOOP_LIBZ} with headers from ${HOTLOOP_DEPS_DIR}/include")
+endif()
+
 hotloop_header_only(nlohmann_json nlohmann_json::nlohmann_json)
 hotloop_header_only(CLI11 CLI11::CLI11)
 

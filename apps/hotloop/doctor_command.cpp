@@ -44,8 +44,7 @@ void add_doctor_command(CLI::App& app, Action& action) {
   cmd->callback([flags, &action] {
     action = [flags] {
       flags->options.torch.run_kernel_probe = !flags->no_kernel_probe;
-      const env::Report report = env::evaluate(
-          env::collect(flags->options), flags->options.thresholds);
+      const env::Report report = env::diagnose(flags->options);
       if (flags->json) {
         fmt::print("{}\n", env::to_json(report).dump(2));
       } else {

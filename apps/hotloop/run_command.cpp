@@ -34,8 +34,7 @@ void add_run_command(CLI::App& app, Action& action) {
           info.hotloop_version,
           info.git_commit,
           info.libtorch_version);
-      const env::Report report = env::evaluate(
-          env::collect(flags->options), flags->options.thresholds);
+      const env::Report report = env::diagnose(flags->options);
       fmt::print(
           "{}", env::to_text(report, !flags->no_color && stdout_wants_color()));
       const int rc = env::exit_code(report);

@@ -43,6 +43,10 @@ Report evaluate(const DoctorFacts& facts, const DoctorThresholds& thresholds) {
   return r;
 }
 
+Report diagnose(const DoctorOptions& options) {
+  return evaluate(collect(options), options.thresholds);
+}
+
 int exit_code(const Report& report) {
   return report.verdict == Verdict::Fail ? 1 : 0;
 }

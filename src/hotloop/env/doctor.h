@@ -80,6 +80,9 @@ DoctorFacts collect(const DoctorOptions& options);
 // The verdicts, in a fixed order: framework, driver and CUDA, each GPU, host.
 Report evaluate(const DoctorFacts& facts, const DoctorThresholds& thresholds);
 
+// collect() then evaluate(): what `hotloop doctor` and `hotloop run` call.
+Report diagnose(const DoctorOptions& options);
+
 // 0 unless the verdict is Fail (1).
 int exit_code(const Report& report);
 

@@ -1,0 +1,36 @@
+#pragma once
+// `--data SPEC`: which data set to read.
+//   fashion-mnist[:DIR]      IDX files (gzip or raw); DIR defaults to
+//   /usr/share/datasets/fashion-mnist synthetic:N[xCxHxW]      N random images
+//   (default shape 3x224x224), 10 classes folder:DIR, wds:PATH     image
+//   folders and WebDataset shards (not built yet: a clear error)
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hotloop/data/dataset.h"
+
+namespace hotloop::data {
+
+struct DataSpec {
+  enum class Kind { FashionMnist, Folder, WebDataset, Synthetic };
+  Kind kind = Kind::FashionMnist;
+  std::string path; // folder or glob; empty for synthetic
+  std::size_t synthetic_count = 0;
+  ImageShape synthetic_shape{3, 224, 224};
+  std::string text; // the spec as written, for messages
+};
+
+// Throws UsageError naming the spec and the forms that are accepted.
+DataSpec parse_data_spec(const std::string& text);
+
+// Opens one split. Validates the data before returning (a bad file fails here,
+// not at step N). Throws DataError for unreadable or invalid data, UsageError
+// for a format not built yet.
+std::unique_ptr<Dataset> open_dataset(
+    const DataSpec& spec,
+    Split split,
+    std::uint64_t seed = 0);
+
+} // namespace hotloop::data

@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include "hotloop/data/data_spec.h"
+#include "hotloop/data/fashion_mnist.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+
+TEST(DataSpec, ParsesEveryForm) {
+  DataSpec s = parse_data_spec("fashion-mnist");
+  EXPECT_EQ(s.kind, DataSpec::Kind::FashionMnist);
+  EXPECT_EQ(s.path, FashionMnist::kDefaultDir);
+  EXPECT_EQ(parse_data_spec("fashion-mnist:/tmp/fm").path, "/tmp/fm");
+  EXPECT_EQ(parse_data_spec("folder:/photos").kind, DataSpec::Kind::Folder);
+  s = parse_data_spec("wds:/shards/train-*.tar");
+  EXPECT_EQ(s.kind, DataSpec::Kind::WebDataset);
+  EXPECT_EQ(s.path, "/shards/train-*.tar");
+  s = parse_data_spec("synthetic:1000");
+  EXPECT_EQ(s.kind, DataSpec::Kind::Synthetic);
+  EXPECT_EQ(s.synthetic_count, 1000u);
+  EXPECT_EQ(s.synthetic_shape, (ImageShape{3, 224, 224}));
+  s = parse_data_spec("synthetic:64x1x28x28");
+  EXPECT_EQ(s.synthetic_count, 64u);
+  EXPECT_EQ(s.synthetic_shape, (ImageShape{1, 28, 28}));
+}
+
+TEST(DataSpec, BadSpecsAreUsageErrorsThatListTheForms) {
+  for (const char* bad :
+       {"",
+        "imagenet:/x",
+        "folder:",
+        "synthetic",
+        "synthetic:0",
+        "synthetic:10x3x32",
+        "synthetic:ten",
+        "synthetic:10x3x-1x4",
+        "synthetic:10x"}) {
+    try {
+      parse_data_spec(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(e.hint().find("synthetic:NxCxHxW"), std::string::npos) << bad;
+    }
+  }
+}
+
+TEST(DataSpec, OpensSyntheticWithADifferentSeedPerSplit) {
+  const DataSpec s = parse_data_spec("synthetic:10x1x4x4");
+  const auto train = open_dataset(s, Split::Train, 1);
+  const auto test = open_dataset(s, Split::Test, 1);
+  EXPECT_EQ(train->size(), 10u);
+  EXPECT_FALSE(train->get(0).image.equal(test->get(0).image));
+}
+
+TEST(DataSpec, FormatsNotBuiltYetSaySo) {
+  EXPECT_THROW(
+      open_dataset(parse_data_spec("folder:/photos"), Split::Train),
+      UsageError);
+}
+
+} // namespace hotloop::data
