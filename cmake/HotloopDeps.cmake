@@ -43,6 +43,20 @@ if(NOT TARGET ZLIB::ZLIB)
   message(STATUS "hotloop: zlib ${HOTLOOP_LIBZ} with headers from ${HOTLOOP_DEPS_DIR}/include")
 endif()
 
+# Image decoders: TurboJPEG (libjpeg-turbo's API) and libpng.
+find_path(HOTLOOP_TURBOJPEG_INCLUDE turbojpeg.h HINTS ${HOTLOOP_DEPS_DIR}/include)
+find_library(HOTLOOP_TURBOJPEG_LIB NAMES turbojpeg libturbojpeg.so.0 HINTS ${HOTLOOP_DEPS_DIR}/lib)
+if(NOT HOTLOOP_TURBOJPEG_INCLUDE OR NOT HOTLOOP_TURBOJPEG_LIB)
+  message(FATAL_ERROR "hotloop: TurboJPEG not found. Run ./scripts/setup (libturbojpeg0-dev), or pass -DHOTLOOP_DEPS_DIR=<dir>.")
+endif()
+add_library(hotloop::turbojpeg UNKNOWN IMPORTED)
+set_target_properties(hotloop::turbojpeg PROPERTIES IMPORTED_LOCATION ${HOTLOOP_TURBOJPEG_LIB}
+                                                    INTERFACE_INCLUDE_DIRECTORIES ${HOTLOOP_TURBOJPEG_INCLUDE})
+if(HOTLOOP_DEPS_DIR)
+  list(APPEND CMAKE_PREFIX_PATH ${HOTLOOP_DEPS_DIR})
+endif()
+find_package(PNG REQUIRED)
+
 hotloop_header_only(nlohmann_json nlohmann_json::nlohmann_json)
 hotloop_header_only(CLI11 CLI11::CLI11)
 

@@ -54,8 +54,7 @@ TEST(DataSpec, OpensSyntheticWithADifferentSeedPerSplit) {
 
 TEST(DataSpec, FormatsNotBuiltYetSaySo) {
   EXPECT_THROW(
-      open_dataset(parse_data_spec("folder:/photos"), Split::Train),
-      UsageError);
+      open_dataset(parse_data_spec("wds:/shards"), Split::Train), UsageError);
 }
 
 } // namespace hotloop::data

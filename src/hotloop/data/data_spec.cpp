@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/data/fashion_mnist.h"
+#include "hotloop/data/image_folder.h"
 #include "hotloop/data/synthetic.h"
 #include "hotloop/errors.h"
 
@@ -111,6 +112,7 @@ std::unique_ptr<Dataset> open_dataset(
       return std::make_unique<Synthetic>(o);
     }
     case DataSpec::Kind::Folder:
+      return std::make_unique<ImageFolder>(spec.path, split);
     case DataSpec::Kind::WebDataset:
       throw UsageError(
           fmt::format(

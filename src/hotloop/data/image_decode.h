@@ -1,0 +1,44 @@
+#pragma once
+// JPEG (TurboJPEG) and PNG (libpng) decoding to 8-bit pixels, for the folder
+// and WebDataset sources. Gray, RGB and RGBA inputs decode to the channel count
+// asked for: 3 replicates gray and drops alpha (as PIL's convert("RGB") does,
+// so results match a torchvision pipeline), 1 gives luminance.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace hotloop::data {
+
+enum class ImageFormat { Jpeg, Png, Unknown };
+
+// By the file's magic bytes, not its name.
+ImageFormat sniff_image_format(std::span<const std::uint8_t> bytes);
+
+struct DecodedImage {
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  std::vector<std::uint8_t> pixels; // (H, W, C) interleaved
+};
+
+struct DecodeOptions {
+  int channels = 3; // 1 or 3
+  std::int64_t max_pixels = std::int64_t{1}
+      << 28; // larger images are refused, not allocated
+};
+
+// Throws DataError naming `name` for an empty, truncated, corrupt, oversized or
+// unsupported file. Thread-safe (each thread keeps its own TurboJPEG handle).
+DecodedImage decode_image(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const DecodeOptions& options = {});
+
+// (C, H, W) uint8 tensor of a decoded image.
+at::Tensor to_chw_tensor(const DecodedImage& image);
+
+} // namespace hotloop::data
