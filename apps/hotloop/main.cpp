@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   hotloop::cli::Action action;
   hotloop::cli::add_doctor_command(app, action);
   hotloop::cli::add_run_command(app, action);
+  hotloop::cli::add_data_command(app, action);
+  hotloop::cli::add_pack_command(app, action);
 
   try {
     app.parse(argc, argv);

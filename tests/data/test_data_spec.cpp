@@ -52,9 +52,13 @@ TEST(DataSpec, OpensSyntheticWithADifferentSeedPerSplit) {
   EXPECT_FALSE(train->get(0).image.equal(test->get(0).image));
 }
 
-TEST(DataSpec, FormatsNotBuiltYetSaySo) {
-  EXPECT_THROW(
-      open_dataset(parse_data_spec("wds:/shards"), Split::Train), UsageError);
+TEST(DataSpec, WdsWithoutShardsSaysHowToMakeThem) {
+  try {
+    open_dataset(parse_data_spec("wds:/nonexistent/shards"), Split::Train);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.hint().find("hotloop pack"), std::string::npos) << e.hint();
+  }
 }
 
 } // namespace hotloop::data

@@ -10,3 +10,12 @@ namespace hotloop {
 std::string format_bytes(std::uint64_t bytes);
 
 } // namespace hotloop
+
+namespace hotloop {
+
+// "256MiB", "1GB", "64k", "1000" -> bytes (binary and decimal units,
+// case-insensitive). Throws UsageError for anything else, naming `what` (the
+// flag).
+std::uint64_t parse_bytes(const std::string& text, const std::string& what);
+
+} // namespace hotloop

@@ -8,6 +8,7 @@
 #include "hotloop/data/fashion_mnist.h"
 #include "hotloop/data/image_folder.h"
 #include "hotloop/data/synthetic.h"
+#include "hotloop/data/webdataset.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -114,10 +115,7 @@ std::unique_ptr<Dataset> open_dataset(
     case DataSpec::Kind::Folder:
       return std::make_unique<ImageFolder>(spec.path, split);
     case DataSpec::Kind::WebDataset:
-      throw UsageError(
-          fmt::format(
-              "--data '{}': this data source is not built yet", spec.text),
-          "use fashion-mnist[:DIR] or synthetic:N for now");
+      return std::make_unique<WebDataset>(spec.path, split);
   }
   throw UsageError(fmt::format("--data '{}': unknown kind", spec.text));
 }

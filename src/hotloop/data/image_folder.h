@@ -35,6 +35,10 @@ class ImageFolder final : public Dataset {
   const std::string& path(std::size_t index) const {
     return files_.at(index).path;
   }
+  // The label of item `index` without decoding its image.
+  std::int64_t get_label(std::size_t index) const {
+    return files_.at(index).label;
+  }
 
  private:
   struct File {

@@ -1,0 +1,76 @@
+// `hotloop data check`: read and decode every sample of a data set before
+// training on it.
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "hotloop/data/data_check.h"
+#include "hotloop/data/data_spec.h"
+
+namespace hotloop::cli {
+
+void add_data_command(CLI::App& app, Action& action) {
+  struct Flags {
+    std::string spec;
+    std::string split = "train";
+    bool json = false;
+    data::DataCheckOptions options;
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* data_cmd = app.add_subcommand("data", "Inspect data sets");
+  data_cmd->require_subcommand(1);
+  CLI::App* cmd = data_cmd->add_subcommand(
+      "check",
+      "Read and decode every sample of one split; list the bad ones; counts per class and image sizes");
+  cmd->add_option(
+         "--data",
+         flags->spec,
+         "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N[xCxHxW]")
+      ->required();
+  cmd->add_option("--split", flags->split, "train, val or test")
+      ->check(CLI::IsMember({"train", "val", "test"}));
+  cmd->add_option(
+      "--threads",
+      flags->options.threads,
+      "Decode threads (0: one per usable CPU)");
+  cmd->add_flag("--json", flags->json, "Print one JSON object (default: off)");
+  cmd->footer("Exit code: 0 when every sample reads, 1 when any is bad.");
+  cmd->callback([flags, &action] {
+    action = [flags] {
+      const data::Split split = flags->split == "train" ? data::Split::Train
+          : flags->split == "val"                       ? data::Split::Val
+                                                        : data::Split::Test;
+      const auto dataset =
+          data::open_dataset(data::parse_data_spec(flags->spec), split);
+      flags->options.progress = !flags->json;
+      const data::DataCheckReport r =
+          data::check_dataset(*dataset, flags->options);
+      if (flags->json) {
+        fmt::print("{}\n", data::to_json(r).dump(2));
+      } else {
+        fmt::print(
+            "{}\n{} samples checked in {:.1f} s, {} bad\n",
+            r.source,
+            r.samples,
+            r.seconds,
+            r.bad.size());
+        for (std::size_t c = 0; c < r.classes.size(); ++c) {
+          fmt::print("  {:>6}  {}\n", r.per_class[c], r.classes[c]);
+        }
+        fmt::print(
+            "image sizes: {}x{} to {}x{} ({} channel(s))\n",
+            r.min_shape.height,
+            r.min_shape.width,
+            r.max_shape.height,
+            r.max_shape.width,
+            r.max_shape.channels);
+        for (const auto& b : r.bad) {
+          fmt::print("  bad #{}: {}\n", b.index, b.error);
+        }
+      }
+      return r.bad.empty() ? 0 : 1;
+    };
+  });
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,104 @@
+#include "hotloop/data/data_check.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "hotloop/core/progress.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+
+DataCheckReport check_dataset(
+    const Dataset& dataset,
+    const DataCheckOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  DataCheckReport r;
+  r.source = dataset.describe();
+  r.classes = dataset.class_names();
+  r.per_class.assign(r.classes.size(), 0);
+  r.samples = dataset.size();
+  const unsigned int threads = options.threads > 0
+      ? options.threads
+      : std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex mu; // guards r.per_class, r.bad and the shapes
+  std::int64_t min_h = std::numeric_limits<std::int64_t>::max(), min_w = min_h,
+               max_h = 0, max_w = 0, channels = 0;
+  const auto work = [&] {
+    at::set_num_threads(1); // one sample per thread; no nested parallelism
+    for (std::size_t i = next++; i < r.samples; i = next++) {
+      try {
+        const Sample s = dataset.get(i);
+        std::lock_guard<std::mutex> lock(mu);
+        if (s.label >= 0 &&
+            static_cast<std::size_t>(s.label) < r.per_class.size()) {
+          ++r.per_class[static_cast<std::size_t>(s.label)];
+        } else {
+          r.bad.push_back(
+              {i, "label " + std::to_string(s.label) + " out of range"});
+        }
+        channels = s.image.size(0);
+        min_h = std::min(min_h, s.image.size(1));
+        min_w = std::min(min_w, s.image.size(2));
+        max_h = std::max(max_h, s.image.size(1));
+        max_w = std::max(max_w, s.image.size(2));
+      } catch (const DataError& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        r.bad.push_back({i, e.what()});
+      }
+      ++done;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned int t = 0; t < threads; ++t) {
+    pool.emplace_back(work);
+  }
+  Progress progress("check", r.samples, options.progress);
+  while (done < r.samples) {
+    progress.update(done);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& t : pool) {
+    t.join();
+  }
+  progress.finish(std::to_string(r.bad.size()) + " bad");
+  std::sort(
+      r.bad.begin(), r.bad.end(), [](const BadSample& a, const BadSample& b) {
+        return a.index < b.index;
+      });
+  if (max_h > 0) {
+    r.min_shape = {channels, min_h, min_w};
+    r.max_shape = {channels, max_h, max_w};
+  }
+  r.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return r;
+}
+
+nlohmann::json to_json(const DataCheckReport& r) {
+  auto bad = nlohmann::json::array();
+  for (const auto& b : r.bad) {
+    bad.push_back({{"index", b.index}, {"error", b.error}});
+  }
+  return {
+      {"source", r.source},
+      {"samples", r.samples},
+      {"classes", r.classes},
+      {"per_class", r.per_class},
+      {"bad_samples", bad},
+      {"min_size",
+       {r.min_shape.channels, r.min_shape.height, r.min_shape.width}},
+      {"max_size",
+       {r.max_shape.channels, r.max_shape.height, r.max_shape.width}},
+      {"seconds", r.seconds}};
+}
+
+} // namespace hotloop::data

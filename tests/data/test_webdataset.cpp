@@ -1,0 +1,201 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "hotloop/data/pack.h"
+#include "hotloop/data/tar.h"
+#include "hotloop/data/webdataset.h"
+#include "hotloop/errors.h"
+#include "support/image_files.h"
+#include "support/temp_dir.h"
+
+namespace hotloop::data {
+
+using test::flat_image;
+using test::TempDir;
+
+namespace {
+
+std::vector<std::uint8_t> text(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+
+std::vector<std::uint8_t> jpeg(std::uint8_t v) {
+  return test::jpeg_bytes(flat_image(8, 8, {v, v, v}), 8, 8, 3);
+}
+
+std::string open_error(const std::string& spec) {
+  try {
+    WebDataset ds(spec, Split::Train);
+    return {};
+  } catch (const DataError& e) {
+    return e.what();
+  }
+}
+
+} // namespace
+
+TEST(WebDataset, SplitsMemberNamesAsWebdatasetDoes) {
+  EXPECT_EQ(
+      split_member_name("x12.jpg"),
+      std::make_pair(std::string("x12"), std::string("jpg")));
+  EXPECT_EQ(
+      split_member_name("a.b/x12.seg.png"),
+      std::make_pair(std::string("a.b/x12"), std::string("seg.png")));
+  EXPECT_EQ(
+      split_member_name("noext"),
+      std::make_pair(std::string("noext"), std::string("")));
+}
+
+TEST(WebDataset, GroupsMembersByKeyAcrossShardsAndReadsLabels) {
+  TempDir dir;
+  {
+    TarWriter a((dir.path() / "train-000000.tar").string());
+    a.add("k0.jpg", jpeg(10));
+    a.add("k0.cls", text("1\n"));
+    a.add("k0.json", text("{}")); // other members are ignored
+    a.add("k1.cls", text("0"));
+    a.add("k1.png", test::png_bytes(flat_image(4, 5, {1, 2, 3}), 4, 5, 3));
+  }
+  {
+    TarWriter b((dir.path() / "train-000001.tar").string());
+    b.add("k2.jpeg", jpeg(200));
+    b.add("k2.cls", text("2"));
+  }
+  const WebDataset ds(dir.path().string(), Split::Train);
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(ds.shards().size(), 2u);
+  EXPECT_EQ(ds.get(0).label, 1);
+  EXPECT_EQ(ds.get(1).label, 0);
+  EXPECT_EQ(ds.get(1).image.sizes(), (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(ds.get(2).label, 2);
+  EXPECT_EQ(
+      ds.class_names(),
+      (std::vector<std::string>{"class0", "class1", "class2"}));
+  EXPECT_NE(ds.sample_name(2).find("train-000001.tar:k2"), std::string::npos);
+  // A glob picks shards too.
+  EXPECT_EQ(
+      WebDataset((dir.path() / "train-*1.tar").string(), Split::Train).size(),
+      1u);
+}
+
+TEST(WebDataset, SamplesWithoutImageOrLabelOrWithABadLabelAreErrors) {
+  TempDir dir;
+  const auto shard =
+      [&](const std::string& name,
+          const std::vector<std::pair<std::string, std::string>>& members) {
+        const auto folder = dir.path() / name;
+        std::filesystem::create_directories(folder);
+        TarWriter w((folder / "train-000000.tar").string());
+        for (const auto& [member, value] : members) {
+          w.add(member, member.ends_with(".jpg") ? jpeg(5) : text(value));
+        }
+        w.close();
+        return folder.string();
+      };
+  EXPECT_NE(
+      open_error(shard("nolabel", {{"a.jpg", ""}}))
+          .find("sample 'a' has no .cls"),
+      std::string::npos);
+  EXPECT_NE(
+      open_error(shard("noimage", {{"a.cls", "1"}}))
+          .find("sample 'a' has no .jpg"),
+      std::string::npos);
+  EXPECT_NE(
+      open_error(shard("badlabel", {{"a.jpg", ""}, {"a.cls", "cat"}}))
+          .find(".cls is 'cat'"),
+      std::string::npos);
+  EXPECT_NE(
+      open_error((dir.path() / "none").string()).find("no shards match"),
+      std::string::npos);
+}
+
+TEST(WebDataset, ClassNamesComeFromIndexJson) {
+  TempDir dir;
+  {
+    TarWriter w((dir.path() / "train-000000.tar").string());
+    w.add("a.jpg", jpeg(1));
+    w.add("a.cls", text("1"));
+  }
+  std::ofstream(dir.path() / "index.json")
+      << R"({"classes": ["bags", "shoes"]})";
+  EXPECT_EQ(
+      WebDataset(dir.path().string(), Split::Train).class_names(),
+      (std::vector<std::string>{"bags", "shoes"}));
+  std::ofstream(dir.path() / "index.json") << R"({"classes": ["only"]})";
+  EXPECT_NE(
+      open_error(dir.path().string()).find("label 1 is out of range"),
+      std::string::npos);
+}
+
+TEST(Pack, ShuffledOrderIsADeterministicPermutation) {
+  const auto a = shuffled_order(1000, 42);
+  EXPECT_EQ(a, shuffled_order(1000, 42));
+  EXPECT_NE(a, shuffled_order(1000, 43));
+  auto sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    ASSERT_EQ(sorted[i], i);
+  }
+}
+
+TEST(Pack, FoldersBecomeShardsThatReadBackWithTheSameLabelsAndVerify) {
+  TempDir dir;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 10; ++i) {
+      test::write_bytes(
+          dir.path() / fmt::format("photos/train/c{}/{}.jpg", c, i),
+          jpeg(static_cast<std::uint8_t>(c * 80)));
+    }
+  }
+  test::write_bytes(dir.path() / "photos/val/c1/v.jpg", jpeg(80));
+  PackOptions o;
+  o.from = "folder:" + (dir.path() / "photos").string();
+  o.out = (dir.path() / "shards").string();
+  o.shard_bytes = 4096; // forces several shards
+  o.verify = true;
+  o.progress = false;
+  const PackResult r = pack(o);
+  ASSERT_EQ(r.splits.size(), 2u);
+  EXPECT_EQ(r.splits[0].samples, 30u);
+  EXPECT_GT(r.splits[0].shards.size(), 2u);
+  EXPECT_EQ(r.verified, 31u);
+  EXPECT_TRUE(r.bad_samples.empty());
+  const WebDataset train(o.out, Split::Train);
+  EXPECT_EQ(train.class_names(), (std::vector<std::string>{"c0", "c1", "c2"}));
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    const Sample s = train.get(i);
+    // Each class has its own gray level: the label must match the pixels.
+    EXPECT_NEAR(
+        s.image.to(at::kFloat).mean().item<float>(), s.label * 80.0f, 3.0f)
+        << i;
+  }
+  EXPECT_EQ(WebDataset(o.out, Split::Val).get(0).label, 1);
+}
+
+TEST(Pack, VerifyNamesTheSourceFileOfABadSample) {
+  TempDir dir;
+  test::write_bytes(dir.path() / "photos/train/a/good.jpg", jpeg(1));
+  test::write_bytes(
+      dir.path() / "photos/train/a/bad.jpg", {0xFF, 0xD8, 0xFF, 0x00});
+  PackOptions o;
+  o.from = "folder:" + (dir.path() / "photos").string();
+  o.out = (dir.path() / "shards").string();
+  o.verify = true;
+  o.progress = false;
+  const PackResult r = pack(o);
+  ASSERT_EQ(r.bad_samples.size(), 1u);
+  EXPECT_NE(r.bad_samples[0].find("bad.jpg"), std::string::npos)
+      << r.bad_samples[0];
+}
+
+TEST(Pack, OnlyFoldersCanBePacked) {
+  PackOptions o;
+  o.from = "synthetic:10";
+  o.out = "/tmp/never";
+  EXPECT_THROW(pack(o), UsageError);
+}
+
+} // namespace hotloop::data
