@@ -1,0 +1,100 @@
+#pragma once
+// The loader that keeps the GPU fed:
+//   decode threads -> each builds a whole batch straight into a buffer from a
+//   reused pool (pinned host memory when the batch goes to a GPU) -> a bounded
+//   set of ready batches (prefetch) -> delivered in order: on a GPU, copied
+//   with non_blocking on a separate CUDA stream that the compute stream waits
+//   on, then converted to float and normalized there; on the CPU, normalized in
+//   place.
+// The order is a function of (seed, epoch); with several ranks each rank reads
+// its share of every global batch. The position (epoch, batch) can be saved and
+// restored for an exact resume.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "hotloop/data/dataset.h"
+
+namespace hotloop::data {
+
+enum class BadSamplePolicy { Skip, Fail };
+enum class Augment { Default, None };
+
+struct LoaderOptions {
+  std::size_t batch_size = 64; // per rank
+  unsigned int workers = 0; // decode threads; 0: the usable CPUs
+  std::size_t prefetch_batches = 4; // ready batches held ahead of the trainer
+  bool shuffle = true;
+  bool drop_last = true;
+  bool train = true; // training augmentation (else the eval transform)
+  Augment augment = Augment::Default;
+  std::uint64_t seed = 0;
+  int rank = 0;
+  int world_size = 1;
+  std::int64_t size =
+      0; // output height and width; 0: the data set's native size, else 224
+  int channels = 0; // 0: the data set's
+  BadSamplePolicy on_bad_sample = BadSamplePolicy::Skip;
+  c10::Device device = c10::Device(c10::kCPU);
+  std::vector<float> mean; // per channel; empty: Fashion-MNIST's for 1 channel,
+                           // ImageNet's for 3
+  std::vector<float> std;
+};
+
+struct Batch {
+  at::Tensor images; // (B, C, H, W) float32, normalized, on the loader's device
+  at::Tensor labels; // (B,) int64, on the loader's device
+  std::size_t epoch = 0;
+  std::size_t index = 0; // batch index within the epoch
+  std::size_t bad_samples =
+      0; // skipped in this batch (B is smaller by as many)
+};
+
+struct LoaderStats {
+  std::size_t batches = 0;
+  std::size_t samples = 0;
+  std::size_t bad_samples =
+      0; // skipped so far (each logged once, with its name)
+  double wait_seconds =
+      0; // time next() spent waiting for a batch (the trainer's "data wait")
+  std::size_t buffers_allocated =
+      0; // batch buffers in the pool; constant across epochs
+};
+
+class Loader {
+ public:
+  // Starts the decode threads. Throws UsageError for bad options (batch 0, rank
+  // out of range, a CUDA device without CUDA).
+  Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
+  ~Loader(); // stops and joins the threads
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Begins `epoch` at batch `start_batch` (a resumed run passes its saved
+  // position).
+  void start_epoch(std::size_t epoch, std::size_t start_batch = 0);
+  // The next batch of the epoch, in order, or nullopt at its end. With
+  // on_bad_sample=Fail, throws the DataError of the first bad sample (naming
+  // it).
+  std::optional<Batch> next();
+
+  std::size_t batches_per_epoch() const;
+  // Where a checkpoint should record the position: (epoch, next batch index).
+  std::pair<std::size_t, std::size_t> position() const;
+  LoaderStats stats() const;
+  double last_wait_seconds() const; // of the latest next()
+  const LoaderOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace hotloop::data

@@ -1,0 +1,167 @@
+#include "hotloop/data/augment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace hotloop::data {
+namespace {
+
+// SplitMix64 stream: the per-sample random source.
+struct Rng {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { // [0, 1)
+    return static_cast<double>(next() >> 11) * 0x1.0p-53;
+  }
+};
+
+struct Box {
+  double x0, y0, w, h; // in source pixels
+};
+
+// Bilinear resize of the `box` region of a (C, H, W) plane stack into (C, oh,
+// ow), with half-pixel centers as torchvision's
+// interpolate(align_corners=False). `flip` mirrors the output horizontally.
+void resize_box(
+    const std::uint8_t* src,
+    std::int64_t c,
+    std::int64_t h,
+    std::int64_t w,
+    Box box,
+    std::uint8_t* dst,
+    std::int64_t oh,
+    std::int64_t ow,
+    bool flip) {
+  std::vector<std::int64_t> x_lo(ow), x_hi(ow);
+  std::vector<float> x_t(ow);
+  for (std::int64_t x = 0; x < ow; ++x) {
+    const double sx = std::clamp(
+        box.x0 + (x + 0.5) * box.w / ow - 0.5, 0.0, static_cast<double>(w - 1));
+    const auto lo = static_cast<std::int64_t>(sx);
+    const std::int64_t out_x = flip ? ow - 1 - x : x;
+    x_lo[out_x] = lo;
+    x_hi[out_x] = std::min(lo + 1, w - 1);
+    x_t[out_x] = static_cast<float>(sx - lo);
+  }
+  for (std::int64_t y = 0; y < oh; ++y) {
+    const double sy = std::clamp(
+        box.y0 + (y + 0.5) * box.h / oh - 0.5, 0.0, static_cast<double>(h - 1));
+    const auto y0 = static_cast<std::int64_t>(sy);
+    const std::int64_t y1 = std::min(y0 + 1, h - 1);
+    const auto ty = static_cast<float>(sy - y0);
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      const std::uint8_t* r0 = src + (ch * h + y0) * w;
+      const std::uint8_t* r1 = src + (ch * h + y1) * w;
+      std::uint8_t* out = dst + (ch * oh + y) * ow;
+      for (std::int64_t x = 0; x < ow; ++x) {
+        const float top = r0[x_lo[x]] + (r0[x_hi[x]] - r0[x_lo[x]]) * x_t[x];
+        const float bottom = r1[x_lo[x]] + (r1[x_hi[x]] - r1[x_lo[x]]) * x_t[x];
+        out[x] =
+            static_cast<std::uint8_t>(std::lround(top + (bottom - top) * ty));
+      }
+    }
+  }
+}
+
+// torchvision's RandomResizedCrop parameters: 10 tries at a random area and
+// aspect ratio, else the central crop at the closest allowed ratio.
+Box random_resized_crop(std::int64_t h, std::int64_t w, Rng& rng) {
+  const double area = static_cast<double>(h * w);
+  const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (0.08 + rng.uniform() * (1.0 - 0.08));
+    const double ratio = std::exp(log_lo + rng.uniform() * (log_hi - log_lo));
+    const double cw = std::round(std::sqrt(target * ratio));
+    const double chh = std::round(std::sqrt(target / ratio));
+    if (cw > 0 && chh > 0 && cw <= w && chh <= h) {
+      const double x0 = std::floor(rng.uniform() * (w - cw + 1));
+      const double y0 = std::floor(rng.uniform() * (h - chh + 1));
+      return {x0, y0, cw, chh};
+    }
+  }
+  const double in_ratio = static_cast<double>(w) / h;
+  double cw = w, chh = h;
+  if (in_ratio < 3.0 / 4.0) {
+    chh = std::round(w / (3.0 / 4.0));
+  } else if (in_ratio > 4.0 / 3.0) {
+    cw = std::round(h * (4.0 / 3.0));
+  }
+  return {(w - cw) / 2, (h - chh) / 2, cw, chh};
+}
+
+} // namespace
+
+void augment_into(
+    const at::Tensor& image,
+    std::uint8_t* dst,
+    const AugmentSpec& spec,
+    std::uint64_t seed) {
+  const std::int64_t c = image.size(0), h = image.size(1), w = image.size(2);
+  const std::uint8_t* src = image.data_ptr<std::uint8_t>();
+  const std::int64_t oh = spec.out_h, ow = spec.out_w;
+  Rng rng{seed};
+
+  if (spec.mode == AugmentSpec::Mode::Train && spec.small_images) {
+    // Zero padding + random crop at the native size + flip.
+    const int pad = spec.padding;
+    const std::int64_t dy =
+        static_cast<std::int64_t>(rng.next() % (2 * pad + 1)) - pad;
+    const std::int64_t dx =
+        static_cast<std::int64_t>(rng.next() % (2 * pad + 1)) - pad;
+    const bool flip = spec.flip && (rng.next() & 1) != 0;
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      for (std::int64_t y = 0; y < oh; ++y) {
+        std::uint8_t* out = dst + (ch * oh + y) * ow;
+        const std::int64_t sy = y + dy;
+        for (std::int64_t x = 0; x < ow; ++x) {
+          const std::int64_t sx = (flip ? ow - 1 - x : x) + dx;
+          out[x] = (sy >= 0 && sy < h && sx >= 0 && sx < w)
+              ? src[(ch * h + sy) * w + sx]
+              : 0;
+        }
+      }
+    }
+    return;
+  }
+  if (spec.mode == AugmentSpec::Mode::Train) {
+    const Box box = random_resized_crop(h, w, rng);
+    const bool flip = spec.flip && (rng.next() & 1) != 0;
+    resize_box(src, c, h, w, box, dst, oh, ow, flip);
+    return;
+  }
+  if (h == oh && w == ow) {
+    std::memcpy(dst, src, static_cast<std::size_t>(c * h * w));
+    return;
+  }
+  if (spec.mode == AugmentSpec::Mode::Eval && !spec.small_images) {
+    // Resize the shorter side to out/0.875, then center crop out: in source
+    // pixels, a centered box of 0.875 of the shorter side, shaped like the
+    // output.
+    const double scale =
+        std::min(static_cast<double>(h) / oh, static_cast<double>(w) / ow) *
+        0.875;
+    const double bw = ow * scale, bh = oh * scale;
+    resize_box(
+        src, c, h, w, {(w - bw) / 2, (h - bh) / 2, bw, bh}, dst, oh, ow, false);
+    return;
+  }
+  resize_box(
+      src,
+      c,
+      h,
+      w,
+      {0, 0, static_cast<double>(w), static_cast<double>(h)},
+      dst,
+      oh,
+      ow,
+      false);
+}
+
+} // namespace hotloop::data

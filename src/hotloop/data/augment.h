@@ -1,0 +1,45 @@
+#pragma once
+// Per-sample geometry on the CPU (in the decode threads), written straight into
+// the sample's slot of the batch buffer: (C, H, W) uint8 in, (C, out_h, out_w)
+// uint8 out, no intermediate tensors.
+//
+// - Train, small images (the data set's native size, e.g. Fashion-MNIST):
+// zero-pad by `padding`,
+//   random crop back to the native size, random horizontal flip.
+// - Train, photos: random-resized-crop (area 8-100%, aspect 3/4-4/3, as
+// torchvision's
+//   RandomResizedCrop) to out_h x out_w with bilinear interpolation, random
+//   horizontal flip.
+// - Eval: small images unchanged; photos resized to out/0.875 on the shorter
+// side and center-cropped
+//   (torchvision's Resize(256) + CenterCrop(224) for 224).
+// The random choices are a function of the seed passed in, so a sample's
+// augmentation does not depend on which thread ran it.
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+namespace hotloop::data {
+
+struct AugmentSpec {
+  enum class Mode { None, Train, Eval };
+  Mode mode = Mode::None;
+  bool small_images = false; // pad-and-crop instead of resized crops
+  std::int64_t out_h = 0;
+  std::int64_t out_w = 0;
+  int padding = 4;
+  bool flip = true;
+};
+
+// Writes `image` ((C, H, W) uint8, contiguous) transformed by `spec` into
+// `dst`, which holds C * out_h * out_w bytes. `seed` makes the random choices.
+// With Mode::None the image must already be out_h x out_w (it is copied) or is
+// resized to it.
+void augment_into(
+    const at::Tensor& image,
+    std::uint8_t* dst,
+    const AugmentSpec& spec,
+    std::uint64_t seed);
+
+} // namespace hotloop::data

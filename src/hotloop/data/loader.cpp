@@ -1,0 +1,370 @@
+#include "hotloop/data/loader.h"
+
+#include <sched.h>
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <ATen/ops/empty.h>
+#include <c10/util/StringUtil.h>
+#include <fmt/format.h>
+
+#include "hotloop/data/augment.h"
+#include "hotloop/data/sampler.h"
+#include "hotloop/data/transfer.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+namespace {
+
+unsigned int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return static_cast<unsigned int>(CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// One reusable batch buffer: uint8 images (B, C, H, W) and int64 labels (B,),
+// pinned for a GPU.
+struct Buffer {
+  at::Tensor images;
+  at::Tensor labels;
+  std::function<void()>
+      reusable; // wait for the previous copy out of it, if any
+};
+
+// A batch built by a worker, waiting to be delivered.
+struct Ready {
+  std::size_t buffer = 0;
+  std::size_t count = 0; // valid samples
+  std::vector<std::string> bad; // messages of skipped samples
+  std::exception_ptr error; // with BadSamplePolicy::Fail
+};
+
+} // namespace
+
+struct Loader::Impl {
+  std::shared_ptr<const Dataset> dataset;
+  LoaderOptions options;
+  Sampler sampler;
+  std::unique_ptr<Transfer> transfer;
+  AugmentSpec augment;
+  std::int64_t channels = 0;
+
+  mutable std::mutex mu;
+  std::condition_variable work_cv; // workers wait for a job and a free buffer
+  std::condition_variable ready_cv; // next() waits for its batch
+  std::vector<Buffer> buffers;
+  std::vector<std::size_t> free_buffers;
+  std::map<std::size_t, Ready> ready;
+  std::size_t generation =
+      0; // bumped by start_epoch: work from an older epoch is dropped
+  std::size_t epoch = 0;
+  std::size_t next_job = 0;
+  std::size_t next_deliver = 0;
+  std::size_t end = 0;
+  bool stop = false;
+  LoaderStats stats;
+  double last_wait = 0;
+  std::set<std::string> logged_bad;
+  std::vector<std::thread> workers;
+
+  Impl(std::shared_ptr<const Dataset> ds, LoaderOptions o)
+      : dataset(std::move(ds)),
+        options(std::move(o)),
+        sampler(
+            dataset->size(),
+            SamplerOptions{
+                options.batch_size,
+                options.world_size,
+                options.rank,
+                options.shuffle,
+                options.drop_last,
+                options.seed}) {}
+
+  void worker_loop();
+  void fill(
+      std::size_t buffer,
+      const std::vector<std::size_t>& indices,
+      Ready& out);
+};
+
+void Loader::Impl::fill(
+    std::size_t buffer,
+    const std::vector<std::size_t>& indices,
+    Ready& out) {
+  Buffer& buf = buffers[buffer];
+  const std::size_t slot_bytes =
+      static_cast<std::size_t>(channels * augment.out_h * augment.out_w);
+  auto* images = buf.images.data_ptr<std::uint8_t>();
+  auto* labels = buf.labels.data_ptr<std::int64_t>();
+  for (const std::size_t index : indices) {
+    try {
+      const Sample s = dataset->get(index);
+      if (s.image.dim() != 3 || s.image.size(0) != channels ||
+          s.image.scalar_type() != at::kByte) {
+        throw DataError(fmt::format(
+            "sample {} of {}: image of shape {} and type {}, expected ({}, H, W) uint8",
+            index,
+            dataset->describe(),
+            c10::str(s.image.sizes()),
+            c10::toString(s.image.scalar_type()),
+            channels));
+      }
+      if (s.label < 0 ||
+          static_cast<std::size_t>(s.label) >= dataset->num_classes()) {
+        throw DataError(fmt::format(
+            "sample {} of {}: label {} outside 0..{}",
+            index,
+            dataset->describe(),
+            s.label,
+            dataset->num_classes() - 1));
+      }
+      const std::uint64_t seed = mix(mix(options.seed, epoch), index);
+      augment_into(
+          s.image.contiguous(), images + out.count * slot_bytes, augment, seed);
+      labels[out.count] = s.label;
+      ++out.count;
+    } catch (const DataError& e) {
+      if (options.on_bad_sample == BadSamplePolicy::Fail) {
+        out.error = std::current_exception();
+        return;
+      }
+      out.bad.emplace_back(e.what());
+    }
+  }
+}
+
+void Loader::Impl::worker_loop() {
+  for (;;) {
+    std::size_t b = 0;
+    std::size_t gen = 0;
+    std::size_t buffer = 0;
+    std::vector<std::size_t> indices;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      work_cv.wait(lock, [&] {
+        return stop ||
+            (next_job < end &&
+             next_job < next_deliver + options.prefetch_batches &&
+             !free_buffers.empty());
+      });
+      if (stop) {
+        return;
+      }
+      b = next_job++;
+      gen = generation;
+      buffer = free_buffers.back();
+      free_buffers.pop_back();
+      indices = sampler.batch(b);
+    }
+    if (buffers[buffer].reusable) {
+      buffers[buffer]
+          .reusable(); // the GPU copy out of this buffer has finished
+      buffers[buffer].reusable = nullptr;
+    }
+    Ready r;
+    r.buffer = buffer;
+    fill(buffer, indices, r);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (gen != generation) {
+        free_buffers.push_back(
+            buffer); // a new epoch started meanwhile: drop this batch
+        work_cv.notify_one();
+        continue;
+      }
+      ready.emplace(b, std::move(r));
+    }
+    ready_cv.notify_all();
+  }
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
+  if (!dataset) {
+    throw UsageError("the loader needs a data set");
+  }
+  if (options.prefetch_batches == 0) {
+    throw UsageError("prefetch must be at least 1 batch");
+  }
+  impl_ = std::make_unique<Impl>(std::move(dataset), std::move(options));
+  Impl& m = *impl_;
+  LoaderOptions& o = m.options;
+  const std::optional<ImageShape> shape = m.dataset->shape();
+  m.channels = o.channels > 0 ? o.channels : (shape ? shape->channels : 3);
+  const std::int64_t out = o.size > 0 ? o.size : (shape ? shape->height : 224);
+  const std::int64_t out_w = o.size > 0 ? o.size : (shape ? shape->width : 224);
+  m.augment.out_h = out;
+  m.augment.out_w = out_w;
+  m.augment.small_images = shape && shape->height <= 64 && shape->width <= 64 &&
+      shape->height == out && shape->width == out_w;
+  m.augment.mode = o.augment == Augment::None ? AugmentSpec::Mode::None
+      : o.train                               ? AugmentSpec::Mode::Train
+                                              : AugmentSpec::Mode::Eval;
+  if (o.mean.empty()) {
+    o.mean = m.channels == 1 ? std::vector<float>{0.2860f}
+                             : std::vector<float>{0.485f, 0.456f, 0.406f};
+    o.std = m.channels == 1 ? std::vector<float>{0.3530f}
+                            : std::vector<float>{0.229f, 0.224f, 0.225f};
+  }
+  if (o.mean.size() != static_cast<std::size_t>(m.channels) ||
+      o.std.size() != o.mean.size()) {
+    throw UsageError(fmt::format(
+        "normalization has {} means and {} stds for {} channels",
+        o.mean.size(),
+        o.std.size(),
+        m.channels));
+  }
+  m.transfer = o.device.is_cuda() ? make_cuda_transfer(o.device, o.mean, o.std)
+                                  : make_cpu_transfer(o.mean, o.std);
+
+  const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
+  // Each worker fills one buffer, `prefetch` wait ready, one is being
+  // delivered.
+  const std::size_t pool = o.prefetch_batches + workers + 1;
+  const auto image_opts = at::TensorOptions().dtype(at::kByte).pinned_memory(
+      m.transfer->wants_pinned_buffers());
+  const auto label_opts = at::TensorOptions().dtype(at::kLong).pinned_memory(
+      m.transfer->wants_pinned_buffers());
+  const auto b = static_cast<std::int64_t>(o.batch_size);
+  for (std::size_t i = 0; i < pool; ++i) {
+    m.buffers.push_back(
+        {at::empty({b, m.channels, out, out_w}, image_opts),
+         at::empty({b}, label_opts),
+         {}});
+    m.free_buffers.push_back(i);
+  }
+  m.stats.buffers_allocated = pool;
+  start_epoch(0);
+  for (unsigned int w = 0; w < workers; ++w) {
+    m.workers.emplace_back([&m] { m.worker_loop(); });
+  }
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->work_cv.notify_all();
+  impl_->ready_cv.notify_all();
+  for (auto& t : impl_->workers) {
+    t.join();
+  }
+  for (auto& buf : impl_->buffers) {
+    if (buf.reusable) {
+      buf.reusable(); // no copy may still read a buffer we free
+    }
+  }
+}
+
+void Loader::start_epoch(std::size_t epoch, std::size_t start_batch) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    ++m.generation;
+    for (auto& [index, r] : m.ready) {
+      m.free_buffers.push_back(r.buffer);
+    }
+    m.ready.clear();
+    m.epoch = epoch;
+    m.sampler.set_epoch(epoch);
+    m.end = m.sampler.batches_per_epoch();
+    m.next_job = m.next_deliver = std::min(start_batch, m.end);
+  }
+  m.work_cv.notify_all();
+}
+
+std::optional<Batch> Loader::next() {
+  Impl& m = *impl_;
+  Ready r;
+  std::size_t index = 0;
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    if (m.next_deliver >= m.end) {
+      return std::nullopt;
+    }
+    index = m.next_deliver;
+    const auto t0 = std::chrono::steady_clock::now();
+    m.ready_cv.wait(lock, [&] { return m.stop || m.ready.count(index) > 0; });
+    m.last_wait =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    m.stats.wait_seconds += m.last_wait;
+    if (m.stop) {
+      return std::nullopt;
+    }
+    r = std::move(m.ready.at(index));
+    m.ready.erase(index);
+    ++m.next_deliver;
+  }
+  m.work_cv.notify_all(); // a prefetch slot opened
+  const auto give_back = [&](std::function<void()> reusable) {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.buffers[r.buffer].reusable = std::move(reusable);
+      m.free_buffers.push_back(r.buffer);
+    }
+    m.work_cv.notify_all();
+  };
+  if (r.error) {
+    give_back(nullptr);
+    std::rethrow_exception(r.error);
+  }
+  for (const auto& message : r.bad) {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.logged_bad.insert(message).second) {
+      fmt::print(
+          stderr, "hotloop: warning: skipping a bad sample: {}\n", message);
+    }
+  }
+  const auto count = static_cast<std::int64_t>(r.count);
+  Delivered d = m.transfer->deliver(
+      m.buffers[r.buffer].images.narrow(0, 0, count),
+      m.buffers[r.buffer].labels.narrow(0, 0, count));
+  give_back(std::move(d.buffer_reusable));
+  std::lock_guard<std::mutex> lock(m.mu);
+  ++m.stats.batches;
+  m.stats.samples += r.count;
+  m.stats.bad_samples += r.bad.size();
+  return Batch{
+      std::move(d.images), std::move(d.labels), m.epoch, index, r.bad.size()};
+}
+
+std::size_t Loader::batches_per_epoch() const {
+  return impl_->sampler.batches_per_epoch();
+}
+
+std::pair<std::size_t, std::size_t> Loader::position() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return {impl_->epoch, impl_->next_deliver};
+}
+
+LoaderStats Loader::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+double Loader::last_wait_seconds() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->last_wait;
+}
+
+const LoaderOptions& Loader::options() const {
+  return impl_->options;
+}
+
+} // namespace hotloop::data

@@ -1,0 +1,50 @@
+#pragma once
+// The last step of the loader: a filled uint8 batch buffer on the host becomes
+// the float batch on the training device. CPU: normalized in place of the copy.
+// CUDA (src/hotloop/cuda/cuda_transfer.cpp): non_blocking copy from pinned
+// memory on a separate stream, the compute stream waits on an event, then
+// converted and normalized on the GPU.
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+namespace hotloop::data {
+
+struct Delivered {
+  at::Tensor images; // (B, C, H, W) float32 on the device
+  at::Tensor labels; // (B,) int64 on the device
+  // Blocks until the host buffer may be refilled (its copy finished); empty
+  // when it may be at once.
+  std::function<void()> buffer_reusable;
+};
+
+class Transfer {
+ public:
+  virtual ~Transfer() = default;
+  virtual Delivered deliver(
+      const at::Tensor& images_u8,
+      const at::Tensor& labels) = 0;
+  virtual bool wants_pinned_buffers() const = 0;
+};
+
+std::unique_ptr<Transfer> make_cpu_transfer(
+    std::vector<float> mean,
+    std::vector<float> std);
+// Throws EnvError when CUDA cannot be used (LibTorch without CUDA, no device).
+std::unique_ptr<Transfer> make_cuda_transfer(
+    c10::Device device,
+    std::vector<float> mean,
+    std::vector<float> std);
+
+// (1, C, 1, 1) scale and shift so that x * scale - shift == (x / 255 - mean) /
+// std.
+std::pair<at::Tensor, at::Tensor> normalization(
+    const std::vector<float>& mean,
+    const std::vector<float>& std,
+    c10::Device device);
+
+} // namespace hotloop::data

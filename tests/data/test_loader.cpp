@@ -1,0 +1,220 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <ATen/ops/allclose.h>
+#include <torch/cuda.h>
+
+#include "hotloop/data/loader.h"
+#include "hotloop/data/synthetic.h"
+#include "hotloop/errors.h"
+#include "support/index_dataset.h"
+
+namespace hotloop::data {
+
+using test::IndexDataset;
+
+namespace {
+
+LoaderOptions plain(std::size_t batch) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.workers = 2;
+  o.prefetch_batches = 2;
+  o.augment = Augment::None;
+  o.shuffle = false;
+  o.drop_last = false;
+  return o;
+}
+
+// Labels of every batch of one epoch, in order.
+std::vector<std::int64_t> epoch_labels(Loader& loader) {
+  std::vector<std::int64_t> out;
+  while (auto b = loader.next()) {
+    const auto l = b->labels.contiguous();
+    out.insert(
+        out.end(),
+        l.data_ptr<std::int64_t>(),
+        l.data_ptr<std::int64_t>() + l.numel());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(Loader, DeliversBatchesInOrderNormalizedWithTheirLabels) {
+  auto ds = std::make_shared<IndexDataset>(25, ImageShape{1, 4, 4});
+  Loader loader(ds, plain(10));
+  EXPECT_EQ(loader.batches_per_epoch(), 3u);
+  for (std::size_t b = 0; b < 3; ++b) {
+    auto batch = loader.next();
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ(batch->index, b);
+    const std::int64_t n = b < 2 ? 10 : 5;
+    ASSERT_EQ(batch->images.sizes(), (std::vector<std::int64_t>{n, 1, 4, 4}));
+    EXPECT_EQ(batch->images.scalar_type(), at::kFloat);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const std::int64_t i = static_cast<std::int64_t>(b) * 10 + k;
+      EXPECT_EQ(batch->labels[k].item<std::int64_t>(), i);
+      // Fashion-MNIST's normalization for one channel; float32 arithmetic:
+      // within 1e-5.
+      const float expected =
+          (static_cast<float>(i) / 255.0f - 0.2860f) / 0.3530f;
+      EXPECT_NEAR(batch->images[k][0][1][2].item<float>(), expected, 1e-5);
+    }
+  }
+  EXPECT_FALSE(loader.next().has_value());
+  EXPECT_EQ(loader.stats().samples, 25u);
+}
+
+TEST(Loader, ShuffledEpochsAreReproducibleAndCoverEverySampleOnce) {
+  auto ds = std::make_shared<IndexDataset>(97, ImageShape{1, 2, 2});
+  LoaderOptions o = plain(8);
+  o.shuffle = true;
+  o.seed = 5;
+  Loader a(ds, o);
+  Loader b(ds, o);
+  const auto a0 = epoch_labels(a);
+  EXPECT_EQ(a0, epoch_labels(b));
+  EXPECT_EQ(std::set<std::int64_t>(a0.begin(), a0.end()).size(), 97u);
+  EXPECT_EQ(a0.size(), 97u);
+  a.start_epoch(1);
+  const auto a1 = epoch_labels(a);
+  EXPECT_NE(a0, a1);
+  EXPECT_EQ(std::set<std::int64_t>(a1.begin(), a1.end()).size(), 97u);
+}
+
+TEST(Loader, TwoRanksTogetherReadWhatOneRankReads) {
+  auto ds = std::make_shared<IndexDataset>(64, ImageShape{1, 2, 2});
+  LoaderOptions o = plain(4);
+  o.shuffle = true;
+  o.drop_last = true;
+  o.world_size = 2;
+  std::multiset<std::int64_t> both;
+  for (int rank = 0; rank < 2; ++rank) {
+    o.rank = rank;
+    Loader l(ds, o);
+    for (auto v : epoch_labels(l)) {
+      both.insert(v);
+    }
+  }
+  EXPECT_EQ(both.size(), 64u);
+  EXPECT_EQ(std::set<std::int64_t>(both.begin(), both.end()).size(), 64u);
+}
+
+TEST(Loader, ResumeFromASavedPositionGivesTheRemainingBatches) {
+  auto ds = std::make_shared<IndexDataset>(60, ImageShape{1, 2, 2});
+  LoaderOptions o = plain(6);
+  o.shuffle = true;
+  o.augment = Augment::Default;
+  Loader full(ds, o);
+  full.start_epoch(3);
+  std::vector<at::Tensor> expected;
+  while (auto b = full.next()) {
+    expected.push_back(b->images);
+  }
+  Loader first(ds, o);
+  first.start_epoch(3);
+  first.next();
+  first.next();
+  const auto [epoch, batch] = first.position();
+  EXPECT_EQ(epoch, 3u);
+  EXPECT_EQ(batch, 2u);
+  Loader resumed(ds, o);
+  resumed.start_epoch(epoch, batch);
+  for (std::size_t i = batch; i < expected.size(); ++i) {
+    auto b = resumed.next();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(b->images.equal(expected[i]))
+        << "batch " << i << " (augmentation included) differs";
+  }
+  EXPECT_FALSE(resumed.next().has_value());
+}
+
+TEST(Loader, ThePoolDoesNotGrowAcrossEpochs) {
+  auto ds = std::make_shared<IndexDataset>(40, ImageShape{1, 2, 2});
+  Loader loader(ds, plain(4));
+  const std::size_t pool = loader.stats().buffers_allocated;
+  EXPECT_EQ(pool, 2u + 2u + 1u); // prefetch + workers + the one being delivered
+  for (std::size_t e = 0; e < 5; ++e) {
+    loader.start_epoch(e);
+    EXPECT_EQ(epoch_labels(loader).size(), 40u);
+  }
+  loader.start_epoch(5);
+  loader.next(); // restart mid-epoch: batches in flight are dropped, not leaked
+  loader.start_epoch(6);
+  EXPECT_EQ(epoch_labels(loader).size(), 40u);
+  EXPECT_EQ(loader.stats().buffers_allocated, pool);
+}
+
+TEST(Loader, BadSamplesAreSkippedAndCountedOrStopTheRun) {
+  auto ds = std::make_shared<IndexDataset>(
+      20, ImageShape{1, 2, 2}, std::set<std::size_t>{3, 17});
+  Loader skip(ds, plain(10));
+  const auto labels = epoch_labels(skip);
+  EXPECT_EQ(labels.size(), 18u);
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), 3), 0);
+  EXPECT_EQ(skip.stats().bad_samples, 2u);
+  LoaderOptions o = plain(10);
+  o.on_bad_sample = BadSamplePolicy::Fail;
+  Loader fail(ds, o);
+  try {
+    fail.next();
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/data/item3.jpg"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Loader, PhotosAreResizedToTheRequestedSize) {
+  SyntheticOptions so;
+  so.count = 8;
+  so.shape = {3, 60, 90};
+  auto ds = std::make_shared<Synthetic>(so);
+  LoaderOptions o = plain(4);
+  o.augment = Augment::Default;
+  o.size = 32;
+  Loader loader(ds, o);
+  auto b = loader.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->images.sizes(), (std::vector<std::int64_t>{4, 3, 32, 32}));
+}
+
+TEST(Loader, BadOptionsAreUsageErrors) {
+  auto ds = std::make_shared<IndexDataset>(10, ImageShape{1, 2, 2});
+  LoaderOptions o = plain(0);
+  EXPECT_THROW(Loader(ds, o), UsageError);
+  o = plain(2);
+  o.mean = {0.5f, 0.5f};
+  o.std = {0.5f, 0.5f};
+  EXPECT_THROW(Loader(ds, o), UsageError); // 2 means for 1 channel
+  if (!torch::cuda::is_available()) {
+    o = plain(2);
+    o.device = c10::Device(c10::kCUDA, 0);
+    EXPECT_THROW(Loader(ds, o), EnvError);
+  }
+}
+
+TEST(Loader, CudaBatchesMatchCpuBatches) {
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  auto ds = std::make_shared<IndexDataset>(50, ImageShape{3, 8, 8});
+  LoaderOptions o = plain(16);
+  o.shuffle = true;
+  o.augment = Augment::Default;
+  Loader cpu(ds, o);
+  o.device = c10::Device(c10::kCUDA, 0);
+  Loader gpu(ds, o);
+  while (auto c = cpu.next()) {
+    auto g = gpu.next();
+    ASSERT_TRUE(g.has_value());
+    EXPECT_TRUE(g->images.is_cuda());
+    EXPECT_TRUE(g->labels.is_cuda());
+    EXPECT_TRUE(at::allclose(g->images.cpu(), c->images, 1e-6, 1e-6));
+    EXPECT_TRUE(g->labels.cpu().equal(c->labels));
+  }
+}
+
+} // namespace hotloop::data
