@@ -24,6 +24,7 @@ LoaderOptions plain(std::size_t batch) {
   o.augment = Augment::None;
   o.shuffle = false;
   o.drop_last = false;
+  o.resident = Resident::Off; // the threaded path; resident tests ask for it
   return o;
 }
 
@@ -196,6 +197,65 @@ TEST(Loader, BadOptionsAreUsageErrors) {
   }
 }
 
+TEST(Loader, ResidentBatchesEqualThreadedBatchesAugmentationIncluded) {
+  SyntheticOptions so;
+  so.count = 70;
+  so.shape = {1, 12, 12};
+  auto ds = std::make_shared<Synthetic>(so);
+  LoaderOptions o = plain(16);
+  o.shuffle = true;
+  o.augment = Augment::Default; // pad 4, random crop, flip
+  o.seed = 9;
+  Loader threaded(ds, o);
+  o.resident = Resident::Auto; // a small fixed-shape set: Auto picks resident
+  Loader resident(ds, o);
+  EXPECT_FALSE(threaded.resident());
+  EXPECT_TRUE(resident.resident());
+  for (std::size_t epoch = 0; epoch < 2; ++epoch) {
+    threaded.start_epoch(epoch);
+    resident.start_epoch(epoch);
+    std::size_t batches = 0;
+    while (auto t = threaded.next()) {
+      auto r = resident.next();
+      ASSERT_TRUE(r.has_value());
+      EXPECT_TRUE(r->labels.equal(t->labels));
+      EXPECT_TRUE(r->images.equal(t->images))
+          << "epoch " << epoch << " batch " << t->index;
+      ++batches;
+    }
+    EXPECT_FALSE(resident.next().has_value());
+    EXPECT_EQ(batches, 5u);
+  }
+}
+
+TEST(Loader, ResidentModeSkipsBadSamplesAtLoadOrFails) {
+  auto ds = std::make_shared<IndexDataset>(
+      20, ImageShape{1, 2, 2}, std::set<std::size_t>{3, 17});
+  LoaderOptions o = plain(10);
+  o.resident = Resident::On;
+  Loader skip(ds, o);
+  EXPECT_EQ(skip.stats().bad_samples, 2u);
+  const auto labels = epoch_labels(skip);
+  EXPECT_EQ(labels.size(), 18u);
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), 17), 0);
+  o.on_bad_sample = BadSamplePolicy::Fail;
+  EXPECT_THROW(Loader(ds, o), DataError);
+}
+
+TEST(Loader, ResidentModeIsRefusedWhereTheDeviceCannotAugment) {
+  SyntheticOptions so;
+  so.count = 4;
+  so.shape = {3, 100, 100};
+  auto ds = std::make_shared<Synthetic>(so);
+  LoaderOptions o = plain(2);
+  o.augment = Augment::Default;
+  o.size = 32; // resized crops: CPU only
+  o.resident = Resident::On;
+  EXPECT_THROW(Loader(ds, o), UsageError);
+  o.resident = Resident::Auto;
+  EXPECT_FALSE(Loader(ds, o).resident());
+}
+
 TEST(Loader, CudaBatchesMatchCpuBatches) {
   if (!torch::cuda::is_available()) {
     GTEST_SKIP() << "no CUDA device";
@@ -207,7 +267,13 @@ TEST(Loader, CudaBatchesMatchCpuBatches) {
   Loader cpu(ds, o);
   o.device = c10::Device(c10::kCUDA, 0);
   Loader gpu(ds, o);
+  o.resident = Resident::On;
+  Loader gpu_resident(ds, o);
   while (auto c = cpu.next()) {
+    auto r = gpu_resident.next();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(r->images.is_cuda());
+    EXPECT_TRUE(at::allclose(r->images.cpu(), c->images, 1e-6, 1e-6));
     auto g = gpu.next();
     ASSERT_TRUE(g.has_value());
     EXPECT_TRUE(g->images.is_cuda());

@@ -26,6 +26,10 @@ namespace hotloop::data {
 
 enum class BadSamplePolicy { Skip, Fail };
 enum class Augment { Default, None };
+// Resident: decode the whole data set once onto the device and build batches
+// there (see resident.h). Auto picks it for fixed-shape data sets up to 1 GiB
+// whose augmentation can run on the device.
+enum class Resident { Auto, On, Off };
 
 struct LoaderOptions {
   std::size_t batch_size = 64; // per rank
@@ -42,6 +46,7 @@ struct LoaderOptions {
       0; // output height and width; 0: the data set's native size, else 224
   int channels = 0; // 0: the data set's
   BadSamplePolicy on_bad_sample = BadSamplePolicy::Skip;
+  Resident resident = Resident::Auto;
   c10::Device device = c10::Device(c10::kCPU);
   std::vector<float> mean; // per channel; empty: Fashion-MNIST's for 1 channel,
                            // ImageNet's for 3
@@ -90,6 +95,8 @@ class Loader {
   std::pair<std::size_t, std::size_t> position() const;
   LoaderStats stats() const;
   double last_wait_seconds() const; // of the latest next()
+  bool resident()
+      const; // batches come from the resident copy, not the decode threads
   const LoaderOptions& options() const;
 
  private:

@@ -98,6 +98,35 @@ Box random_resized_crop(std::int64_t h, std::int64_t w, Rng& rng) {
 
 } // namespace
 
+SmallImageParams small_image_params(
+    std::uint64_t seed,
+    int padding,
+    bool flip) {
+  Rng rng{seed};
+  SmallImageParams p;
+  p.dy = static_cast<int>(
+             rng.next() % static_cast<std::uint64_t>(2 * padding + 1)) -
+      padding;
+  p.dx = static_cast<int>(
+             rng.next() % static_cast<std::uint64_t>(2 * padding + 1)) -
+      padding;
+  p.flip = flip && (rng.next() & 1) != 0;
+  return p;
+}
+
+std::uint64_t sample_seed(
+    std::uint64_t seed,
+    std::size_t epoch,
+    std::size_t index) {
+  const auto mix = [](std::uint64_t a, std::uint64_t b) {
+    std::uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(seed, epoch), index);
+}
+
 void augment_into(
     const at::Tensor& image,
     std::uint8_t* dst,
@@ -110,12 +139,11 @@ void augment_into(
 
   if (spec.mode == AugmentSpec::Mode::Train && spec.small_images) {
     // Zero padding + random crop at the native size + flip.
-    const int pad = spec.padding;
-    const std::int64_t dy =
-        static_cast<std::int64_t>(rng.next() % (2 * pad + 1)) - pad;
-    const std::int64_t dx =
-        static_cast<std::int64_t>(rng.next() % (2 * pad + 1)) - pad;
-    const bool flip = spec.flip && (rng.next() & 1) != 0;
+    const SmallImageParams p =
+        small_image_params(seed, spec.padding, spec.flip);
+    const std::int64_t dy = p.dy;
+    const std::int64_t dx = p.dx;
+    const bool flip = p.flip;
     for (std::int64_t ch = 0; ch < c; ++ch) {
       for (std::int64_t y = 0; y < oh; ++y) {
         std::uint8_t* out = dst + (ch * oh + y) * ow;

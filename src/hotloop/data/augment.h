@@ -32,6 +32,23 @@ struct AugmentSpec {
   bool flip = true;
 };
 
+// The random choices of the small-image train transform for one sample: shift
+// in [-padding, padding] on each axis and whether to flip. The CPU path and the
+// resident (on-device) path both use it, so they produce the same batches.
+struct SmallImageParams {
+  int dy = 0;
+  int dx = 0;
+  bool flip = false;
+};
+SmallImageParams small_image_params(std::uint64_t seed, int padding, bool flip);
+
+// The per-sample augmentation seed: a function of (loader seed, epoch, dataset
+// index) only.
+std::uint64_t sample_seed(
+    std::uint64_t seed,
+    std::size_t epoch,
+    std::size_t index);
+
 // Writes `image` ((C, H, W) uint8, contiguous) transformed by `spec` into
 // `dst`, which holds C * out_h * out_w bytes. `seed` makes the random choices.
 // With Mode::None the image must already be out_h x out_w (it is copied) or is

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/data/augment.h"
+#include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
 #include "hotloop/data/transfer.h"
 #include "hotloop/errors.h"
@@ -28,13 +29,6 @@ unsigned int usable_cpus() {
     return static_cast<unsigned int>(CPU_COUNT(&set));
   }
   return std::max(1u, std::thread::hardware_concurrency());
-}
-
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 // One reusable batch buffer: uint8 images (B, C, H, W) and int64 labels (B,),
@@ -81,6 +75,7 @@ struct Loader::Impl {
   double last_wait = 0;
   std::set<std::string> logged_bad;
   std::vector<std::thread> workers;
+  std::unique_ptr<ResidentBatches> resident;
 
   Impl(std::shared_ptr<const Dataset> ds, LoaderOptions o)
       : dataset(std::move(ds)),
@@ -133,7 +128,7 @@ void Loader::Impl::fill(
             s.label,
             dataset->num_classes() - 1));
       }
-      const std::uint64_t seed = mix(mix(options.seed, epoch), index);
+      const std::uint64_t seed = sample_seed(options.seed, epoch, index);
       augment_into(
           s.image.contiguous(), images + out.count * slot_bytes, augment, seed);
       labels[out.count] = s.label;
@@ -232,6 +227,31 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
                                   : make_cpu_transfer(o.mean, o.std);
 
   const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
+  // Resident mode: the device can do this augmentation, and the decoded set
+  // fits.
+  const bool device_augment = m.augment.small_images ||
+      m.augment.mode == AugmentSpec::Mode::None ||
+      (m.augment.mode == AugmentSpec::Mode::Eval && shape &&
+       shape->height == out && shape->width == out_w);
+  const std::uint64_t resident_bytes =
+      static_cast<std::uint64_t>(m.dataset->size()) *
+      static_cast<std::uint64_t>(m.channels * out * out_w);
+  const bool resident = o.resident == Resident::On ||
+      (o.resident == Resident::Auto && shape && device_augment &&
+       resident_bytes <= (1ULL << 30));
+  if (resident) {
+    if (!device_augment) {
+      throw UsageError(
+          "resident mode runs the small-image augmentation on the device; this data set needs resized crops on the CPU",
+          "use --resident off (or auto)");
+    }
+    m.resident = std::make_unique<ResidentBatches>(
+        *m.dataset, o, m.augment, m.channels, workers);
+    m.sampler = Sampler(m.resident->rows(), m.sampler.options());
+    m.stats.bad_samples = m.resident->bad_samples();
+    start_epoch(0);
+    return; // no decode threads, no buffers
+  }
   // Each worker fills one buffer, `prefetch` wait ready, one is being
   // delivered.
   const std::size_t pool = o.prefetch_batches + workers + 1;
@@ -284,12 +304,26 @@ void Loader::start_epoch(std::size_t epoch, std::size_t start_batch) {
     m.sampler.set_epoch(epoch);
     m.end = m.sampler.batches_per_epoch();
     m.next_job = m.next_deliver = std::min(start_batch, m.end);
+    if (m.resident) {
+      m.resident->start_epoch(epoch, m.sampler);
+    }
   }
   m.work_cv.notify_all();
 }
 
 std::optional<Batch> Loader::next() {
   Impl& m = *impl_;
+  if (m.resident) {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.next_deliver >= m.end) {
+      return std::nullopt;
+    }
+    Batch b = m.resident->batch(m.next_deliver++, m.sampler);
+    m.last_wait = 0;
+    ++m.stats.batches;
+    m.stats.samples += static_cast<std::size_t>(b.labels.size(0));
+    return b;
+  }
   Ready r;
   std::size_t index = 0;
   {
@@ -356,6 +390,10 @@ std::pair<std::size_t, std::size_t> Loader::position() const {
 LoaderStats Loader::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
+}
+
+bool Loader::resident() const {
+  return impl_->resident != nullptr;
 }
 
 double Loader::last_wait_seconds() const {
