@@ -19,6 +19,7 @@ void add_doctor_command(CLI::App& app, Action& action);
 void add_run_command(CLI::App& app, Action& action);
 void add_pack_command(CLI::App& app, Action& action);
 void add_data_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
 
 // True when standard output is a terminal that should get colours (NO_COLOR
 // unset, TERM not "dumb").

@@ -186,6 +186,9 @@ TEST(Loader, BadOptionsAreUsageErrors) {
   auto ds = std::make_shared<IndexDataset>(10, ImageShape{1, 2, 2});
   LoaderOptions o = plain(0);
   EXPECT_THROW(Loader(ds, o), UsageError);
+  o = plain(16);
+  o.drop_last = true;
+  EXPECT_THROW(Loader(ds, o), UsageError); // 10 samples, no full batch of 16
   o = plain(2);
   o.mean = {0.5f, 0.5f};
   o.std = {0.5f, 0.5f};
@@ -207,7 +210,7 @@ TEST(Loader, ResidentBatchesEqualThreadedBatchesAugmentationIncluded) {
   o.augment = Augment::Default; // pad 4, random crop, flip
   o.seed = 9;
   Loader threaded(ds, o);
-  o.resident = Resident::Auto; // a small fixed-shape set: Auto picks resident
+  o.resident = Resident::On;
   Loader resident(ds, o);
   EXPECT_FALSE(threaded.resident());
   EXPECT_TRUE(resident.resident());
@@ -254,6 +257,11 @@ TEST(Loader, ResidentModeIsRefusedWhereTheDeviceCannotAugment) {
   EXPECT_THROW(Loader(ds, o), UsageError);
   o.resident = Resident::Auto;
   EXPECT_FALSE(Loader(ds, o).resident());
+  SyntheticOptions small;
+  small.count = 8;
+  small.shape = {1, 8, 8};
+  EXPECT_FALSE(Loader(std::make_shared<Synthetic>(small), o).resident())
+      << "Auto picks resident on a GPU only";
 }
 
 TEST(Loader, CudaBatchesMatchCpuBatches) {

@@ -27,8 +27,8 @@ namespace hotloop::data {
 enum class BadSamplePolicy { Skip, Fail };
 enum class Augment { Default, None };
 // Resident: decode the whole data set once onto the device and build batches
-// there (see resident.h). Auto picks it for fixed-shape data sets up to 1 GiB
-// whose augmentation can run on the device.
+// there (see resident.h). Auto picks it on a GPU for fixed-shape data sets up
+// to 1 GiB whose augmentation can run there.
 enum class Resident { Auto, On, Off };
 
 struct LoaderOptions {
@@ -76,7 +76,8 @@ struct LoaderStats {
 class Loader {
  public:
   // Starts the decode threads. Throws UsageError for bad options (batch 0, rank
-  // out of range, a CUDA device without CUDA).
+  // out of range, fewer samples than one batch), EnvError for a CUDA device
+  // without CUDA.
   Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
   ~Loader(); // stops and joins the threads
   Loader(const Loader&) = delete;
