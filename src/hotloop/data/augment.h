@@ -49,10 +49,10 @@ std::uint64_t sample_seed(
     std::size_t epoch,
     std::size_t index);
 
-// Writes `image` ((C, H, W) uint8, contiguous) transformed by `spec` into
-// `dst`, which holds C * out_h * out_w bytes. `seed` makes the random choices.
-// With Mode::None the image must already be out_h x out_w (it is copied) or is
-// resized to it.
+// Writes `image` ((C, H, W) uint8, any strides: planar or an (H, W, C) buffer
+// seen as CHW) transformed by `spec` into `dst`, which holds C * out_h * out_w
+// bytes. `seed` makes the random choices. With Mode::None the image must
+// already be out_h x out_w (it is copied) or is resized to it.
 void augment_into(
     const at::Tensor& image,
     std::uint8_t* dst,

@@ -180,12 +180,16 @@ DecodedImage decode_image(
   throw bad_image(name, "unsupported format: hotloop reads JPEG and PNG");
 }
 
-at::Tensor to_chw_tensor(const DecodedImage& image) {
-  auto hwc = at::from_blob(
-      const_cast<std::uint8_t*>(image.pixels.data()),
+at::Tensor to_chw_tensor(DecodedImage image) {
+  // A (C, H, W) view of the interleaved pixels, owning them: no copy. The
+  // loader reads any strides.
+  auto* owned = new std::vector<std::uint8_t>(std::move(image.pixels));
+  at::Tensor hwc = at::from_blob(
+      owned->data(),
       {image.height, image.width, image.channels},
-      at::kByte);
-  return hwc.permute({2, 0, 1}).contiguous();
+      [owned](void*) { delete owned; },
+      at::TensorOptions().dtype(at::kByte));
+  return hwc.permute({2, 0, 1});
 }
 
 } // namespace hotloop::data

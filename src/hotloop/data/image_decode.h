@@ -38,7 +38,8 @@ DecodedImage decode_image(
     const std::string& name,
     const DecodeOptions& options = {});
 
-// (C, H, W) uint8 tensor of a decoded image.
-at::Tensor to_chw_tensor(const DecodedImage& image);
+// (C, H, W) uint8 tensor of a decoded image: a strided view of its interleaved
+// pixels, which it takes over (no copy). Call .contiguous() for planar memory.
+at::Tensor to_chw_tensor(DecodedImage image);
 
 } // namespace hotloop::data

@@ -129,8 +129,7 @@ void Loader::Impl::fill(
             dataset->num_classes() - 1));
       }
       const std::uint64_t seed = sample_seed(options.seed, epoch, index);
-      augment_into(
-          s.image.contiguous(), images + out.count * slot_bytes, augment, seed);
+      augment_into(s.image, images + out.count * slot_bytes, augment, seed);
       labels[out.count] = s.label;
       ++out.count;
     } catch (const DataError& e) {

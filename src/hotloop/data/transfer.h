@@ -40,8 +40,14 @@ std::unique_ptr<Transfer> make_cuda_transfer(
     std::vector<float> mean,
     std::vector<float> std);
 
-// (1, C, 1, 1) scale and shift so that x * scale - shift == (x / 255 - mean) /
+// Per-channel scale and shift so that x * scale - shift == (x / 255 - mean) /
 // std.
+std::pair<std::vector<float>, std::vector<float>> normalization_factors(
+    const std::vector<float>& mean,
+    const std::vector<float>& std);
+
+// The same as (1, C, 1, 1) tensors on `device`: so that x * scale - shift == (x
+// / 255 - mean) / std.
 std::pair<at::Tensor, at::Tensor> normalization(
     const std::vector<float>& mean,
     const std::vector<float>& std,
