@@ -56,9 +56,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->callback([flags, &action] {
     action = [flags] {
       auto& opts = flags->options;
-      opts.split = flags->split == "train" ? data::Split::Train
-          : flags->split == "val"          ? data::Split::Val
-                                           : data::Split::Test;
+      opts.split = data::parse_split(flags->split);
       opts.loader.device = flags->device == "cuda" ? c10::Device(c10::kCUDA, 0)
                                                    : c10::Device(c10::kCPU);
       opts.loader.resident = flags->resident == "on" ? data::Resident::On

@@ -37,9 +37,7 @@ void add_data_command(CLI::App& app, Action& action) {
   cmd->footer("Exit code: 0 when every sample reads, 1 when any is bad.");
   cmd->callback([flags, &action] {
     action = [flags] {
-      const data::Split split = flags->split == "train" ? data::Split::Train
-          : flags->split == "val"                       ? data::Split::Val
-                                                        : data::Split::Test;
+      const data::Split split = data::parse_split(flags->split);
       const auto dataset =
           data::open_dataset(data::parse_data_spec(flags->spec), split);
       flags->options.progress = !flags->json;

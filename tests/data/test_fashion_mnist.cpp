@@ -32,7 +32,7 @@ void write_split(
           {images, side, side},
           std::vector<std::uint8_t>(images * side * side, 100)));
   const auto n = static_cast<std::uint32_t>(labels.size());
-  test::write_raw(
+  test::write_bytes(
       dir.path() / (prefix + "-labels-idx1-ubyte"),
       test::idx_bytes({n}, labels));
 }
@@ -113,7 +113,7 @@ TEST(FashionMnist, WrongMagicIsAnErrorNamingTheFile) {
   write_split(dir, "train", {0, 1, 2, 3, 4});
   auto bytes = test::idx_bytes({5}, {0, 1, 2, 3, 4});
   bytes[2] = 0x0C; // int32 labels: not the format
-  test::write_raw(dir.path() / "train-labels-idx1-ubyte", bytes);
+  test::write_bytes(dir.path() / "train-labels-idx1-ubyte", bytes);
   const std::string e = open_error(dir.path().string());
   EXPECT_NE(e.find("train-labels-idx1-ubyte"), std::string::npos) << e;
   EXPECT_NE(e.find("element type"), std::string::npos) << e;

@@ -77,7 +77,7 @@ TEST(Idx, ReadsGzipAndRawFilesAlike) {
   test::TempDir dir;
   const auto bytes =
       idx_bytes({3, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
-  test::write_raw(dir.path() / "raw", bytes);
+  test::write_bytes(dir.path() / "raw", bytes);
   test::write_gzip(dir.path() / "packed.gz", bytes);
   EXPECT_EQ(read_file_maybe_gzip((dir.path() / "raw").string()), bytes);
   EXPECT_EQ(read_file_maybe_gzip((dir.path() / "packed.gz").string()), bytes);

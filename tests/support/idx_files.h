@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace hotloop::test {
 
 // An IDX file's bytes: unsigned-byte type, the given dimensions, then `data`.
@@ -24,16 +26,6 @@ inline std::vector<std::uint8_t> idx_bytes(
   }
   out.insert(out.end(), data.begin(), data.end());
   return out;
-}
-
-inline void write_raw(
-    const std::filesystem::path& path,
-    const std::vector<std::uint8_t>& bytes) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary)
-      .write(
-          reinterpret_cast<const char*>(bytes.data()),
-          static_cast<std::streamsize>(bytes.size()));
 }
 
 inline void write_gzip(

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace hotloop::test {
 
 // A (H, W, C) image whose every pixel is `color` (C values).
@@ -84,16 +86,6 @@ inline std::vector<std::uint8_t> png_bytes(
   }
   bytes.resize(size);
   return bytes;
-}
-
-inline void write_bytes(
-    const std::filesystem::path& path,
-    const std::vector<std::uint8_t>& bytes) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary)
-      .write(
-          reinterpret_cast<const char*>(bytes.data()),
-          static_cast<std::streamsize>(bytes.size()));
 }
 
 } // namespace hotloop::test

@@ -7,8 +7,20 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace hotloop::test {
+
+// Writes `bytes` to `path`, creating its parent folders.
+inline void write_bytes(
+    const std::filesystem::path& path,
+    const std::vector<std::uint8_t>& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary)
+      .write(
+          reinterpret_cast<const char*>(bytes.data()),
+          static_cast<std::streamsize>(bytes.size()));
+}
 
 class TempDir {
  public:

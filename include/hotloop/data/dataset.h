@@ -27,6 +27,8 @@ struct ImageShape {
 
 enum class Split { Train, Val, Test };
 const char* to_string(Split split); // "train", "val", "test"
+Split parse_split(
+    const std::string& name); // the inverse; UsageError for anything else
 
 class Dataset {
  public:

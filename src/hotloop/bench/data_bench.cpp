@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#include "hotloop/core/cpus.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 
@@ -64,9 +65,8 @@ DataBenchResult bench_data(const DataBenchOptions& o) {
   const auto t_open = Clock::now();
   std::shared_ptr<const data::Dataset> ds =
       data::open_dataset(data::parse_data_spec(o.spec), o.split, o.loader.seed);
-  const unsigned int workers = o.loader.workers > 0
-      ? o.loader.workers
-      : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned int workers =
+      o.loader.workers > 0 ? o.loader.workers : usable_cpus();
   if (o.decode_only) {
     DataBenchResult r = decode_only(*ds, o, workers);
     r.source = ds->describe();

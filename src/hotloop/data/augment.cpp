@@ -1,5 +1,7 @@
 #include "hotloop/data/augment.h"
 
+#include "hotloop/core/random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,10 +14,7 @@ namespace {
 struct Rng {
   std::uint64_t state;
   std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    return splitmix64(state);
   }
   double uniform() { // [0, 1)
     return static_cast<double>(next() >> 11) * 0x1.0p-53;
@@ -160,13 +159,7 @@ std::uint64_t sample_seed(
     std::uint64_t seed,
     std::size_t epoch,
     std::size_t index) {
-  const auto mix = [](std::uint64_t a, std::uint64_t b) {
-    std::uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(seed, epoch), index);
+  return mix64(mix64(seed, epoch), index);
 }
 
 void augment_into(

@@ -9,6 +9,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "hotloop/core/cpus.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/errors.h"
 
@@ -23,9 +24,8 @@ DataCheckReport check_dataset(
   r.classes = dataset.class_names();
   r.per_class.assign(r.classes.size(), 0);
   r.samples = dataset.size();
-  const unsigned int threads = options.threads > 0
-      ? options.threads
-      : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned int threads =
+      options.threads > 0 ? options.threads : usable_cpus();
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
   std::mutex mu; // guards r.per_class, r.bad and the shapes

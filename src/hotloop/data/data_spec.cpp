@@ -61,6 +61,16 @@ const char* to_string(Split split) {
   return "?";
 }
 
+Split parse_split(const std::string& name) {
+  for (const Split s : {Split::Train, Split::Val, Split::Test}) {
+    if (name == to_string(s)) {
+      return s;
+    }
+  }
+  throw UsageError(
+      fmt::format("unknown split '{}'", name), "use train, val or test");
+}
+
 DataSpec parse_data_spec(const std::string& text) {
   DataSpec spec;
   spec.text = text;

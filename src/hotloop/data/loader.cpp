@@ -1,7 +1,5 @@
 #include "hotloop/data/loader.h"
 
-#include <sched.h>
-
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -13,6 +11,7 @@
 #include <c10/util/StringUtil.h>
 #include <fmt/format.h>
 
+#include "hotloop/core/cpus.h"
 #include "hotloop/data/augment.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
@@ -21,15 +20,6 @@
 
 namespace hotloop::data {
 namespace {
-
-unsigned int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    return static_cast<unsigned int>(CPU_COUNT(&set));
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // One reusable batch buffer: uint8 images (B, C, H, W) and int64 labels (B,),
 // pinned for a GPU.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/core/progress.h"
+#include "hotloop/core/random.h"
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/file_io.h"
@@ -23,13 +24,6 @@ namespace hotloop::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 std::string lower_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string().substr(1);
@@ -160,9 +154,7 @@ PackResult pack(const PackOptions& o) {
   write_index(o, result);
   if (o.verify) {
     for (const auto& s : result.splits) {
-      const Split split = s.split == "train" ? Split::Train
-          : s.split == "val"                 ? Split::Val
-                                             : Split::Test;
+      const Split split = parse_split(s.split);
       const WebDataset wds(o.out, split);
       if (wds.size() != s.samples) {
         result.bad_samples.push_back(fmt::format(

@@ -5,20 +5,11 @@
 #include <ATen/ops/empty.h>
 #include <fmt/format.h>
 
+#include "hotloop/core/random.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
-namespace {
-
-// SplitMix64: a fast, well-mixed 64-bit sequence from any starting state.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-} // namespace
+namespace {} // namespace
 
 Synthetic::Synthetic(SyntheticOptions options) : options_(options) {
   const ImageShape& s = options_.shape;

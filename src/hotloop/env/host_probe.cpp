@@ -14,6 +14,8 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include "hotloop/core/cpus.h"
+
 namespace hotloop::env {
 namespace {
 
@@ -98,16 +100,6 @@ bool stat_fs(fs::path path, struct statvfs* out) {
   return false;
 }
 
-unsigned int usable_cpu_count() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    return static_cast<unsigned int>(CPU_COUNT(&set));
-  }
-  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<unsigned int>(n) : 0;
-}
-
 Probed<std::vector<std::string>> read_governors(
     const std::string& sys_cpu_dir) {
   std::set<std::string> governors;
@@ -140,7 +132,7 @@ HostFacts probe_host(const HostProbeOptions& options) {
   h.cpu_model = cpu.model;
   h.logical_cpus = cpu.logical;
   h.physical_cores = cpu.physical_cores;
-  h.usable_cpus = usable_cpu_count();
+  h.usable_cpus = usable_cpus();
   h.torch_intra_op_threads = at::get_num_threads();
 
   h.memory_total_bytes =
