@@ -4,7 +4,6 @@
 #include <chrono>
 #include <thread>
 
-#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
 #include "hotloop/core/cpus.h"
@@ -35,7 +34,6 @@ DataBenchResult decode_only(
   std::vector<std::thread> pool;
   for (unsigned int w = 0; w < workers; ++w) {
     pool.emplace_back([&, w] {
-      at::set_num_threads(1);
       for (std::size_t i = w; !stop; i += workers) {
         try {
           const data::Sample s = ds.get(i % ds.size());

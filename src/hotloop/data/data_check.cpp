@@ -7,8 +7,6 @@
 #include <mutex>
 #include <thread>
 
-#include <ATen/Parallel.h>
-
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/errors.h"
@@ -32,7 +30,6 @@ DataCheckReport check_dataset(
   std::int64_t min_h = std::numeric_limits<std::int64_t>::max(), min_w = min_h,
                max_h = 0, max_w = 0, channels = 0;
   const auto work = [&] {
-    at::set_num_threads(1); // one sample per thread; no nested parallelism
     for (std::size_t i = next++; i < r.samples; i = next++) {
       try {
         const Sample s = dataset.get(i);

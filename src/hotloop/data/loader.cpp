@@ -81,14 +81,18 @@ struct Loader::Impl {
                 options.seed}) {}
 
   void worker_loop();
+  // Builds a batch into `buffer`; `job_epoch` was read with the job, under the
+  // lock.
   void fill(
       std::size_t buffer,
+      std::size_t job_epoch,
       const std::vector<std::size_t>& indices,
       Ready& out);
 };
 
 void Loader::Impl::fill(
     std::size_t buffer,
+    std::size_t job_epoch,
     const std::vector<std::size_t>& indices,
     Ready& out) {
   Buffer& buf = buffers[buffer];
@@ -118,7 +122,7 @@ void Loader::Impl::fill(
             s.label,
             dataset->num_classes() - 1));
       }
-      const std::uint64_t seed = sample_seed(options.seed, epoch, index);
+      const std::uint64_t seed = sample_seed(options.seed, job_epoch, index);
       augment_into(s.image, images + out.count * slot_bytes, augment, seed);
       labels[out.count] = s.label;
       ++out.count;
@@ -136,6 +140,7 @@ void Loader::Impl::worker_loop() {
   for (;;) {
     std::size_t b = 0;
     std::size_t gen = 0;
+    std::size_t job_epoch = 0;
     std::size_t buffer = 0;
     std::vector<std::size_t> indices;
     {
@@ -151,6 +156,7 @@ void Loader::Impl::worker_loop() {
       }
       b = next_job++;
       gen = generation;
+      job_epoch = epoch;
       buffer = free_buffers.back();
       free_buffers.pop_back();
       indices = sampler.batch(b);
@@ -162,7 +168,7 @@ void Loader::Impl::worker_loop() {
     }
     Ready r;
     r.buffer = buffer;
-    fill(buffer, indices, r);
+    fill(buffer, job_epoch, indices, r);
     {
       std::lock_guard<std::mutex> lock(mu);
       if (gen != generation) {
