@@ -260,6 +260,10 @@ TarWriter::~TarWriter() {
 }
 
 void TarWriter::write(const void* data, std::size_t size) {
+  if (size == 0) {
+    return; // an empty member's data may be a null pointer, which fwrite must
+            // not get
+  }
   if (std::fwrite(data, 1, size, file_) != size) {
     throw DataError(
         fmt::format("{}: write failed: {}", path_, std::strerror(errno)),
