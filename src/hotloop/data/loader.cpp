@@ -21,6 +21,22 @@
 namespace hotloop::data {
 namespace {
 
+// An epoch without a single batch is a configuration error, not an empty run.
+void require_a_batch(
+    const Sampler& sampler,
+    std::size_t samples,
+    const LoaderOptions& o) {
+  if (sampler.batches_per_epoch() == 0) {
+    throw UsageError(
+        fmt::format(
+            "{} samples make no full batch of {} x {} rank(s)",
+            samples,
+            o.batch_size,
+            o.world_size),
+        "lower --batch, or use more data");
+  }
+}
+
 // One reusable batch buffer: uint8 images (B, C, H, W) and int64 labels (B,),
 // pinned for a GPU.
 struct Buffer {
@@ -248,15 +264,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
     m.sampler = Sampler(m.resident->rows(), m.sampler.options());
     m.stats.bad_samples = m.resident->bad_samples();
     start_epoch(0);
-    if (m.end == 0) {
-      throw UsageError(
-          fmt::format(
-              "{} samples make no full batch of {} x {} rank(s)",
-              m.resident->rows(),
-              o.batch_size,
-              o.world_size),
-          "lower --batch, or use more data");
-    }
+    require_a_batch(m.sampler, m.resident->rows(), o);
     return; // no decode threads, no buffers
   }
   // Each worker fills one buffer, `prefetch` wait ready, one is being
@@ -276,15 +284,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   }
   m.stats.buffers_allocated = pool;
   start_epoch(0);
-  if (m.end == 0) {
-    throw UsageError(
-        fmt::format(
-            "{} samples make no full batch of {} x {} rank(s)",
-            m.dataset->size(),
-            o.batch_size,
-            o.world_size),
-        "lower --batch, or use more data");
-  }
+  require_a_batch(m.sampler, m.dataset->size(), o);
   for (unsigned int w = 0; w < workers; ++w) {
     m.workers.emplace_back([&m] { m.worker_loop(); });
   }
