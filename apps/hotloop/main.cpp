@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   hotloop::cli::add_data_command(app, action);
   hotloop::cli::add_bench_command(app, action);
   hotloop::cli::add_pack_command(app, action);
+  hotloop::cli::add_predict_command(app, action);
+  hotloop::cli::add_weights_command(app, action);
 
   try {
     app.parse(argc, argv);

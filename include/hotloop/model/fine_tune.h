@@ -1,0 +1,48 @@
+#pragma once
+// Fine-tuning helpers: start from a weight file whose classifier head may have
+// a different number of classes, freeze the backbone, and split parameters
+// into head and backbone groups (for separate learning rates).
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hotloop/model/model.h"
+#include "hotloop/model/weights.h"
+
+namespace hotloop::model {
+
+struct InitOptions {
+  std::string path; // .safetensors or torch.save() file
+  bool strict = true; // --init-strict
+};
+
+struct InitResult {
+  LoadReport report;
+  // The file's head had another number of classes: the model's head kept
+  // its fresh initialization.
+  bool head_replaced = false;
+  std::int64_t file_classes = 0;
+};
+
+// Loads `options.path` into `model`. When the head's shapes differ from the
+// file's (fine-tuning to new classes), the head is skipped and everything else
+// loaded. Any other mismatch is an error listing the keys when strict, else
+// reported. Throws DataError for an unreadable file.
+InitResult load_initial_weights(Model& model, const InitOptions& options);
+
+enum class Freeze { None, Backbone };
+Freeze parse_freeze(const std::string& text); // "none" | "backbone"; UsageError
+
+// requires_grad=false for every parameter outside the head (BatchNorm running
+// statistics still update in training mode, as in PyTorch).
+void freeze_backbone(Model& model);
+
+struct ParameterGroups {
+  std::vector<at::Tensor> backbone; // trainable ones only
+  std::vector<at::Tensor> head;
+};
+ParameterGroups parameter_groups(Model& model);
+
+} // namespace hotloop::model

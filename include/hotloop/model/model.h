@@ -1,0 +1,77 @@
+#pragma once
+// The models hotloop trains: a torch::nn::Module with a forward from images to
+// logits and a named classifier head. C++ users derive their own from Model;
+// hotloop's are made by name with make_model().
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+namespace hotloop::model {
+
+class Model : public torch::nn::Module {
+ public:
+  // (B, C, H, W) float -> (B, num_classes) logits.
+  virtual at::Tensor forward(const at::Tensor& images) = 0;
+  // The classifier head's submodule name: replaced (new initialization) when
+  // fine-tuning to a different number of classes; the rest is the backbone.
+  virtual std::string head_name() const {
+    return "fc";
+  }
+};
+
+struct ModelOptions {
+  std::string name = "cnn-small";
+  std::int64_t num_classes = 10;
+  std::int64_t in_channels = 1;
+  // Input height and width; only mlp's first layer depends on it.
+  std::int64_t image_size = 28;
+  // Zero-initialize the last BatchNorm of each residual block (ResNets), so
+  // each block starts as the identity ("Bag of Tricks", Goyal et al.).
+  bool zero_init_residual = false;
+
+  ModelOptions& set_name(std::string v) {
+    name = std::move(v);
+    return *this;
+  }
+  ModelOptions& set_num_classes(std::int64_t v) {
+    num_classes = v;
+    return *this;
+  }
+  ModelOptions& set_in_channels(std::int64_t v) {
+    in_channels = v;
+    return *this;
+  }
+  ModelOptions& set_image_size(std::int64_t v) {
+    image_size = v;
+    return *this;
+  }
+  ModelOptions& set_zero_init_residual(bool v) {
+    zero_init_residual = v;
+    return *this;
+  }
+  // Throws UsageError naming the option: an unknown model, classes or channels
+  // below 1.
+  void validate() const;
+};
+
+// mlp, cnn-small, resnet18, resnet34, resnet50, and each ResNet's -small
+// variant (3x3 stride-1 stem, no max-pool: for 28-64 px inputs).
+const std::vector<std::string>& model_names();
+
+// A new model with freshly initialized weights (the global torch generator:
+// seed it first for a reproducible start). In training mode, on the CPU.
+std::shared_ptr<Model> make_model(const ModelOptions& options);
+
+// Parameter counts, for the "trainable vs frozen" line.
+struct ParameterCount {
+  std::int64_t trainable = 0;
+  std::int64_t frozen = 0;
+};
+ParameterCount count_parameters(const torch::nn::Module& module);
+
+} // namespace hotloop::model

@@ -1,0 +1,20 @@
+#pragma once
+// Writing a file so that readers see the old file or the whole new one, never
+// half of it: a temporary file in the same folder, fsync, rename, fsync of the
+// folder. Weight files and checkpoints use it.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hotloop {
+
+// Writes the concatenation of `parts` to `path` atomically. Throws DataError
+// naming the path when the folder is not writable or the disk is full; the old
+// file, if any, is then untouched and no temporary file is left.
+void write_file_atomic(
+    const std::string& path,
+    const std::vector<std::span<const std::uint8_t>>& parts);
+
+} // namespace hotloop

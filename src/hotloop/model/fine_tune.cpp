@@ -1,0 +1,76 @@
+#include "hotloop/model/fine_tune.h"
+
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::model {
+
+namespace {
+
+bool in_head(const std::string& name, const std::string& head) {
+  return name.starts_with(head + ".");
+}
+
+} // namespace
+
+InitResult load_initial_weights(Model& model, const InitOptions& options) {
+  const StateDict file = read_weights(options.path);
+  const std::string head = model.head_name();
+  InitResult result;
+  LoadOptions load;
+  load.strict = options.strict;
+  load.source = options.path;
+  // The head differs in shape: a new classifier for new classes.
+  const StateDict own = state_dict(model);
+  for (const auto& [name, t] : own) {
+    if (!in_head(name, head)) {
+      continue;
+    }
+    for (const auto& [file_name, ft] : file) {
+      if (file_name == name && ft.sizes() != t.sizes()) {
+        result.head_replaced = true;
+        result.file_classes = ft.dim() > 0 ? ft.size(0) : 0;
+      }
+    }
+  }
+  if (result.head_replaced) {
+    load.skip_prefixes.push_back(head + ".");
+  }
+  result.report = load_state_dict(model, file, load);
+  return result;
+}
+
+Freeze parse_freeze(const std::string& text) {
+  if (text == "none") {
+    return Freeze::None;
+  }
+  if (text == "backbone") {
+    return Freeze::Backbone;
+  }
+  throw UsageError(fmt::format("--freeze {}: expected backbone or none", text));
+}
+
+void freeze_backbone(Model& model) {
+  const std::string head = model.head_name();
+  for (auto& p : model.named_parameters()) {
+    if (!in_head(p.key(), head)) {
+      p.value().set_requires_grad(false);
+    }
+  }
+}
+
+ParameterGroups parameter_groups(Model& model) {
+  const std::string head = model.head_name();
+  ParameterGroups groups;
+  for (auto& p : model.named_parameters()) {
+    if (!p.value().requires_grad()) {
+      continue;
+    }
+    (in_head(p.key(), head) ? groups.head : groups.backbone)
+        .push_back(p.value());
+  }
+  return groups;
+}
+
+} // namespace hotloop::model

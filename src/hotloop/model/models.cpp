@@ -1,0 +1,73 @@
+// make_model(): hotloop's models by name.
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "hotloop/errors.h"
+#include "hotloop/model/model.h"
+#include "hotloop/model/resnet.h"
+#include "hotloop/model/small_models.h"
+
+namespace hotloop::model {
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> kNames = {
+      "mlp",
+      "cnn-small",
+      "resnet18",
+      "resnet34",
+      "resnet50",
+      "resnet18-small",
+      "resnet34-small",
+      "resnet50-small"};
+  return kNames;
+}
+
+void ModelOptions::validate() const {
+  if (std::find(model_names().begin(), model_names().end(), name) ==
+      model_names().end()) {
+    throw UsageError(
+        fmt::format("--model {}: no such model", name),
+        fmt::format("choose one of: {}", fmt::join(model_names(), ", ")));
+  }
+  if (num_classes < 1) {
+    throw UsageError(
+        fmt::format("--num-classes {}: must be at least 1", num_classes));
+  }
+  if (in_channels < 1) {
+    throw UsageError(
+        fmt::format("--in-channels {}: must be at least 1", in_channels));
+  }
+  if (image_size < 1) {
+    throw UsageError(fmt::format("--size {}: must be at least 1", image_size));
+  }
+}
+
+std::shared_ptr<Model> make_model(const ModelOptions& options) {
+  options.validate();
+  if (options.name == "mlp") {
+    return std::make_shared<Mlp>(
+        options.in_channels * options.image_size * options.image_size,
+        options.num_classes);
+  }
+  if (options.name == "cnn-small") {
+    return std::make_shared<CnnSmall>(options.in_channels, options.num_classes);
+  }
+  ResNetOptions r;
+  r.small_stem = options.name.ends_with("-small");
+  r.depth = std::stoi(options.name.substr(std::string("resnet").size(), 2));
+  r.num_classes = options.num_classes;
+  r.in_channels = options.in_channels;
+  r.zero_init_residual = options.zero_init_residual;
+  return std::make_shared<ResNet>(r);
+}
+
+ParameterCount count_parameters(const torch::nn::Module& module) {
+  ParameterCount c;
+  for (const auto& p : module.parameters()) {
+    (p.requires_grad() ? c.trainable : c.frozen) += p.numel();
+  }
+  return c;
+}
+
+} // namespace hotloop::model

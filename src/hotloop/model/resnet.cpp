@@ -1,0 +1,206 @@
+#include "hotloop/model/resnet.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/adaptive_avg_pool2d.h>
+#include <ATen/ops/flatten.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/relu.h>
+#include <fmt/format.h>
+#include <torch/nn/init.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::model {
+
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Conv2d conv(
+    std::int64_t in,
+    std::int64_t out,
+    std::int64_t kernel,
+    std::int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel)
+                        .stride(stride)
+                        .padding(kernel / 2)
+                        .bias(false));
+}
+
+// torchvision's BasicBlock: two 3x3 convolutions.
+class BasicBlock : public nn::Module {
+ public:
+  static constexpr std::int64_t kExpansion = 1;
+  BasicBlock(
+      std::int64_t in,
+      std::int64_t planes,
+      std::int64_t stride,
+      nn::Sequential downsample)
+      : conv1_(register_module("conv1", conv(in, planes, 3, stride))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        conv2_(register_module("conv2", conv(planes, planes, 3, 1))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        downsample_(downsample) {
+    if (downsample_) {
+      register_module("downsample", downsample_);
+    }
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor out = at::relu(bn1_(conv1_(x)));
+    out = bn2_(conv2_(out));
+    out += downsample_ ? downsample_->forward(x) : x;
+    return at::relu(out);
+  }
+  nn::BatchNorm2d& last_bn() {
+    return bn2_;
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Sequential downsample_;
+};
+
+// torchvision's Bottleneck (ResNet v1.5: the stride is on the 3x3).
+class Bottleneck : public nn::Module {
+ public:
+  static constexpr std::int64_t kExpansion = 4;
+  Bottleneck(
+      std::int64_t in,
+      std::int64_t planes,
+      std::int64_t stride,
+      nn::Sequential downsample)
+      : conv1_(register_module("conv1", conv(in, planes, 1, 1))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        conv2_(register_module("conv2", conv(planes, planes, 3, stride))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        conv3_(
+            register_module("conv3", conv(planes, planes * kExpansion, 1, 1))),
+        bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))),
+        downsample_(downsample) {
+    if (downsample_) {
+      register_module("downsample", downsample_);
+    }
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor out = at::relu(bn1_(conv1_(x)));
+    out = at::relu(bn2_(conv2_(out)));
+    out = bn3_(conv3_(out));
+    out += downsample_ ? downsample_->forward(x) : x;
+    return at::relu(out);
+  }
+  nn::BatchNorm2d& last_bn() {
+    return bn3_;
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Conv2d conv3_;
+  nn::BatchNorm2d bn3_;
+  nn::Sequential downsample_;
+};
+
+template <typename Block>
+nn::Sequential make_stage(
+    std::int64_t& in,
+    std::int64_t planes,
+    int blocks,
+    std::int64_t stride) {
+  nn::Sequential stage;
+  for (int b = 0; b < blocks; ++b) {
+    const std::int64_t s = b == 0 ? stride : 1;
+    nn::Sequential downsample{nullptr};
+    if (b == 0 && (s != 1 || in != planes * Block::kExpansion)) {
+      downsample = nn::Sequential(
+          conv(in, planes * Block::kExpansion, 1, s),
+          nn::BatchNorm2d(planes * Block::kExpansion));
+    }
+    stage->push_back(std::make_shared<Block>(in, planes, s, downsample));
+    in = planes * Block::kExpansion;
+  }
+  return stage;
+}
+
+} // namespace
+
+ResNet::ResNet(const ResNetOptions& options) : options_(options) {
+  const int* blocks = nullptr;
+  static constexpr int k18[] = {2, 2, 2, 2};
+  static constexpr int k34_50[] = {3, 4, 6, 3};
+  switch (options.depth) {
+    case 18:
+      blocks = k18;
+      break;
+    case 34:
+    case 50:
+      blocks = k34_50;
+      break;
+    default:
+      throw UsageError(fmt::format(
+          "ResNet depth {} is not built (18, 34, 50 are)", options.depth));
+  }
+  conv1_ = register_module(
+      "conv1",
+      options.small_stem ? conv(options.in_channels, 64, 3, 1)
+                         : conv(options.in_channels, 64, 7, 2));
+  bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+  std::int64_t in = 64;
+  const std::int64_t planes[] = {64, 128, 256, 512};
+  for (int s = 0; s < 4; ++s) {
+    const std::int64_t stride = s == 0 ? 1 : 2;
+    nn::Sequential stage = options.depth == 50
+        ? make_stage<Bottleneck>(in, planes[s], blocks[s], stride)
+        : make_stage<BasicBlock>(in, planes[s], blocks[s], stride);
+    stages_.push_back(register_module(fmt::format("layer{}", s + 1), stage));
+  }
+  fc_ = register_module("fc", nn::Linear(in, options.num_classes));
+
+  // torchvision's initialization: Kaiming normal (fan_out) for convolutions,
+  // BatchNorm at (1, 0), the Linear layer's default.
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* c = m->as<nn::Conv2d>()) {
+      nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+    } else if (auto* bn = m->as<nn::BatchNorm2d>()) {
+      nn::init::ones_(bn->weight);
+      nn::init::zeros_(bn->bias);
+    }
+  }
+  if (options.zero_init_residual) {
+    for (auto& stage : stages_) {
+      for (auto& child : stage->children()) {
+        if (auto* b = dynamic_cast<BasicBlock*>(child.get())) {
+          nn::init::zeros_(b->last_bn()->weight);
+        } else if (auto* b3 = dynamic_cast<Bottleneck*>(child.get())) {
+          nn::init::zeros_(b3->last_bn()->weight);
+        }
+      }
+    }
+  }
+}
+
+at::Tensor ResNet::stem(const at::Tensor& images) {
+  at::Tensor x = at::relu(bn1_(conv1_(images)));
+  if (!options_.small_stem) {
+    x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+  }
+  return x;
+}
+
+at::Tensor ResNet::head(const at::Tensor& features) {
+  return fc_(at::flatten(at::adaptive_avg_pool2d(features, {1, 1}), 1));
+}
+
+at::Tensor ResNet::forward(const at::Tensor& images) {
+  at::Tensor x = stem(images);
+  for (auto& stage : stages_) {
+    x = stage->forward(x);
+  }
+  return head(x);
+}
+
+} // namespace hotloop::model

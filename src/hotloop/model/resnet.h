@@ -1,0 +1,46 @@
+#pragma once
+// ResNet-18/34/50 with torchvision's structure and parameter names (conv1, bn1,
+// layer1.0.conv1, layer1.0.downsample.0, ..., fc), so a torchvision
+// state_dict loads without renaming; and the -small stem for 28-64 px inputs.
+
+#include <cstdint>
+
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "hotloop/model/model.h"
+
+namespace hotloop::model {
+
+struct ResNetOptions {
+  int depth = 18; // 18, 34 or 50
+  bool small_stem = false; // conv1 3x3 stride 1, no max-pool
+  std::int64_t num_classes = 1000;
+  std::int64_t in_channels = 3;
+  bool zero_init_residual = false;
+};
+
+class ResNet : public Model {
+ public:
+  explicit ResNet(const ResNetOptions& options);
+  at::Tensor forward(const at::Tensor& images) override;
+  // The four residual stages (layer1..layer4), for activation checkpointing.
+  std::vector<torch::nn::Sequential>& stages() {
+    return stages_;
+  }
+  // Everything before the stages and after them, so a caller can run the
+  // stages itself.
+  at::Tensor stem(const at::Tensor& images);
+  at::Tensor head(const at::Tensor& features);
+
+ private:
+  ResNetOptions options_;
+  torch::nn::Conv2d conv1_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr};
+  std::vector<torch::nn::Sequential> stages_;
+  torch::nn::Linear fc_{nullptr};
+};
+
+} // namespace hotloop::model

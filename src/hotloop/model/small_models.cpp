@@ -1,0 +1,53 @@
+#include "hotloop/model/small_models.h"
+
+#include <ATen/ops/adaptive_avg_pool2d.h>
+#include <ATen/ops/dropout.h>
+#include <ATen/ops/flatten.h>
+#include <ATen/ops/relu.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/pooling.h>
+
+namespace hotloop::model {
+
+namespace nn = torch::nn;
+
+Mlp::Mlp(std::int64_t in_features, std::int64_t num_classes)
+    : hidden_(register_module("hidden", nn::Linear(in_features, 256))),
+      fc_(register_module("fc", nn::Linear(256, num_classes))) {}
+
+at::Tensor Mlp::forward(const at::Tensor& images) {
+  return fc_(at::relu(hidden_(at::flatten(images, 1))));
+}
+
+CnnSmall::CnnSmall(std::int64_t in_channels, std::int64_t num_classes) {
+  // One flat Sequential (LibTorch cannot nest them): features.0 is the first
+  // convolution, features.1 its BatchNorm, and so on.
+  nn::Sequential features;
+  const std::int64_t widths[] = {in_channels, 32, 64};
+  for (int b = 0; b < 2; ++b) {
+    features->push_back(nn::Conv2d(
+        nn::Conv2dOptions(widths[b], widths[b + 1], 3).padding(1).bias(false)));
+    features->push_back(nn::BatchNorm2d(widths[b + 1]));
+    features->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
+    features->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
+  }
+  features_ = register_module("features", features);
+  hidden_ = register_module("hidden", nn::Linear(64 * 7 * 7, 128));
+  fc_ = register_module("fc", nn::Linear(128, num_classes));
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* c = m->as<nn::Conv2d>()) {
+      nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+    }
+  }
+}
+
+at::Tensor CnnSmall::forward(const at::Tensor& images) {
+  // (B, 64, H/4, W/4) -> (B, 64, 7, 7): the identity at 28 px.
+  at::Tensor x = at::adaptive_avg_pool2d(features_->forward(images), {7, 7});
+  x = at::relu(hidden_(at::flatten(x, 1)));
+  return fc_(at::dropout(x, 0.3, is_training()));
+}
+
+} // namespace hotloop::model
