@@ -59,6 +59,12 @@ find_package(PNG REQUIRED)
 
 hotloop_header_only(nlohmann_json nlohmann_json::nlohmann_json)
 hotloop_header_only(CLI11 CLI11::CLI11)
+# toml++ reads `--config FILE.toml`. Debian's package is the compiled variant; a HOTLOOP_DEPS_DIR copy of
+# its headers is used header-only.
+hotloop_header_only(tomlplusplus tomlplusplus::tomlplusplus)
+if(NOT tomlplusplus_FOUND)
+  set_property(TARGET tomlplusplus::tomlplusplus APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS TOML_HEADER_ONLY=1)
+endif()
 
 if(HOTLOOP_BUILD_TESTS)
   find_package(GTest QUIET)

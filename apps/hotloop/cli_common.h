@@ -22,6 +22,7 @@ void add_data_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
 void add_weights_command(CLI::App& app, Action& action);
+void add_train_command(CLI::App& app, Action& action);
 
 // True when standard output is a terminal that should get colours (NO_COLOR
 // unset, TERM not "dumb").

@@ -2,13 +2,17 @@
 // The only place that turns library exceptions into messages and exit codes:
 // 0 success, 1 failure, 2 bad usage.
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "config_file.h"
 #include "hotloop/build_info.h"
 #include "hotloop/errors.h"
 
@@ -30,7 +34,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "hotloop: get neural-network training onto NVIDIA GPUs and keep it fast",
       "hotloop"};
-  app.option_defaults()->always_capture_default();
+  // Later values win: a --config file's keys are placed before the command
+  // line's flags (config_file.h).
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   app.set_version_flag(
       "--version",
@@ -45,11 +52,18 @@ int main(int argc, char** argv) {
   hotloop::cli::add_data_command(app, action);
   hotloop::cli::add_bench_command(app, action);
   hotloop::cli::add_pack_command(app, action);
+  hotloop::cli::add_train_command(app, action);
   hotloop::cli::add_predict_command(app, action);
   hotloop::cli::add_weights_command(app, action);
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args = hotloop::cli::expand_config_file(app, std::move(args));
+    std::reverse(args.begin(), args.end()); // CLI11 takes them last first
+    app.parse(args);
+  } catch (const hotloop::UsageError& e) {
+    print_error(e);
+    return kExitUsage;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -14,7 +14,7 @@
 namespace hotloop::model {
 
 struct InitOptions {
-  std::string path; // .safetensors or torch.save() file
+  std::string path; // .safetensors, torch.save() file, or a hotloop checkpoint
   bool strict = true; // --init-strict
 };
 

@@ -2,9 +2,15 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
+#include <mutex>
+
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 #include <torch/csrc/cuda/nccl.h>
@@ -151,6 +157,44 @@ std::string kernel_probe(int device) {
   } catch (const c10::Error& e) {
     return first_line(e.what());
   }
+}
+
+MemoryStats memory_stats(int device) {
+  using c10::CachingAllocator::StatType;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(
+      static_cast<c10::DeviceIndex>(device));
+  const auto all = static_cast<std::size_t>(StatType::AGGREGATE);
+  MemoryStats m;
+  m.allocated = static_cast<std::uint64_t>(stats.allocated_bytes[all].current);
+  m.peak_allocated =
+      static_cast<std::uint64_t>(stats.allocated_bytes[all].peak);
+  m.reserved = static_cast<std::uint64_t>(stats.reserved_bytes[all].current);
+  m.peak_reserved = static_cast<std::uint64_t>(stats.reserved_bytes[all].peak);
+  return m;
+}
+
+void reset_peak_memory(int device) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(
+      static_cast<c10::DeviceIndex>(device));
+}
+
+std::vector<std::uint8_t> rng_state(int device) {
+  auto gen = at::cuda::detail::getDefaultCUDAGenerator(
+      static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  const auto state = gen.get_state();
+  const auto* p = state.data_ptr<std::uint8_t>();
+  return {p, p + state.numel()};
+}
+
+void set_rng_state(int device, const std::vector<std::uint8_t>& bytes) {
+  auto gen = at::cuda::detail::getDefaultCUDAGenerator(
+      static_cast<c10::DeviceIndex>(device));
+  at::Tensor state =
+      at::empty({static_cast<std::int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
 }
 
 } // namespace hotloop::cuda

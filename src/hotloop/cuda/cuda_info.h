@@ -60,4 +60,20 @@ State state();
 // available for execution on the device").
 std::string kernel_probe(int device);
 
+// The caching allocator's view of `device`: what tensors hold (allocated) and
+// what it has taken from the driver (reserved), now and at the peak since the
+// last reset. Zeros without CUDA.
+struct MemoryStats {
+  std::uint64_t allocated = 0;
+  std::uint64_t reserved = 0;
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t peak_reserved = 0;
+};
+MemoryStats memory_stats(int device);
+void reset_peak_memory(int device);
+
+// Seeds and reads the CUDA generators (for checkpoints): empty without CUDA.
+std::vector<std::uint8_t> rng_state(int device);
+void set_rng_state(int device, const std::vector<std::uint8_t>& state);
+
 } // namespace hotloop::cuda

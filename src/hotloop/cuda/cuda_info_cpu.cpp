@@ -26,4 +26,16 @@ std::string kernel_probe(int device) {
   return "LibTorch was built without CUDA";
 }
 
+MemoryStats memory_stats(int device) {
+  return {};
+}
+
+void reset_peak_memory(int device) {}
+
+std::vector<std::uint8_t> rng_state(int device) {
+  return {};
+}
+
+void set_rng_state(int device, const std::vector<std::uint8_t>& state) {}
+
 } // namespace hotloop::cuda

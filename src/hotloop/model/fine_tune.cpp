@@ -15,7 +15,18 @@ bool in_head(const std::string& name, const std::string& head) {
 } // namespace
 
 InitResult load_initial_weights(Model& model, const InitOptions& options) {
-  const StateDict file = read_weights(options.path);
+  WeightFile weights = read_weight_file(options.path);
+  StateDict file;
+  if (weights.metadata.contains("hotloop.checkpoint")) {
+    // A training checkpoint: its model part.
+    for (auto& [name, t] : weights.tensors) {
+      if (name.starts_with("model/")) {
+        file.emplace_back(name.substr(6), std::move(t));
+      }
+    }
+  } else {
+    file = std::move(weights.tensors);
+  }
   const std::string head = model.head_name();
   InitResult result;
   LoadOptions load;

@@ -1,0 +1,120 @@
+#include "config_file.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::cli {
+
+namespace {
+
+std::string scalar(
+    const toml::node& node,
+    const std::string& key,
+    const std::string& file) {
+  if (const auto* s = node.as_string()) {
+    return s->get();
+  }
+  if (const auto* i = node.as_integer()) {
+    return std::to_string(i->get());
+  }
+  if (const auto* f = node.as_floating_point()) {
+    return fmt::format("{}", f->get());
+  }
+  if (const auto* b = node.as_boolean()) {
+    return b->get() ? "true" : "false";
+  }
+  throw ConfigError(fmt::format(
+      "{}: key '{}' holds a {}, not a string, number or boolean",
+      file,
+      key,
+      toml::impl::node_type_friendly_names[static_cast<int>(node.type())]));
+}
+
+} // namespace
+
+std::vector<std::string> expand_config_file(
+    const CLI::App& app,
+    std::vector<std::string> args) {
+  // The subcommand is the first argument that names one.
+  std::size_t command_at = args.size();
+  const CLI::App* command = nullptr;
+  for (std::size_t i = 0; i < args.size() && command == nullptr; ++i) {
+    for (const CLI::App* sub :
+         app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == args[i]) {
+        command = sub;
+        command_at = i;
+        break;
+      }
+    }
+  }
+  if (command == nullptr) {
+    return args;
+  }
+  std::string file;
+  std::size_t config_at = 0;
+  std::size_t config_len = 0;
+  for (std::size_t i = command_at + 1; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) {
+      file = args[i + 1];
+      config_at = i;
+      config_len = 2;
+    } else if (args[i].starts_with("--config=")) {
+      file = args[i].substr(9);
+      config_at = i;
+      config_len = 1;
+    }
+  }
+  if (file.empty()) {
+    return args;
+  }
+  toml::table table;
+  try {
+    table = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(
+        fmt::format(
+            "{}:{}:{}: {}",
+            file,
+            e.source().begin.line,
+            e.source().begin.column,
+            e.description()),
+        "the file must be TOML: key = value, one per line");
+  } catch (const std::exception& e) {
+    throw ConfigError(
+        fmt::format("cannot read the config file {}: {}", file, e.what()));
+  }
+  std::vector<std::string> from_file;
+  for (const auto& [k, node] : table) {
+    const std::string key(k.str());
+    const CLI::Option* opt = nullptr;
+    try {
+      opt = command->get_option("--" + key);
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (opt == nullptr || key == "config") {
+      throw ConfigError(
+          fmt::format(
+              "{}: unknown key '{}' for `hotloop {}`",
+              file,
+              key,
+              command->get_name()),
+          fmt::format(
+              "`hotloop {} --help` lists the keys (the flags without their dashes)",
+              command->get_name()));
+    }
+    from_file.push_back(fmt::format("--{}={}", key, scalar(node, key, file)));
+  }
+  args.erase(
+      args.begin() + static_cast<std::ptrdiff_t>(config_at),
+      args.begin() + static_cast<std::ptrdiff_t>(config_at + config_len));
+  args.insert(
+      args.begin() + static_cast<std::ptrdiff_t>(command_at + 1),
+      from_file.begin(),
+      from_file.end());
+  return args;
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,269 @@
+// `hotloop train`: flags (or --config FILE.toml with the same keys) -> the
+// Trainer. Command-line flags override the file; unknown keys, wrong types
+// and values out of range exit 2 before any work.
+
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include "cli_common.h"
+#include "hotloop/core/stop_signal.h"
+#include "hotloop/data/data_spec.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/fine_tune.h"
+#include "hotloop/train/trainer.h"
+
+namespace hotloop::cli {
+
+namespace {
+
+struct TrainFlags {
+  train::TrainerOptions options;
+  std::string data = "fashion-mnist";
+  std::string precision = "fp32";
+  std::string optimizer = "sgd";
+  std::string schedule = "cosine";
+  std::string freeze = "none";
+  std::string augment = "default";
+  std::string resident = "auto";
+  std::string on_bad_sample = "skip";
+  std::int64_t num_classes = 0;
+  std::int64_t in_channels = 0;
+  bool no_cudnn_benchmark = false;
+  std::string config;
+};
+
+template <typename T>
+T pick(
+    const std::string& key,
+    const std::string& value,
+    std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string names;
+  for (const auto& [name, v] : choices) {
+    if (value == name) {
+      return v;
+    }
+    names += names.empty() ? name : std::string(", ") + name;
+  }
+  throw UsageError(
+      fmt::format("--{} {}: expected one of {}", key, value, names));
+}
+
+int run_train(TrainFlags& f) {
+  train::TrainerOptions& o = f.options;
+  o.precision = train::parse_precision(f.precision);
+  o.optimizer.kind = train::parse_optimizer(f.optimizer);
+  o.schedule.kind = train::parse_schedule(f.schedule);
+  o.freeze_backbone = model::parse_freeze(f.freeze) == model::Freeze::Backbone;
+  o.cudnn_benchmark = !f.no_cudnn_benchmark;
+  o.loader.augment = pick<data::Augment>(
+      "augment",
+      f.augment,
+      {{"default", data::Augment::Default}, {"none", data::Augment::None}});
+  o.loader.resident = pick<data::Resident>(
+      "resident",
+      f.resident,
+      {{"auto", data::Resident::Auto},
+       {"on", data::Resident::On},
+       {"off", data::Resident::Off}});
+  o.loader.on_bad_sample = pick<data::BadSamplePolicy>(
+      "on-bad-sample",
+      f.on_bad_sample,
+      {{"skip", data::BadSamplePolicy::Skip},
+       {"fail", data::BadSamplePolicy::Fail}});
+  o.progress_bar = stdout_wants_color();
+
+  // The data decides the defaults of the model's input and output.
+  const data::DataSpec spec = data::parse_data_spec(f.data);
+  std::shared_ptr<const data::Dataset> train_set =
+      data::open_dataset(spec, data::Split::Train, o.seed);
+  std::shared_ptr<const data::Dataset> val_set;
+  for (const data::Split split : {data::Split::Val, data::Split::Test}) {
+    try {
+      val_set = data::open_dataset(spec, split, o.seed);
+      break;
+    } catch (const DataError&) {
+      // No such split: try the next.
+    }
+  }
+  const auto shape = train_set->shape();
+  o.model.in_channels =
+      f.in_channels > 0 ? f.in_channels : (shape ? shape->channels : 3);
+  o.model.num_classes = f.num_classes > 0
+      ? f.num_classes
+      : static_cast<std::int64_t>(train_set->num_classes());
+  o.model.image_size =
+      o.loader.size > 0 ? o.loader.size : (shape ? shape->height : 224);
+  o.validate();
+
+  fmt::print(
+      "data: {}\nval:  {}\n",
+      train_set->describe(),
+      val_set ? val_set->describe() : std::string("none"));
+  fmt::print("config:\n{}\n", o.to_json().dump(2));
+  torch::manual_seed(o.seed);
+  auto net = model::make_model(o.model);
+  train::Trainer trainer(net, train_set, val_set, o);
+  StopSignal stop;
+  const train::TrainSummary s = trainer.fit(stop.flag());
+  fmt::print(
+      "done: {} steps in {:.1f} s; train_loss {:.4f}{}; {:.0f} images/s (median); data wait {:.1f}%; skipped {}; bad samples {}\n"
+      "summary: {}/summary.json\n",
+      s.steps,
+      s.wall_s,
+      s.train_loss,
+      s.eval ? fmt::format(
+                   "; val_loss {:.4f}, val_accuracy {:.2f}%",
+                   s.eval->loss,
+                   100 * s.eval->accuracy)
+             : std::string(),
+      s.images_per_s,
+      100 * s.data_wait_fraction,
+      s.skipped_steps,
+      s.bad_samples,
+      trainer.run_dir());
+  return 0;
+}
+
+} // namespace
+
+void add_train_command(CLI::App& app, Action& action) {
+  auto f = std::make_shared<TrainFlags>();
+  train::TrainerOptions& o = f->options;
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a model: mixed precision, accumulation, checkpoints, exact resume");
+  // Read by expand_config_file() before parsing (config_file.h); listed here
+  // for --help.
+  cmd->add_option(
+      "--config",
+      f->config,
+      "A TOML file with the same keys as the flags (micro-batch = 32); flags override it");
+
+  cmd->add_option(
+      "--data",
+      f->data,
+      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]");
+  cmd->add_option(
+      "--model", o.model.name, "mlp, cnn-small, resnet18|34|50[-small]");
+  cmd->add_option(
+      "--num-classes",
+      f->num_classes,
+      "Outputs; 0: the data set's class count");
+  cmd->add_option(
+      "--in-channels", f->in_channels, "Input channels; 0: the data set's");
+  cmd->add_flag(
+      "--zero-init-residual",
+      o.model.zero_init_residual,
+      "Zero the last BatchNorm of each residual block");
+  cmd->add_option("--epochs", o.epochs, "Epochs (ignored when --steps is set)");
+  cmd->add_option("--steps", o.steps, "Optimizer steps; 0: --epochs decides");
+  cmd->add_option("--batch", o.batch, "Global batch per optimizer step");
+  cmd->add_option(
+      "--micro-batch",
+      o.micro_batch,
+      "Samples per forward/backward; 0: the whole batch (no accumulation)");
+  cmd->add_option(
+      "--precision",
+      f->precision,
+      "fp32, tf32, bf16 (autocast; CPU too) or fp16 (autocast + loss scaling; CUDA)");
+  cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N");
+  cmd->add_option(
+      "--threads", o.threads, "CPU threads for the math; 0: the usable cores");
+  cmd->add_option(
+      "--seed", o.seed, "Seed: initialization, shuffle order, augmentation");
+  cmd->add_option("--optimizer", f->optimizer, "sgd or adamw");
+  cmd->add_option("--lr", o.schedule.lr, "Peak learning rate");
+  cmd->add_option(
+      "--head-lr", o.head_lr, "The head's learning rate; < 0: --lr");
+  cmd->add_option("--momentum", o.optimizer.momentum, "SGD momentum");
+  cmd->add_flag(
+      "--nesterov", o.optimizer.nesterov, "SGD with Nesterov momentum");
+  cmd->add_option(
+      "--weight-decay",
+      o.optimizer.weight_decay,
+      "L2 (SGD) or decoupled (AdamW) weight decay");
+  cmd->add_option(
+      "--schedule", f->schedule, "constant, cosine, step or onecycle");
+  cmd->add_option(
+      "--warmup-steps",
+      o.schedule.warmup_steps,
+      "Linear warmup (constant, cosine, step)");
+  cmd->add_option(
+      "--min-lr", o.schedule.min_lr, "Cosine's final learning rate");
+  cmd->add_option(
+      "--step-size",
+      o.schedule.step_size,
+      "step: multiply the LR by --gamma every N steps");
+  cmd->add_option("--gamma", o.schedule.gamma, "step schedule's factor");
+  cmd->add_option(
+      "--clip-grad-norm",
+      o.clip_grad_norm,
+      "Clip the global gradient norm; 0: off");
+  cmd->add_option(
+      "--label-smoothing", o.label_smoothing, "Cross-entropy label smoothing");
+  cmd->add_flag(
+      "--channels-last",
+      o.channels_last,
+      "NHWC memory format (faster convolutions with tensor cores)");
+  cmd->add_flag(
+      "--no-cudnn-benchmark",
+      f->no_cudnn_benchmark,
+      "Turn off cuDNN's autotuner (on by default on CUDA)");
+  cmd->add_option(
+      "--init",
+      o.init,
+      "Start from these weights (.safetensors or torch.save state_dict)");
+  cmd->add_option(
+      "--init-strict",
+      o.init_strict,
+      "false: load what matches --init and report the rest");
+  cmd->add_option(
+      "--freeze", f->freeze, "backbone (train the head only) or none");
+  cmd->add_option(
+      "--eval-every",
+      o.eval_every,
+      "Evaluate every N steps; 0: each epoch's end");
+  cmd->add_option("--out", o.out_dir, "Run directory; empty: runs/<timestamp>");
+  cmd->add_option(
+      "--checkpoint-every",
+      o.checkpoint_every,
+      "Checkpoint every N steps; 0: each epoch's end");
+  cmd->add_option(
+      "--keep-checkpoints",
+      o.keep_checkpoints,
+      "Checkpoints kept (the newest)");
+  cmd->add_option(
+      "--resume",
+      o.resume,
+      "auto (newest valid checkpoint in --out) or a checkpoint file");
+  cmd->add_option(
+      "--workers", o.loader.workers, "Decode threads; 0: the usable cores");
+  cmd->add_option(
+      "--prefetch",
+      o.loader.prefetch_batches,
+      "Ready batches held ahead of the step");
+  cmd->add_option(
+      "--augment", f->augment, "default (random crop/flip) or none");
+  cmd->add_option(
+      "--size",
+      o.loader.size,
+      "Input height and width; 0: the data's native size (224 for photos)");
+  cmd->add_option(
+      "--resident",
+      f->resident,
+      "auto, on or off: decode the data set once into memory");
+  cmd->add_option(
+      "--on-bad-sample", f->on_bad_sample, "skip (count and log once) or fail");
+  cmd->add_option(
+      "--log-every",
+      o.log_every_s,
+      "Seconds between plain progress lines off a terminal; 0: none");
+  cmd->footer(
+      "Examples:\n"
+      "  hotloop train --model cnn-small --epochs 3 --optimizer adamw --lr 3e-3 --schedule onecycle --augment none\n"
+      "  hotloop train --config run.toml --out runs/a --resume auto\n"
+      "SIGINT/SIGTERM finish the step, write a checkpoint and exit 0; --resume auto continues.");
+  cmd->callback([f, &action] { action = [f] { return run_train(*f); }; });
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,100 @@
+#pragma once
+// Everything `hotloop train` (and the Trainer API) can be told, as plain
+// structs. The CLI flags and the TOML config only fill these; validate() says
+// what does not fit, naming the key.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hotloop/data/loader.h"
+#include "hotloop/model/model.h"
+
+namespace hotloop::train {
+
+enum class Precision { Fp32, Tf32, Bf16, Fp16 };
+enum class OptimizerKind { Sgd, AdamW };
+enum class ScheduleKind { Constant, Cosine, Step, OneCycle };
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double momentum = 0.9; // SGD
+  bool nesterov = false; // SGD
+  double beta1 = 0.9; // AdamW
+  double beta2 = 0.999; // AdamW
+  double eps = 1e-8; // AdamW
+  double weight_decay = 0.0;
+};
+
+struct ScheduleOptions {
+  ScheduleKind kind = ScheduleKind::Cosine;
+  double lr = 0.1; // peak (cosine, onecycle) or initial (constant, step)
+  std::int64_t warmup_steps = 0; // linear from 0 (cosine, step, constant)
+  double min_lr = 0.0; // cosine's floor
+  std::int64_t step_size = 0; // step: multiply by gamma every step_size steps
+  double gamma = 0.1;
+  double pct_start = 0.3; // onecycle: share of steps rising (torch's default)
+  double div_factor = 25; // onecycle: start at lr / div_factor
+  double final_div_factor = 1e4; // onecycle: end at start / final_div_factor
+};
+
+struct TrainerOptions {
+  // How long: steps wins when both are set.
+  std::int64_t epochs = 1;
+  std::int64_t steps = 0;
+  // Global batch per optimizer step, and what goes through the model at once
+  // (0: the whole batch). Accumulation = batch / (micro_batch * world_size).
+  std::int64_t batch = 64;
+  std::int64_t micro_batch = 0;
+  int world_size = 1;
+  int rank = 0;
+
+  Precision precision = Precision::Fp32;
+  std::string device = "auto"; // auto | cpu | cuda[:N]
+  int threads = 0; // intra-op threads on the CPU; 0: the usable cores
+  std::uint64_t seed = 0;
+
+  OptimizerOptions optimizer;
+  ScheduleOptions schedule;
+  double head_lr = -1; // the head's learning rate; < 0: the same as lr
+  double clip_grad_norm = 0; // 0: off
+  double label_smoothing = 0;
+  bool channels_last = false;
+  bool cudnn_benchmark = true;
+
+  // Fine-tuning.
+  std::string init; // weight file to start from
+  bool init_strict = true;
+  bool freeze_backbone = false;
+
+  std::int64_t eval_every = 0; // steps; 0: at the end of each epoch
+  std::string out_dir; // "": runs/<timestamp>
+  std::int64_t checkpoint_every = 0; // steps; 0: at the end of each epoch
+  int keep_checkpoints = 3;
+  std::string resume; // "" | "auto" | a checkpoint path
+  double log_every_s = 10; // plain progress lines when not on a terminal
+  bool progress_bar = false; // one updating line (on a terminal)
+
+  // The loader (batch_size is set from micro_batch; device from `device`).
+  data::LoaderOptions loader;
+  // The model as built (recorded in the config and checkpoints).
+  model::ModelOptions model;
+
+  // Throws UsageError naming the option for values out of range and options
+  // that do not fit together (batch not divisible, fp16 without CUDA, ...).
+  void validate() const;
+  // The resolved configuration: every key, as written to config.json and
+  // printed at start.
+  nlohmann::json to_json() const;
+};
+
+Precision parse_precision(const std::string& text);
+const char* to_string(Precision p);
+OptimizerKind parse_optimizer(const std::string& text);
+const char* to_string(OptimizerKind kind);
+ScheduleKind parse_schedule(const std::string& text);
+const char* to_string(ScheduleKind kind);
+
+} // namespace hotloop::train

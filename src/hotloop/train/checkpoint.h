@@ -1,0 +1,47 @@
+#pragma once
+// Run checkpoints: model, optimizer, loss scaler, RNG states and the position
+// (step, epoch, next batch) in one safetensors file with a CRC-32 of its data,
+// written atomically as <dir>/step-<N>.safetensors; the last K are kept.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hotloop/model/weights.h"
+
+namespace hotloop::train {
+
+struct Checkpoint {
+  nlohmann::json meta; // step, epoch, next_batch, config, hotloop version
+  model::StateDict model;
+  model::StateDict optimizer;
+  model::StateDict scaler;
+  model::StateDict rng; // "cpu", "cuda"
+};
+
+// Writes `checkpoint` as <dir>/step-<step>.safetensors (creating `dir`), then
+// deletes all but the newest `keep`. Returns the path.
+std::string save_checkpoint(
+    const std::string& dir,
+    std::int64_t step,
+    const Checkpoint& checkpoint,
+    int keep);
+
+// Reads and verifies one checkpoint. Throws DataError naming the file when it
+// is corrupt (checksum, truncation) or not a hotloop checkpoint.
+Checkpoint load_checkpoint(const std::string& path);
+
+// The checkpoints in `dir`, newest (highest step) first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// The newest checkpoint in `dir` that loads; each corrupt one is reported to
+// `warn` and skipped. nullopt when there is none.
+std::optional<std::pair<std::string, Checkpoint>> newest_valid_checkpoint(
+    const std::string& dir,
+    const std::function<void(const std::string&)>& warn);
+
+} // namespace hotloop::train

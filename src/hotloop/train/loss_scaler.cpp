@@ -1,0 +1,117 @@
+#include "hotloop/train/loss_scaler.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
+#include <ATen/ops/_amp_update_scale.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::train {
+
+LossScaler::LossScaler(
+    LossScalerOptions options,
+    const c10::Device& device,
+    bool enabled)
+    : options_(options), enabled_(enabled) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  scale_ = at::full({1}, options_.init_scale, f32);
+  growth_tracker_ = at::zeros({1}, f32.dtype(at::kInt));
+  found_inf_ = at::zeros({1}, f32);
+}
+
+at::Tensor LossScaler::scale(const at::Tensor& loss) const {
+  return enabled_ ? loss * scale_.to(loss.scalar_type()) : loss;
+}
+
+bool LossScaler::unscale(const std::vector<at::Tensor>& params) {
+  if (!enabled_) {
+    return false;
+  }
+  found_inf_.zero_();
+  const at::Tensor inv_scale = at::reciprocal(scale_);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) {
+      grads.push_back(p.grad());
+    }
+  }
+  if (!grads.empty()) {
+    at::_amp_foreach_non_finite_check_and_unscale_(
+        grads, found_inf_, inv_scale);
+  }
+  return found_inf_.item<float>() != 0.0f;
+}
+
+bool LossScaler::update(bool found_inf) {
+  if (!enabled_) {
+    return false;
+  }
+  found_inf_.fill_(found_inf ? 1.0 : 0.0);
+  at::_amp_update_scale_(
+      scale_,
+      growth_tracker_,
+      found_inf_,
+      options_.growth_factor,
+      options_.backoff_factor,
+      options_.growth_interval);
+  if (found_inf) {
+    ++skipped_;
+    ++consecutive_skips_;
+  } else {
+    consecutive_skips_ = 0;
+  }
+  return found_inf;
+}
+
+bool LossScaler::collapsed() const {
+  return enabled_ &&
+      (current_scale() < options_.min_scale ||
+       consecutive_skips_ >= options_.max_consecutive_skips);
+}
+
+double LossScaler::current_scale() const {
+  return enabled_ ? scale_.item<float>() : 1.0;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LossScaler::state() const {
+  return {
+      {"scale", scale_},
+      {"growth_tracker", growth_tracker_},
+      {"skipped", at::scalar_tensor(skipped_, at::kLong)},
+      {"consecutive_skips", at::scalar_tensor(consecutive_skips_, at::kLong)}};
+}
+
+void LossScaler::load_state(
+    const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  for (const auto& [name, t] : state) {
+    if (name == "scale") {
+      scale_.copy_(t);
+    } else if (name == "growth_tracker") {
+      growth_tracker_.copy_(t);
+    } else if (name == "skipped") {
+      skipped_ = t.item<std::int64_t>();
+    } else if (name == "consecutive_skips") {
+      consecutive_skips_ = t.item<std::int64_t>();
+    } else {
+      throw DataError(
+          "loss scaler state " + name + " is not one hotloop writes");
+    }
+  }
+}
+
+std::string first_non_finite_gradient(
+    const std::vector<std::pair<std::string, at::Tensor>>& named_params) {
+  for (const auto& [name, p] : named_params) {
+    if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) {
+      return name;
+    }
+  }
+  return {};
+}
+
+} // namespace hotloop::train

@@ -1,0 +1,74 @@
+#pragma once
+// Dynamic loss scaling for fp16, in C++ over ATen's AMP kernels (LibTorch has
+// no GradScaler): the loss is multiplied by a scale before backward; gradients
+// are unscaled and checked for inf/NaN in one multi-tensor kernel; a step with
+// a non-finite gradient is skipped and the scale backs off; after
+// `growth_interval` good steps in a row it grows.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+namespace hotloop::train {
+
+struct LossScalerOptions {
+  double init_scale = 65536.0; // 2^16, as torch.amp.GradScaler
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+  // Collapse: the scale fell below this, or this many steps in a row were
+  // skipped. The run stops with a diagnosis.
+  double min_scale = 1.0 / 1024;
+  std::int64_t max_consecutive_skips = 25;
+};
+
+class LossScaler {
+ public:
+  LossScaler(
+      LossScalerOptions options,
+      const c10::Device& device,
+      bool enabled);
+
+  bool enabled() const {
+    return enabled_;
+  }
+  // loss * scale (the loss itself when disabled).
+  at::Tensor scale(const at::Tensor& loss) const;
+  // Divides the gradients of `params` by the scale in place and reports
+  // whether any is inf or NaN (one device->host sync per step).
+  bool unscale(const std::vector<at::Tensor>& params);
+  // After unscale: backs off (found_inf) or counts toward growth. Returns true
+  // when the step must be skipped.
+  bool update(bool found_inf);
+  // The scale has collapsed: stop the run (see LossScalerOptions).
+  bool collapsed() const;
+
+  double current_scale() const;
+  std::int64_t skipped_steps() const {
+    return skipped_;
+  }
+  std::int64_t consecutive_skips() const {
+    return consecutive_skips_;
+  }
+  // For checkpoints: scale, growth tracker, skip counts.
+  std::vector<std::pair<std::string, at::Tensor>> state() const;
+  void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
+
+ private:
+  LossScalerOptions options_;
+  bool enabled_;
+  at::Tensor scale_; // (1,) float32 on the device
+  at::Tensor growth_tracker_; // (1,) int32 on the device
+  at::Tensor found_inf_; // (1,) float32 on the device
+  std::int64_t skipped_ = 0;
+  std::int64_t consecutive_skips_ = 0;
+};
+
+// The first parameter (by name) whose gradient holds inf or NaN, or "".
+std::string first_non_finite_gradient(
+    const std::vector<std::pair<std::string, at::Tensor>>& named_params);
+
+} // namespace hotloop::train

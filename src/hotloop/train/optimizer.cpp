@@ -1,0 +1,214 @@
+#include "hotloop/train/optimizer.h"
+
+#include <cmath>
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_addcdiv.h>
+#include <ATen/ops/_foreach_addcmul.h>
+#include <ATen/ops/_foreach_div.h>
+#include <ATen/ops/_foreach_lerp.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros_like.h>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::train {
+
+OptimizerKind parse_optimizer(const std::string& text) {
+  if (text == "sgd") {
+    return OptimizerKind::Sgd;
+  }
+  if (text == "adamw") {
+    return OptimizerKind::AdamW;
+  }
+  throw UsageError(fmt::format("optimizer '{}': expected sgd or adamw", text));
+}
+
+const char* to_string(OptimizerKind kind) {
+  return kind == OptimizerKind::Sgd ? "sgd" : "adamw";
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, OptimizerOptions options)
+    : groups_(std::move(groups)), state_(groups_.size()), options_(options) {}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_) {
+    for (auto& p : g.params) {
+      p.mutable_grad() = at::Tensor();
+    }
+  }
+}
+
+void Optimizer::ensure_state() {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    auto& s = state_[g];
+    const auto& params = groups_[g].params;
+    auto zeros = [&](std::vector<at::Tensor>& buffers) {
+      if (buffers.size() != params.size()) {
+        buffers.clear();
+        for (const auto& p : params) {
+          buffers.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
+        }
+      }
+    };
+    if (options_.kind == OptimizerKind::Sgd) {
+      if (options_.momentum != 0) {
+        zeros(s.momentum);
+      }
+    } else {
+      zeros(s.exp_avg);
+      zeros(s.exp_avg_sq);
+    }
+  }
+}
+
+void Optimizer::step(double lr) {
+  at::NoGradGuard no_grad;
+  ensure_state();
+  ++steps_;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const double group_lr = lr * groups_[g].lr_scale;
+    if (options_.kind == OptimizerKind::Sgd) {
+      sgd_step(groups_[g], state_[g], group_lr);
+    } else {
+      adamw_step(groups_[g], state_[g], group_lr);
+    }
+  }
+}
+
+namespace {
+
+// The parameters that have a gradient, their gradients and the matching
+// state buffers.
+struct Active {
+  std::vector<at::Tensor> params, grads, a, b;
+};
+
+Active active(
+    const std::vector<at::Tensor>& params,
+    const std::vector<at::Tensor>* a,
+    const std::vector<at::Tensor>* b) {
+  Active out;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& grad = params[i].grad();
+    if (!grad.defined()) {
+      continue;
+    }
+    out.params.push_back(params[i]);
+    out.grads.push_back(grad);
+    if (a != nullptr && !a->empty()) {
+      out.a.push_back((*a)[i]);
+    }
+    if (b != nullptr && !b->empty()) {
+      out.b.push_back((*b)[i]);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+void Optimizer::sgd_step(ParamGroup& group, GroupState& state, double lr) {
+  Active x = active(group.params, &state.momentum, nullptr);
+  if (x.params.empty()) {
+    return;
+  }
+  std::vector<at::Tensor> update = x.grads;
+  if (options_.weight_decay != 0) {
+    // grad + wd * param, without touching the gradient itself.
+    update = at::_foreach_add(x.grads, x.params, options_.weight_decay);
+  }
+  if (options_.momentum != 0) {
+    // buf = momentum * buf + update; torch.optim seeds buf with the first
+    // update, which is the same as starting from zeros.
+    at::_foreach_mul_(x.a, options_.momentum);
+    at::_foreach_add_(x.a, update);
+    if (options_.nesterov) {
+      update = at::_foreach_add(update, x.a, options_.momentum);
+    } else {
+      update = x.a;
+    }
+  }
+  at::_foreach_add_(x.params, update, -lr);
+}
+
+void Optimizer::adamw_step(ParamGroup& group, GroupState& state, double lr) {
+  Active x = active(group.params, &state.exp_avg, &state.exp_avg_sq);
+  if (x.params.empty()) {
+    return;
+  }
+  const double t = static_cast<double>(steps_);
+  if (options_.weight_decay != 0) {
+    at::_foreach_mul_(x.params, 1.0 - lr * options_.weight_decay);
+  }
+  at::_foreach_lerp_(x.a, x.grads, 1.0 - options_.beta1);
+  at::_foreach_mul_(x.b, options_.beta2);
+  at::_foreach_addcmul_(x.b, x.grads, x.grads, 1.0 - options_.beta2);
+  const double bias1 = 1.0 - std::pow(options_.beta1, t);
+  const double bias2 = 1.0 - std::pow(options_.beta2, t);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(x.b);
+  at::_foreach_div_(denom, std::sqrt(bias2));
+  at::_foreach_add_(denom, options_.eps);
+  at::_foreach_addcdiv_(x.params, x.a, denom, -lr / bias1);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Optimizer::state() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  out.emplace_back("steps", at::scalar_tensor(steps_, at::kLong));
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    auto add = [&](const char* what, const std::vector<at::Tensor>& buffers) {
+      for (std::size_t i = 0; i < buffers.size(); ++i) {
+        out.emplace_back(
+            fmt::format("{}.{}.{}", groups_[g].name, i, what), buffers[i]);
+      }
+    };
+    add("momentum", state_[g].momentum);
+    add("exp_avg", state_[g].exp_avg);
+    add("exp_avg_sq", state_[g].exp_avg_sq);
+  }
+  return out;
+}
+
+void Optimizer::load_state(
+    const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  at::NoGradGuard no_grad;
+  if (!state.empty()) {
+    ensure_state();
+  }
+  for (const auto& [name, t] : state) {
+    if (name == "steps") {
+      steps_ = t.item<std::int64_t>();
+      continue;
+    }
+    bool found = false;
+    for (std::size_t g = 0; g < groups_.size() && !found; ++g) {
+      auto try_load = [&](const char* what, std::vector<at::Tensor>& buffers) {
+        for (std::size_t i = 0; i < buffers.size() && !found; ++i) {
+          if (name == fmt::format("{}.{}.{}", groups_[g].name, i, what)) {
+            if (buffers[i].sizes() != t.sizes()) {
+              throw DataError(fmt::format(
+                  "optimizer state {}: shape differs from the parameter's",
+                  name));
+            }
+            buffers[i].copy_(t);
+            found = true;
+          }
+        }
+      };
+      try_load("momentum", state_[g].momentum);
+      try_load("exp_avg", state_[g].exp_avg);
+      try_load("exp_avg_sq", state_[g].exp_avg_sq);
+    }
+    if (!found) {
+      throw DataError(
+          fmt::format("optimizer state {} matches no parameter", name),
+          "the checkpoint was written with another model, optimizer or --freeze setting");
+    }
+  }
+}
+
+} // namespace hotloop::train

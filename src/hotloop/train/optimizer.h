@@ -1,0 +1,64 @@
+#pragma once
+// SGD (momentum, Nesterov, weight decay) and AdamW over parameter groups, on
+// ATen's multi-tensor (_foreach_) kernels: one launch per operation for all of
+// a group's parameters instead of one per parameter. The math is
+// torch.optim's (SGD with dampening 0; AdamW with decoupled weight decay and
+// bias correction), so a step here equals a step there (tested).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hotloop/train/options.h"
+
+namespace hotloop::train {
+
+struct ParamGroup {
+  std::string name; // "backbone", "head", "all": for messages and state names
+  std::vector<at::Tensor> params; // trainable only
+  double lr_scale = 1.0; // this group's LR = schedule LR * lr_scale
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<ParamGroup> groups, OptimizerOptions options);
+
+  // One update with the learning rate `lr` (times each group's scale).
+  // Parameters without a gradient are left alone.
+  void step(double lr);
+  // Sets every gradient to None (frees the memory until the next backward).
+  void zero_grad();
+
+  const std::vector<ParamGroup>& groups() const {
+    return groups_;
+  }
+  const OptimizerOptions& options() const {
+    return options_;
+  }
+  std::int64_t steps() const {
+    return steps_;
+  }
+  // Momentum / moment buffers as named tensors ("group.index.exp_avg", ...)
+  // plus the step count, for checkpoints; load_state restores them exactly.
+  std::vector<std::pair<std::string, at::Tensor>> state() const;
+  void load_state(const std::vector<std::pair<std::string, at::Tensor>>& state);
+
+ private:
+  struct GroupState {
+    std::vector<at::Tensor> momentum; // SGD
+    std::vector<at::Tensor> exp_avg; // AdamW
+    std::vector<at::Tensor> exp_avg_sq; // AdamW
+  };
+  void ensure_state();
+  void sgd_step(ParamGroup& group, GroupState& state, double lr);
+  void adamw_step(ParamGroup& group, GroupState& state, double lr);
+
+  std::vector<ParamGroup> groups_;
+  std::vector<GroupState> state_;
+  OptimizerOptions options_;
+  std::int64_t steps_ = 0;
+};
+
+} // namespace hotloop::train

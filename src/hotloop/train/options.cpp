@@ -1,0 +1,157 @@
+#include "hotloop/train/options.h"
+
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::train {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& key, const std::string& why) {
+  throw UsageError(fmt::format("{}: {}", key, why));
+}
+
+} // namespace
+
+void TrainerOptions::validate() const {
+  if (epochs < 1 && steps < 1) {
+    bad("epochs", "give --epochs or --steps of at least 1");
+  }
+  if (steps < 0) {
+    bad("steps", fmt::format("{} is negative", steps));
+  }
+  if (batch < 1) {
+    bad("batch", fmt::format("{} must be at least 1", batch));
+  }
+  if (micro_batch < 0) {
+    bad("micro-batch", fmt::format("{} is negative", micro_batch));
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    bad("world-size",
+        fmt::format("rank {} of {} is not a valid rank", rank, world_size));
+  }
+  const std::int64_t micro =
+      micro_batch == 0 ? batch / world_size : micro_batch;
+  if (micro < 1 || batch % (micro * world_size) != 0) {
+    throw UsageError(
+        fmt::format(
+            "batch: {} is not divisible by micro-batch {} x {} rank(s)",
+            batch,
+            micro,
+            world_size),
+        "choose --batch as a multiple of --micro-batch times the number of ranks");
+  }
+  if (schedule.lr <= 0) {
+    bad("lr", fmt::format("{} must be positive", schedule.lr));
+  }
+  if (schedule.warmup_steps < 0) {
+    bad("warmup-steps", "is negative");
+  }
+  if (schedule.kind == ScheduleKind::Step && schedule.step_size < 1) {
+    bad("step-size", "the step schedule needs --step-size of at least 1");
+  }
+  if (schedule.pct_start <= 0 || schedule.pct_start >= 1) {
+    bad("pct-start", fmt::format("{} must be in (0, 1)", schedule.pct_start));
+  }
+  if (optimizer.momentum < 0 || optimizer.momentum >= 1) {
+    bad("momentum", fmt::format("{} must be in [0, 1)", optimizer.momentum));
+  }
+  if (optimizer.nesterov &&
+      (optimizer.kind != OptimizerKind::Sgd || optimizer.momentum == 0)) {
+    bad("nesterov", "needs --optimizer sgd with a momentum above 0");
+  }
+  if (optimizer.weight_decay < 0) {
+    bad("weight-decay", "is negative");
+  }
+  if (clip_grad_norm < 0) {
+    bad("clip-grad-norm", "is negative (0 turns clipping off)");
+  }
+  if (label_smoothing < 0 || label_smoothing >= 1) {
+    bad("label-smoothing",
+        fmt::format("{} must be in [0, 1)", label_smoothing));
+  }
+  if (eval_every < 0 || checkpoint_every < 0) {
+    bad(eval_every < 0 ? "eval-every" : "checkpoint-every", "is negative");
+  }
+  if (keep_checkpoints < 1) {
+    bad("keep-checkpoints", "must be at least 1");
+  }
+  if (threads < 0) {
+    bad("threads", "is negative (0: the usable cores)");
+  }
+  if (device != "auto" && device != "cpu" && !device.starts_with("cuda")) {
+    bad("device",
+        fmt::format("'{}': expected auto, cpu, cuda or cuda:N", device));
+  }
+  if (freeze_backbone && init.empty()) {
+    throw UsageError(
+        "freeze: --freeze backbone without --init would train a random backbone's head only",
+        "give --init FILE with the pretrained weights");
+  }
+  model.validate();
+}
+
+nlohmann::json TrainerOptions::to_json() const {
+  return {
+      {"model",
+       {{"name", model.name},
+        {"num_classes", model.num_classes},
+        {"in_channels", model.in_channels},
+        {"image_size", model.image_size},
+        {"zero_init_residual", model.zero_init_residual}}},
+      {"epochs", epochs},
+      {"steps", steps},
+      {"batch", batch},
+      {"micro_batch", micro_batch == 0 ? batch / world_size : micro_batch},
+      {"accum_steps",
+       batch /
+           ((micro_batch == 0 ? batch / world_size : micro_batch) *
+            world_size)},
+      {"world_size", world_size},
+      {"precision", to_string(precision)},
+      {"device", device},
+      {"threads", threads},
+      {"seed", seed},
+      {"optimizer",
+       {{"kind", to_string(optimizer.kind)},
+        {"momentum", optimizer.momentum},
+        {"nesterov", optimizer.nesterov},
+        {"betas", {optimizer.beta1, optimizer.beta2}},
+        {"eps", optimizer.eps},
+        {"weight_decay", optimizer.weight_decay}}},
+      {"schedule",
+       {{"kind", to_string(schedule.kind)},
+        {"lr", schedule.lr},
+        {"warmup_steps", schedule.warmup_steps},
+        {"min_lr", schedule.min_lr},
+        {"step_size", schedule.step_size},
+        {"gamma", schedule.gamma},
+        {"pct_start", schedule.pct_start}}},
+      {"head_lr", head_lr < 0 ? schedule.lr : head_lr},
+      {"clip_grad_norm", clip_grad_norm},
+      {"label_smoothing", label_smoothing},
+      {"channels_last", channels_last},
+      {"init", init},
+      {"init_strict", init_strict},
+      {"freeze", freeze_backbone ? "backbone" : "none"},
+      {"eval_every", eval_every},
+      {"out", out_dir},
+      {"checkpoint_every", checkpoint_every},
+      {"keep_checkpoints", keep_checkpoints},
+      {"resume", resume},
+      {"loader",
+       {{"workers", loader.workers},
+        {"prefetch_batches", loader.prefetch_batches},
+        {"augment",
+         loader.augment == data::Augment::Default ? "default" : "none"},
+        {"size", loader.size},
+        {"on_bad_sample",
+         loader.on_bad_sample == data::BadSamplePolicy::Skip ? "skip" : "fail"},
+        {"resident",
+         loader.resident == data::Resident::Auto
+             ? "auto"
+             : (loader.resident == data::Resident::On ? "on" : "off")}}}};
+}
+
+} // namespace hotloop::train

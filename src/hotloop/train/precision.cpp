@@ -1,0 +1,85 @@
+#include "hotloop/train/precision.h"
+
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::train {
+
+Precision parse_precision(const std::string& text) {
+  if (text == "fp32") {
+    return Precision::Fp32;
+  }
+  if (text == "tf32") {
+    return Precision::Tf32;
+  }
+  if (text == "bf16") {
+    return Precision::Bf16;
+  }
+  if (text == "fp16") {
+    return Precision::Fp16;
+  }
+  throw UsageError(
+      fmt::format("precision '{}': expected fp32, tf32, bf16 or fp16", text));
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::Fp32:
+      return "fp32";
+    case Precision::Tf32:
+      return "tf32";
+    case Precision::Bf16:
+      return "bf16";
+    case Precision::Fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+void configure_math_mode(Precision p, const c10::Device& device) {
+  if (!device.is_cuda()) {
+    return;
+  }
+  // Autocast handles bf16/fp16; what is left in fp32 there follows tf32's
+  // choice too (PyTorch's default keeps fp32 exact).
+  const bool tf32 = p != Precision::Fp32;
+  at::globalContext().setAllowTF32CuBLAS(tf32);
+  at::globalContext().setAllowTF32CuDNN(tf32);
+}
+
+AutocastScope::AutocastScope(Precision p, const c10::Device& device)
+    : device_type_(device.type()) {
+  if (p != Precision::Bf16 && p != Precision::Fp16) {
+    return;
+  }
+  if (p == Precision::Fp16 && !device.is_cuda()) {
+    throw UsageError(
+        "--precision fp16 needs a CUDA device",
+        "use --precision bf16 on the CPU");
+  }
+  active_ = true;
+  was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
+  was_dtype_ = at::autocast::get_autocast_dtype(device_type_);
+  at::autocast::set_autocast_dtype(
+      device_type_, p == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
+  at::autocast::set_autocast_enabled(device_type_, true);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) {
+    return;
+  }
+  // The cast cache lives while any autocast region is open; leaving the
+  // outermost one drops it (as torch.autocast's __exit__ does).
+  if (at::autocast::decrement_nesting() == 0) {
+    at::autocast::clear_cache();
+  }
+  at::autocast::set_autocast_enabled(device_type_, was_enabled_);
+  at::autocast::set_autocast_dtype(device_type_, was_dtype_);
+}
+
+} // namespace hotloop::train

@@ -1,0 +1,35 @@
+#pragma once
+// --precision fp32 | tf32 | bf16 | fp16, and the autocast scope a forward pass
+// runs in.
+
+#include <string>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include "hotloop/train/options.h"
+
+namespace hotloop::train {
+
+// Sets the process's TF32 switches for `p` on CUDA (tf32: matmul and cuDNN
+// convolutions in TF32; everything else: full fp32). No-op on the CPU.
+void configure_math_mode(Precision p, const c10::Device& device);
+
+// Turns autocast on for `device` in bf16 or fp16 for its lifetime (no-op for
+// fp32 and tf32), and restores the previous state after. Throws UsageError for
+// fp16 on the CPU (no CPU fp16 autocast worth having: use bf16).
+class AutocastScope {
+ public:
+  AutocastScope(Precision p, const c10::Device& device);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool active_ = false;
+  bool was_enabled_ = false;
+  c10::ScalarType was_dtype_ = c10::kFloat;
+};
+
+} // namespace hotloop::train

@@ -1,0 +1,836 @@
+// The training loop. One optimizer step:
+//   accum_steps x (loader.next -> autocast forward -> loss / accum -> (scaled)
+//   backward) -> unscale + inf check (fp16) -> clip -> optimizer step at the
+//   schedule's LR -> scaler update -> metrics line -> eval / checkpoint when
+//   due.
+
+#include "hotloop/train/trainer.h"
+
+#include <sys/resource.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/bincount.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/stack.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+
+#include "hotloop/build_info.h"
+#include "hotloop/core/cpus.h"
+#include "hotloop/core/progress.h"
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/fine_tune.h"
+#include "hotloop/model/weights.h"
+#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/loss_scaler.h"
+#include "hotloop/train/optimizer.h"
+#include "hotloop/train/precision.h"
+#include "hotloop/train/schedule.h"
+
+namespace hotloop::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  const double pos = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::uint64_t peak_rss_bytes() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024; // Linux: KiB
+}
+
+c10::Device resolve_device(const std::string& text) {
+  if (text == "auto") {
+    return at::hasCUDA() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  }
+  const c10::Device d(text == "cuda" ? "cuda:0" : text);
+  if (d.is_cuda() && !at::hasCUDA()) {
+    throw EnvError(
+        fmt::format("--device {}: CUDA is not available", text),
+        "run `hotloop doctor` to see why, or use --device cpu");
+  }
+  return d;
+}
+
+std::string default_run_dir() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return std::string("runs/") + stamp;
+}
+
+model::StateDict cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return {{"cpu", gen.get_state()}};
+}
+
+void set_cpu_rng_state(const at::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+} // namespace
+
+nlohmann::json TrainSummary::to_json() const {
+  nlohmann::json j = {
+      {"steps", steps},
+      {"epochs", epochs},
+      {"train_loss", train_loss},
+      {"val_loss", eval ? nlohmann::json(eval->loss) : nlohmann::json()},
+      {"val_accuracy",
+       eval ? nlohmann::json(eval->accuracy) : nlohmann::json()},
+      {"images_per_s", images_per_s},
+      {"step_time_ms",
+       {{"median", step_time_ms_median}, {"p90", step_time_ms_p90}}},
+      {"data_wait_fraction", data_wait_fraction},
+      {"peak_memory_bytes",
+       {{"allocated", peak_allocated_bytes},
+        {"reserved", peak_reserved_bytes},
+        {"rss", peak_rss_bytes}}},
+      {"skipped_steps", skipped_steps},
+      {"bad_samples", bad_samples},
+      {"micro_batch", micro_batch},
+      {"accum_steps", accum_steps},
+      {"device", device},
+      {"precision", precision},
+      {"wall_s", wall_s},
+      {"stopped_early", stopped_early},
+      {"last_checkpoint", last_checkpoint}};
+  if (eval) {
+    j["val_per_class_accuracy"] = eval->per_class_accuracy;
+    j["val_confusion"] = eval->confusion;
+    j["val_samples"] = eval->samples;
+  }
+  return j;
+}
+
+struct Trainer::Impl {
+  TrainerOptions options;
+  std::shared_ptr<model::Model> model;
+  std::shared_ptr<const data::Dataset> train_data;
+  std::shared_ptr<const data::Dataset> val_data;
+  c10::Device device{c10::kCPU};
+  std::string run_dir;
+  std::int64_t micro_batch = 0;
+  std::int64_t accum_steps = 1;
+  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<data::Loader> val_loader;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LossScaler> scaler;
+  std::vector<std::pair<std::string, at::Tensor>> named_params; // trainable
+  std::ofstream metrics;
+
+  // Progress through the run.
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;
+  std::int64_t steps_per_epoch = 0;
+  std::size_t epoch = 0;
+  std::size_t next_batch = 0;
+  std::string last_checkpoint;
+
+  void log(const std::string& line) const {
+    if (options.rank == 0) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
+  }
+
+  void setup() {
+    options.validate();
+    device = resolve_device(options.device);
+    configure_math_mode(options.precision, device);
+    if (options.precision == Precision::Fp16 && !device.is_cuda()) {
+      throw UsageError(
+          "--precision fp16 needs a CUDA device",
+          "use --precision bf16 on the CPU");
+    }
+    if (device.is_cuda()) {
+      at::globalContext().setBenchmarkCuDNN(options.cudnn_benchmark);
+    }
+    at::set_num_threads(static_cast<int>(
+        options.threads > 0 ? options.threads : usable_cpus()));
+
+    // The data must fit the model.
+    const auto shape = train_data->shape();
+    if (shape && shape->channels != options.model.in_channels &&
+        options.loader.channels == 0) {
+      throw DataError(fmt::format(
+          "{} has {} channel(s) but the model takes {}",
+          train_data->describe(),
+          shape->channels,
+          options.model.in_channels));
+    }
+    if (static_cast<std::int64_t>(train_data->num_classes()) >
+        options.model.num_classes) {
+      throw DataError(fmt::format(
+          "{} has {} classes but the model has {} outputs",
+          train_data->describe(),
+          train_data->num_classes(),
+          options.model.num_classes));
+    }
+
+    micro_batch = options.micro_batch > 0 ? options.micro_batch
+                                          : options.batch / options.world_size;
+    accum_steps = options.batch / (micro_batch * options.world_size);
+
+    if (!options.init.empty()) {
+      const model::InitResult r = model::load_initial_weights(
+          *model, {options.init, options.init_strict});
+      log(fmt::format("init: {}\n{}", options.init, model::describe(r.report)));
+      if (r.head_replaced) {
+        log(fmt::format(
+            "init: the head '{}' was replaced: the file has {} classes, the model {}",
+            model->head_name(),
+            r.file_classes,
+            options.model.num_classes));
+      }
+    }
+    if (options.freeze_backbone) {
+      model::freeze_backbone(*model);
+    }
+    model->to(device);
+    if (options.channels_last) {
+      at::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) {
+        if (p.dim() == 4) {
+          p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+        }
+      }
+    }
+    const model::ParameterCount count = model::count_parameters(*model);
+    log(fmt::format(
+        "parameters: {} trainable, {} frozen", count.trainable, count.frozen));
+
+    // Parameter groups: one, or backbone + head with their own LRs.
+    std::vector<ParamGroup> groups;
+    const bool split_head = options.head_lr >= 0 || options.freeze_backbone;
+    if (split_head) {
+      const model::ParameterGroups g = model::parameter_groups(*model);
+      const double head_scale =
+          options.head_lr >= 0 ? options.head_lr / options.schedule.lr : 1.0;
+      if (!g.backbone.empty()) {
+        groups.push_back({"backbone", g.backbone, 1.0});
+      }
+      groups.push_back({"head", g.head, head_scale});
+    } else {
+      ParamGroup all{"all", {}, 1.0};
+      for (auto& p : model->parameters()) {
+        if (p.requires_grad()) {
+          all.params.push_back(p);
+        }
+      }
+      groups.push_back(std::move(all));
+    }
+    for (auto& p : model->named_parameters()) {
+      if (p.value().requires_grad()) {
+        named_params.emplace_back(p.key(), p.value());
+      }
+    }
+    optimizer =
+        std::make_unique<Optimizer>(std::move(groups), options.optimizer);
+    scaler = std::make_unique<LossScaler>(
+        LossScalerOptions{}, device, options.precision == Precision::Fp16);
+
+    data::LoaderOptions lo = options.loader;
+    lo.batch_size = static_cast<std::size_t>(micro_batch);
+    lo.device = device;
+    lo.seed = options.seed;
+    lo.rank = options.rank;
+    lo.world_size = options.world_size;
+    lo.train = true;
+    loader = std::make_unique<data::Loader>(train_data, lo);
+    steps_per_epoch =
+        static_cast<std::int64_t>(loader->batches_per_epoch()) / accum_steps;
+    if (steps_per_epoch < 1) {
+      throw UsageError(fmt::format(
+          "batch: one optimizer step needs {} batches of {} but an epoch has {}",
+          accum_steps,
+          micro_batch,
+          loader->batches_per_epoch()));
+    }
+    total_steps =
+        options.steps > 0 ? options.steps : options.epochs * steps_per_epoch;
+
+    run_dir = options.out_dir.empty() ? default_run_dir() : options.out_dir;
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec) {
+      throw DataError(fmt::format(
+          "cannot create the run folder {}: {}", run_dir, ec.message()));
+    }
+  }
+
+  Checkpoint make_checkpoint() const {
+    Checkpoint c;
+    c.meta = {
+        {"step", step},
+        {"epoch", epoch},
+        {"next_batch", next_batch},
+        {"total_steps", total_steps},
+        {"hotloop", build_info().hotloop_version},
+        {"config", options.to_json()}};
+    c.model = model::state_dict(*model);
+    c.optimizer = optimizer->state();
+    c.scaler = scaler->state();
+    c.rng = cpu_rng_state();
+    if (device.is_cuda()) {
+      const auto bytes = cuda::rng_state(device.index());
+      at::Tensor t =
+          at::empty({static_cast<std::int64_t>(bytes.size())}, at::kByte);
+      std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+      c.rng.emplace_back("cuda", t);
+    }
+    return c;
+  }
+
+  std::string checkpoint_now() {
+    if (options.rank != 0) {
+      return {};
+    }
+    last_checkpoint = save_checkpoint(
+        (fs::path(run_dir) / "checkpoints").string(),
+        step,
+        make_checkpoint(),
+        options.keep_checkpoints);
+    return last_checkpoint;
+  }
+
+  void restore(const std::string& path, const Checkpoint& c) {
+    model::LoadOptions lo;
+    lo.source = path;
+    model::load_state_dict(*model, c.model, lo);
+    optimizer->load_state(c.optimizer);
+    scaler->load_state(c.scaler);
+    for (const auto& [name, t] : c.rng) {
+      if (name == "cpu") {
+        set_cpu_rng_state(t);
+      } else if (name == "cuda" && device.is_cuda()) {
+        const auto* p = t.data_ptr<std::uint8_t>();
+        cuda::set_rng_state(device.index(), {p, p + t.numel()});
+      }
+    }
+    step = c.meta.at("step").get<std::int64_t>();
+    epoch = c.meta.at("epoch").get<std::size_t>();
+    next_batch = c.meta.at("next_batch").get<std::size_t>();
+    // Metrics written after this checkpoint belong to a timeline that is
+    // being replayed: drop them.
+    const fs::path metrics_path = fs::path(run_dir) / "metrics.jsonl";
+    std::ifstream in(metrics_path);
+    std::vector<std::string> keep;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", std::int64_t{0}) <= step) {
+        keep.push_back(line);
+      }
+    }
+    in.close();
+    std::ofstream out(metrics_path, std::ios::trunc);
+    for (const auto& line : keep) {
+      out << line << '\n';
+    }
+    log(fmt::format(
+        "resumed from {} at step {} (epoch {}, batch {})",
+        path,
+        step,
+        epoch,
+        next_batch));
+  }
+
+  void maybe_resume() {
+    if (options.resume.empty()) {
+      return;
+    }
+    if (options.resume == "auto") {
+      auto found = newest_valid_checkpoint(
+          (fs::path(run_dir) / "checkpoints").string(),
+          [this](const std::string& w) { log("warning: " + w); });
+      if (found) {
+        restore(found->first, found->second);
+      } else {
+        log(fmt::format(
+            "resume auto: no checkpoint in {}/checkpoints; starting fresh",
+            run_dir));
+      }
+      return;
+    }
+    restore(options.resume, load_checkpoint(options.resume));
+  }
+
+  void check_devices(const data::Batch& batch) const {
+    auto expect = [&](const std::string& what, const at::Tensor& t) {
+      if (t.defined() && t.device() != device) {
+        throw Error(
+            fmt::format(
+                "{} is on {} but training runs on {}",
+                what,
+                t.device().str(),
+                device.str()),
+            "every tensor must be moved with the model (model->to(device)); a model or batch left on the CPU trains there silently");
+      }
+    };
+    for (const auto& p : model->named_parameters()) {
+      expect("parameter " + p.key(), p.value());
+      expect("gradient of " + p.key(), p.value().grad());
+      if (p.value().scalar_type() != at::kFloat) {
+        throw Error(fmt::format(
+            "parameter {} is {}, expected float32 master weights",
+            p.key(),
+            c10::toString(p.value().scalar_type())));
+      }
+    }
+    for (const auto& b : model->named_buffers()) {
+      expect("buffer " + b.key(), b.value());
+    }
+    for (const auto& [name, t] : optimizer->state()) {
+      if (name != "steps") {
+        expect("optimizer state " + name, t);
+      }
+    }
+    expect("the input batch", batch.images);
+    expect("the labels", batch.labels);
+  }
+
+  double clip_gradients() {
+    std::vector<at::Tensor> grads;
+    for (auto& [name, p] : named_params) {
+      if (p.grad().defined()) {
+        grads.push_back(p.grad());
+      }
+    }
+    if (grads.empty()) {
+      return 0;
+    }
+    const at::Tensor total = at::stack(at::_foreach_norm(grads)).norm();
+    const double norm = total.item<double>();
+    if (options.clip_grad_norm > 0 && norm > options.clip_grad_norm) {
+      at::_foreach_mul_(grads, options.clip_grad_norm / (norm + 1e-6));
+    }
+    return norm;
+  }
+
+  std::string bf16_advice() const {
+    if (!device.is_cuda()) {
+      return "";
+    }
+    for (const auto& d : cuda::state().devices) {
+      if (d.index == device.index() && d.major >= 8) {
+        return "; this GPU supports bf16: --precision bf16 needs no loss scaling";
+      }
+    }
+    return "";
+  }
+
+  EvalResult evaluate() {
+    if (!val_data) {
+      return {};
+    }
+    if (!val_loader) {
+      data::LoaderOptions lo = options.loader;
+      lo.batch_size =
+          static_cast<std::size_t>(std::max<std::int64_t>(micro_batch, 256));
+      lo.device = device;
+      lo.train = false;
+      lo.shuffle = false;
+      lo.drop_last = false;
+      lo.rank = 0;
+      lo.world_size = 1;
+      val_loader = std::make_unique<data::Loader>(val_data, lo);
+    }
+    const std::int64_t k = options.model.num_classes;
+    model->eval();
+    at::NoGradGuard no_grad;
+    double loss_sum = 0;
+    at::Tensor confusion =
+        at::zeros({k * k}, at::TensorOptions().dtype(at::kLong).device(device));
+    std::int64_t n = 0;
+    val_loader->start_epoch(0);
+    while (auto b = val_loader->next()) {
+      at::Tensor logits;
+      {
+        AutocastScope autocast(options.precision, device);
+        logits = model->forward(b->images);
+      }
+      logits = logits.to(at::kFloat);
+      loss_sum +=
+          at::cross_entropy_loss(logits, b->labels, {}, at::Reduction::Sum)
+              .item<double>();
+      confusion +=
+          at::bincount(b->labels * k + at::argmax(logits, 1), {}, k * k);
+      n += b->labels.size(0);
+    }
+    model->train();
+    EvalResult r;
+    r.samples = n;
+    r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0;
+    const at::Tensor cm = confusion.to(at::kCPU).reshape({k, k});
+    const auto* c = cm.data_ptr<std::int64_t>();
+    std::int64_t correct = 0;
+    r.confusion.assign(k, std::vector<std::int64_t>(k));
+    for (std::int64_t t = 0; t < k; ++t) {
+      std::int64_t row = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        r.confusion[t][p] = c[t * k + p];
+        row += c[t * k + p];
+      }
+      correct += c[t * k + t];
+      r.per_class_accuracy.push_back(
+          row > 0 ? static_cast<double>(c[t * k + t]) / static_cast<double>(row)
+                  : 0.0);
+    }
+    r.accuracy =
+        n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0;
+    return r;
+  }
+
+  void write_metrics(const nlohmann::json& j) {
+    if (options.rank == 0) {
+      metrics << j.dump() << '\n';
+    }
+  }
+
+  TrainSummary fit(const std::atomic<bool>* stop) {
+    const Clock::time_point start = Clock::now();
+    {
+      std::ofstream(fs::path(run_dir) / "config.json")
+          << options.to_json().dump(2) << '\n';
+    }
+    log(fmt::format(
+        "train: {} on {} ({}), {} steps = {:.2f} epoch(s) of {} steps; batch {} = {} x {} micro-batch(es){}",
+        options.model.name,
+        device.str(),
+        to_string(options.precision),
+        total_steps,
+        static_cast<double>(total_steps) / static_cast<double>(steps_per_epoch),
+        steps_per_epoch,
+        options.batch,
+        accum_steps,
+        micro_batch,
+        options.world_size > 1 ? fmt::format(" x {} ranks", options.world_size)
+                               : std::string()));
+    log(fmt::format("run directory: {}", run_dir));
+    maybe_resume();
+    metrics.open(fs::path(run_dir) / "metrics.jsonl", std::ios::app);
+    if (device.is_cuda()) {
+      cuda::reset_peak_memory(device.index());
+    }
+
+    TrainSummary s;
+    s.micro_batch = micro_batch;
+    s.accum_steps = accum_steps;
+    s.device = device.str();
+    s.precision = to_string(options.precision);
+    std::vector<double> step_times;
+    std::vector<double> recent_losses;
+    double wait_total = 0;
+    double time_total = 0;
+    bool checked_devices =
+        false; // at this process's first step, resumed or not
+    model->train();
+    Progress progress(
+        "train",
+        static_cast<std::uint64_t>(total_steps),
+        options.rank == 0 && options.progress_bar);
+    if (next_batch + static_cast<std::size_t>(accum_steps) >
+            loader->batches_per_epoch() ||
+        next_batch >= static_cast<std::size_t>(steps_per_epoch * accum_steps)) {
+      ++epoch;
+      next_batch = 0;
+    }
+    loader->start_epoch(epoch, next_batch);
+    const std::int64_t images_per_step = options.batch;
+    Clock::time_point last_log = Clock::now();
+
+    while (step < total_steps) {
+      if (next_batch >=
+          static_cast<std::size_t>(steps_per_epoch * accum_steps)) {
+        ++epoch;
+        next_batch = 0;
+        loader->start_epoch(epoch, 0);
+      }
+      const Clock::time_point t0 = Clock::now();
+      double wait = 0;
+      at::Tensor loss_sum;
+      std::optional<data::Batch> first_batch;
+      for (std::int64_t a = 0; a < accum_steps; ++a) {
+        std::optional<data::Batch> b = loader->next();
+        wait += loader->last_wait_seconds();
+        if (!b) {
+          throw Error(fmt::format(
+              "the loader ended epoch {} at batch {}, before the {} batches an epoch should have",
+              epoch,
+              next_batch,
+              steps_per_epoch * accum_steps));
+        }
+        ++next_batch;
+        at::Tensor images = options.channels_last
+            ? b->images.contiguous(at::MemoryFormat::ChannelsLast)
+            : b->images;
+        at::Tensor logits;
+        {
+          AutocastScope autocast(options.precision, device);
+          logits = model->forward(images);
+        }
+        const at::Tensor loss = at::cross_entropy_loss(
+            logits.to(at::kFloat),
+            b->labels,
+            {},
+            at::Reduction::Mean,
+            -100,
+            options.label_smoothing);
+        scaler->scale(loss / static_cast<double>(accum_steps)).backward();
+        const at::Tensor l = loss.detach() / static_cast<double>(accum_steps);
+        loss_sum = loss_sum.defined() ? loss_sum + l : l;
+        if (!first_batch) {
+          first_batch = std::move(b);
+        }
+      }
+      const double loss_value = loss_sum.item<double>();
+      bool skip = false;
+      if (scaler->enabled()) {
+        skip = scaler->update(scaler->unscale(all_params()));
+        if (scaler->collapsed()) {
+          const std::string first = first_non_finite_gradient(named_params);
+          checkpoint_now();
+          throw Error(
+              fmt::format(
+                  "step {}: fp16 loss scaling collapsed (scale {}, {} steps skipped in a row); first non-finite gradient: {}",
+                  step + 1,
+                  scaler->current_scale(),
+                  scaler->consecutive_skips(),
+                  first.empty() ? std::string("none found") : first),
+              "lower the learning rate or enable --clip-grad-norm" +
+                  bf16_advice());
+        }
+      } else if (!std::isfinite(loss_value)) {
+        const std::string first = first_non_finite_gradient(named_params);
+        optimizer->zero_grad();
+        const std::string saved = checkpoint_now();
+        throw Error(
+            fmt::format(
+                "step {}: the loss is {} (first non-finite gradient: {}); the last good state is in {}",
+                step + 1,
+                loss_value,
+                first.empty() ? std::string("none") : first,
+                saved.empty() ? std::string("rank 0's checkpoint") : saved),
+            "lower the learning rate, add --clip-grad-norm or --warmup-steps, and check the data for bad labels");
+      }
+      double grad_norm = 0;
+      double lr = 0;
+      if (!skip) {
+        if (options.clip_grad_norm > 0) {
+          grad_norm = clip_gradients();
+        }
+        lr = learning_rate(
+            options.schedule, step - scaler->skipped_steps(), total_steps);
+        optimizer->step(lr);
+      }
+      if (!checked_devices) {
+        check_devices(*first_batch);
+        checked_devices = true;
+      }
+      optimizer->zero_grad();
+      ++step;
+
+      const double dt = seconds_since(t0);
+      step_times.push_back(dt);
+      wait_total += wait;
+      time_total += dt;
+      recent_losses.push_back(loss_value);
+      if (recent_losses.size() > 50) {
+        recent_losses.erase(recent_losses.begin());
+      }
+      nlohmann::json line = {
+          {"step", step},
+          {"epoch", epoch},
+          {"loss", loss_value},
+          {"lr", lr},
+          {"step_time_ms", dt * 1e3},
+          {"images_per_s", static_cast<double>(images_per_step) / dt},
+          {"data_wait_ms", wait * 1e3}};
+      if (scaler->enabled()) {
+        line["loss_scale"] = scaler->current_scale();
+        line["skipped"] = skip;
+      }
+      if (options.clip_grad_norm > 0) {
+        line["grad_norm"] = grad_norm;
+      }
+      write_metrics(line);
+      progress.update(
+          static_cast<std::uint64_t>(step),
+          fmt::format(
+              "loss {:.4f}  {:.0f} img/s",
+              loss_value,
+              static_cast<double>(images_per_step) / dt));
+      if (!options.progress_bar && options.log_every_s > 0 &&
+          seconds_since(last_log) >= options.log_every_s) {
+        last_log = Clock::now();
+        log(fmt::format(
+            "step {}/{}  epoch {}  loss {:.4f}  lr {:.3g}  {:.0f} img/s",
+            step,
+            total_steps,
+            epoch,
+            loss_value,
+            lr,
+            static_cast<double>(images_per_step) / dt));
+      }
+
+      const bool epoch_end = step % steps_per_epoch == 0;
+      const bool last = step == total_steps;
+      const bool eval_due = val_data &&
+          (last ||
+           (options.eval_every > 0 ? step % options.eval_every == 0
+                                   : epoch_end));
+      if (eval_due) {
+        const EvalResult r = evaluate();
+        write_metrics(
+            {{"step", step},
+             {"val_loss", r.loss},
+             {"val_accuracy", r.accuracy},
+             {"val_samples", r.samples}});
+        log(fmt::format(
+            "step {}: val_loss {:.4f}  val_accuracy {:.2f}%",
+            step,
+            r.loss,
+            100 * r.accuracy));
+        if (last) {
+          s.eval = r;
+        }
+      }
+      const bool stopping = stop != nullptr && stop->load();
+      const bool checkpoint_due = last || stopping ||
+          (options.checkpoint_every > 0 ? step % options.checkpoint_every == 0
+                                        : epoch_end);
+      if (checkpoint_due) {
+        metrics.flush();
+        checkpoint_now();
+      }
+      if (stopping && !last) {
+        s.stopped_early = true;
+        log(fmt::format(
+            "stopped at step {}: checkpoint {}\nresume with: hotloop train ... --out {} --resume auto",
+            step,
+            last_checkpoint,
+            run_dir));
+        break;
+      }
+    }
+    progress.finish();
+
+    // Steady state: leave out the first steps (allocator warm-up, cuDNN
+    // autotuning, the loader filling its queue).
+    const std::size_t warm = std::min(
+        step_times.size() / 10 + 2,
+        step_times.size() > 3 ? step_times.size() - 3 : 0);
+    std::vector<double> steady(
+        step_times.begin() + static_cast<std::ptrdiff_t>(warm),
+        step_times.end());
+    std::vector<double> rates;
+    for (const double t : steady) {
+      rates.push_back(static_cast<double>(images_per_step) / t);
+    }
+    s.steps = step;
+    s.epochs = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
+    s.train_loss = recent_losses.empty()
+        ? 0
+        : std::accumulate(recent_losses.begin(), recent_losses.end(), 0.0) /
+            static_cast<double>(recent_losses.size());
+    s.images_per_s = percentile(rates, 0.5);
+    s.step_time_ms_median = percentile(steady, 0.5) * 1e3;
+    s.step_time_ms_p90 = percentile(steady, 0.9) * 1e3;
+    s.data_wait_fraction = time_total > 0 ? wait_total / time_total : 0;
+    if (device.is_cuda()) {
+      const cuda::MemoryStats m = cuda::memory_stats(device.index());
+      s.peak_allocated_bytes = m.peak_allocated;
+      s.peak_reserved_bytes = m.peak_reserved;
+    }
+    s.peak_rss_bytes = peak_rss_bytes();
+    s.skipped_steps = scaler->skipped_steps();
+    s.bad_samples = loader->stats().bad_samples;
+    s.wall_s = seconds_since(start);
+    s.last_checkpoint = last_checkpoint;
+    if (options.rank == 0) {
+      std::ofstream(fs::path(run_dir) / "summary.json")
+          << s.to_json().dump(2) << '\n';
+    }
+    return s;
+  }
+
+  std::vector<at::Tensor> all_params() const {
+    std::vector<at::Tensor> out;
+    for (const auto& [name, p] : named_params) {
+      out.push_back(p);
+    }
+    return out;
+  }
+};
+
+Trainer::Trainer(
+    std::shared_ptr<model::Model> model,
+    std::shared_ptr<const data::Dataset> train,
+    std::shared_ptr<const data::Dataset> val,
+    TrainerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->model = std::move(model);
+  impl_->train_data = std::move(train);
+  impl_->val_data = std::move(val);
+  impl_->setup();
+}
+
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
+  return impl_->fit(stop);
+}
+
+EvalResult Trainer::evaluate() {
+  return impl_->evaluate();
+}
+
+const TrainerOptions& Trainer::options() const {
+  return impl_->options;
+}
+
+const std::string& Trainer::run_dir() const {
+  return impl_->run_dir;
+}
+
+} // namespace hotloop::train

@@ -1,0 +1,316 @@
+// `hotloop train` as users run it: killed with SIGKILL and resumed, stopped
+// with SIGTERM, configured from a TOML file with bad keys.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "support/image_files.h"
+#include "support/temp_dir.h"
+#include "test_paths.h"
+
+extern char** environ;
+
+namespace hotloop {
+namespace {
+
+// A few seconds of training on 28 px synthetic data, checkpointing often.
+std::vector<std::string> train_args(const std::string& out) {
+  return {
+      HOTLOOP_TEST_BINARY,
+      "train",
+      "--data",
+      "synthetic:1280x1x28x28",
+      "--model",
+      "cnn-small",
+      "--epochs",
+      "3",
+      "--batch",
+      "32",
+      "--optimizer",
+      "adamw",
+      "--lr",
+      "1e-3",
+      "--threads",
+      "1",
+      "--workers",
+      "1",
+      "--seed",
+      "3",
+      "--checkpoint-every",
+      "5",
+      "--out",
+      out};
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const auto& a : args) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(
+      &actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run_to_end(const std::vector<std::string>& args, const std::string& log) {
+  return wait_exit(spawn(args, log));
+}
+
+// Waits until `path` has at least `lines` lines (the run is that far).
+void wait_for_lines(const std::filesystem::path& path, long lines) {
+  for (int i = 0; i < 60000; ++i) {
+    std::ifstream in(path);
+    if (std::count(std::istreambuf_iterator<char>(in), {}, '\n') >= lines) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+nlohmann::json summary(const std::filesystem::path& run) {
+  std::ifstream in(run / "summary.json");
+  return nlohmann::json::parse(in);
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+} // namespace
+
+TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
+  test::TempDir dir;
+  const auto full = dir.path() / "full";
+  ASSERT_EQ(
+      run_to_end(train_args(full.string()), (dir.path() / "full.log").string()),
+      0)
+      << slurp(dir.path() / "full.log");
+
+  // Kill it twice at different moments (between and during checkpoints), then
+  // let it finish.
+  const auto killed = dir.path() / "killed";
+  for (const long lines : {8L, 57L}) {
+    auto args = train_args(killed.string());
+    args.push_back("--resume");
+    args.push_back("auto");
+    const pid_t pid = spawn(args, (dir.path() / "killed.log").string());
+    wait_for_lines(killed / "metrics.jsonl", lines);
+    ::kill(pid, SIGKILL);
+    EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  }
+  auto args = train_args(killed.string());
+  args.push_back("--resume");
+  args.push_back("auto");
+  ASSERT_EQ(run_to_end(args, (dir.path() / "resumed.log").string()), 0)
+      << slurp(dir.path() / "resumed.log");
+  EXPECT_NE(
+      slurp(dir.path() / "resumed.log").find("resumed from"),
+      std::string::npos);
+
+  const auto a = summary(full);
+  const auto b = summary(killed);
+  EXPECT_EQ(a["steps"], b["steps"]);
+  EXPECT_EQ(
+      a["val_loss"],
+      b["val_loss"]); // bit for bit: same seed, same threads, CPU
+  EXPECT_EQ(a["val_accuracy"], b["val_accuracy"]);
+}
+
+TEST(TrainCli, SigtermFinishesTheStepCheckpointsAndExitsZeroSayingHowToResume) {
+  test::TempDir dir;
+  const auto run = dir.path() / "run";
+  const std::string log = (dir.path() / "log").string();
+  const pid_t pid = spawn(train_args(run.string()), log);
+  wait_for_lines(run / "metrics.jsonl", 3);
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("--resume auto"), std::string::npos) << slurp(log);
+  EXPECT_TRUE(summary(run)["stopped_early"].get<bool>());
+  EXPECT_FALSE(summary(run)["last_checkpoint"].get<std::string>().empty());
+}
+
+TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "run.toml",
+      "data = \"synthetic:256x1x8x8\"\nmodel = \"mlp\"\nsteps = 2\nbatch = 32\nmicro-batch = 8\n");
+  const std::string log = (dir.path() / "log").string();
+  const auto out = (dir.path() / "run").string();
+  ASSERT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--config",
+           config.string(),
+           "--steps",
+           "3",
+           "--out",
+           out,
+           "--threads",
+           "1"},
+          log),
+      0)
+      << slurp(log);
+  const auto s = summary(out);
+  EXPECT_EQ(s["steps"], 3); // the flag won
+  EXPECT_EQ(s["accum_steps"], 4); // from the file
+
+  const auto bad_key = dir.write("bad.toml", "modle = \"mlp\"\n");
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY, "train", "--config", bad_key.string()}, log),
+      2);
+  EXPECT_NE(slurp(log).find("modle"), std::string::npos) << slurp(log);
+  const auto bad_type = dir.write("type.toml", "steps = \"many\"\n");
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY, "train", "--config", bad_type.string()}, log),
+      2);
+  EXPECT_NE(slurp(log).find("steps"), std::string::npos) << slurp(log);
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--data",
+           "synthetic:64x1x8x8",
+           "--batch",
+           "30",
+           "--micro-batch",
+           "8"},
+          log),
+      2);
+  EXPECT_NE(slurp(log).find("not divisible"), std::string::npos) << slurp(log);
+}
+
+} // namespace hotloop
+
+namespace hotloop {
+
+// The source documents' worked example in small: a model trained on one data
+// set (10 classes) fine-tuned on a 3-class image folder, head replaced,
+// backbone frozen, its own LR for the head.
+TEST(TrainCli, FineTuningFromACheckpointReplacesTheHeadAndFreezesTheBackbone) {
+  test::TempDir dir;
+  const std::string log = (dir.path() / "log").string();
+  const auto pre = (dir.path() / "pre").string();
+  ASSERT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--data",
+           "synthetic:64x3x16x16",
+           "--model",
+           "cnn-small",
+           "--steps",
+           "2",
+           "--batch",
+           "16",
+           "--out",
+           pre,
+           "--threads",
+           "1"},
+          log),
+      0)
+      << slurp(log);
+  for (const char* split : {"train", "val"}) {
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 8; ++i) {
+        const auto px = test::flat_image(
+            16,
+            16,
+            {static_cast<std::uint8_t>(60 * c),
+             90,
+             static_cast<std::uint8_t>(20 * i)});
+        test::write_bytes(
+            dir.path() / "photos" / split / fmt::format("class{}", c) /
+                fmt::format("{}.jpg", i),
+            test::jpeg_bytes(px, 16, 16, 3));
+      }
+    }
+  }
+  const std::string checkpoint =
+      (std::filesystem::path(pre) / "checkpoints" / "step-00000002.safetensors")
+          .string();
+  ASSERT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--data",
+           "folder:" + (dir.path() / "photos").string(),
+           "--size",
+           "16",
+           "--model",
+           "cnn-small",
+           "--init",
+           checkpoint,
+           "--freeze",
+           "backbone",
+           "--lr",
+           "0.01",
+           "--head-lr",
+           "0.1",
+           "--steps",
+           "3",
+           "--batch",
+           "8",
+           "--out",
+           (dir.path() / "ft").string(),
+           "--threads",
+           "1"},
+          log),
+      0)
+      << slurp(log);
+  const std::string out = slurp(log);
+  EXPECT_NE(
+      out.find(
+          "the head 'fc' was replaced: the file has 10 classes, the model 3"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("parameters: 387 trainable"), std::string::npos)
+      << out; // 128 x 3 + 3
+  // A file for another model stops before training, listing the keys.
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--data",
+           "synthetic:64x3x16x16",
+           "--model",
+           "resnet18-small",
+           "--init",
+           checkpoint,
+           "--steps",
+           "1",
+           "--out",
+           (dir.path() / "bad").string()},
+          log),
+      1);
+  EXPECT_NE(slurp(log).find("missing: conv1.weight"), std::string::npos)
+      << slurp(log);
+}
+
+} // namespace hotloop

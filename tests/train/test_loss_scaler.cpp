@@ -1,0 +1,92 @@
+// fp16 dynamic loss scaling, on the CPU (ATen's AMP kernels run there too).
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+
+#include "hotloop/train/loss_scaler.h"
+
+namespace hotloop::train {
+namespace {
+
+at::Tensor param_with_grad(float g) {
+  at::Tensor p = at::ones({3}).set_requires_grad(true);
+  p.mutable_grad() = at::full({3}, g);
+  return p;
+}
+
+} // namespace
+
+TEST(LossScaler, UnscalesGradientsAndGrowsAfterTheInterval) {
+  LossScalerOptions o;
+  o.init_scale = 8;
+  o.growth_interval = 2;
+  LossScaler s(o, c10::Device(c10::kCPU), true);
+  EXPECT_FLOAT_EQ(s.scale(at::ones({})).item<float>(), 8.0f);
+  at::Tensor p = param_with_grad(16);
+  EXPECT_FALSE(s.unscale({p}));
+  EXPECT_FLOAT_EQ(p.grad()[0].item<float>(), 2.0f);
+  EXPECT_FALSE(s.update(false));
+  EXPECT_DOUBLE_EQ(s.current_scale(), 8.0);
+  EXPECT_FALSE(s.update(false));
+  EXPECT_DOUBLE_EQ(s.current_scale(), 16.0); // two good steps: doubled
+}
+
+TEST(LossScaler, ANonFiniteGradientSkipsTheStepAndBacksOff) {
+  LossScalerOptions o;
+  o.init_scale = 1024;
+  LossScaler s(o, c10::Device(c10::kCPU), true);
+  at::Tensor good = param_with_grad(1);
+  at::Tensor bad = param_with_grad(std::numeric_limits<float>::infinity());
+  const bool found = s.unscale({good, bad});
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(s.update(found));
+  EXPECT_DOUBLE_EQ(s.current_scale(), 512.0);
+  EXPECT_EQ(s.skipped_steps(), 1);
+  EXPECT_EQ(
+      first_non_finite_gradient({{"good", good}, {"layer.bad", bad}}),
+      "layer.bad");
+}
+
+TEST(LossScaler, CollapsesBelowTheFloorOrAfterTooManySkipsInARow) {
+  LossScalerOptions o;
+  o.init_scale = 4;
+  o.min_scale = 0.5;
+  o.max_consecutive_skips = 100;
+  LossScaler s(o, c10::Device(c10::kCPU), true);
+  for (int i = 0; i < 3; ++i) {
+    s.update(true);
+  }
+  EXPECT_FALSE(s.collapsed()); // 4 -> 0.5: at the floor, not below
+  s.update(true);
+  EXPECT_TRUE(s.collapsed()); // 0.25
+  o.init_scale = 65536;
+  o.max_consecutive_skips = 3;
+  LossScaler t(o, c10::Device(c10::kCPU), true);
+  t.update(true);
+  t.update(true);
+  EXPECT_FALSE(t.collapsed());
+  t.update(true);
+  EXPECT_TRUE(t.collapsed());
+}
+
+TEST(LossScaler, StateRoundTrips) {
+  LossScaler s({}, c10::Device(c10::kCPU), true);
+  s.update(true);
+  LossScaler t({}, c10::Device(c10::kCPU), true);
+  t.load_state(s.state());
+  EXPECT_DOUBLE_EQ(t.current_scale(), s.current_scale());
+  EXPECT_EQ(t.skipped_steps(), 1);
+}
+
+TEST(LossScaler, DisabledIsTheIdentity) {
+  LossScaler s({}, c10::Device(c10::kCPU), false);
+  at::Tensor p = param_with_grad(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_FALSE(s.unscale({p}));
+  EXPECT_FALSE(s.update(true));
+  EXPECT_DOUBLE_EQ(s.current_scale(), 1.0);
+}
+
+} // namespace hotloop::train

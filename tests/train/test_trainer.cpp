@@ -1,0 +1,273 @@
+// The training loop on small synthetic data: accumulation equals one large
+// batch, a stopped run resumes to the same result, non-finite losses stop
+// with a diagnosis, the run directory holds what it should.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include <ATen/ops/allclose.h>
+#include <torch/utils.h>
+
+#include "hotloop/data/data_spec.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/weights.h"
+#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/trainer.h"
+#include "support/temp_dir.h"
+
+namespace hotloop::train {
+namespace {
+
+std::shared_ptr<const data::Dataset> synthetic(
+    const std::string& spec,
+    data::Split split = data::Split::Train) {
+  return data::open_dataset(data::parse_data_spec(spec), split, 7);
+}
+
+TrainerOptions small_options(const std::string& out) {
+  TrainerOptions o;
+  o.model.name = "mlp";
+  o.model.in_channels = 1;
+  o.model.image_size = 8;
+  o.model.num_classes = 10;
+  o.batch = 32;
+  o.device = "cpu";
+  o.threads = 1;
+  o.seed = 5;
+  o.out_dir = out;
+  o.log_every_s = 0;
+  o.optimizer.kind = OptimizerKind::Sgd;
+  o.schedule.kind = ScheduleKind::Constant;
+  o.schedule.lr = 0.05;
+  o.loader.workers = 1;
+  o.loader.augment = data::Augment::None;
+  o.loader.resident = data::Resident::Off;
+  return o;
+}
+
+std::shared_ptr<model::Model> make(const TrainerOptions& o) {
+  torch::manual_seed(o.seed);
+  return model::make_model(o.model);
+}
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+} // namespace
+
+TEST(Trainer, AccumulatedMicroBatchesGiveTheUpdateOfOneLargeBatch) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:256x1x8x8");
+  TrainerOptions whole = small_options((dir.path() / "a").string());
+  whole.steps = 3;
+  TrainerOptions accum = whole;
+  accum.out_dir = (dir.path() / "b").string();
+  accum.micro_batch = 8; // 4 micro-batches per step
+  auto m1 = make(whole);
+  auto m2 = make(accum);
+  Trainer(m1, data, nullptr, whole).fit();
+  const TrainSummary s = Trainer(m2, data, nullptr, accum).fit();
+  EXPECT_EQ(s.accum_steps, 4);
+  EXPECT_EQ(s.micro_batch, 8);
+  const auto w1 = model::state_dict(*m1);
+  const auto w2 = model::state_dict(*m2);
+  for (std::size_t i = 0; i < w1.size(); ++i) {
+    // Sums of 4 partial means vs one mean in float32: ~1e-7 relative.
+    EXPECT_TRUE(at::allclose(w1[i].second, w2[i].second, 1e-5, 1e-6))
+        << w1[i].first;
+  }
+}
+
+TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
+  test::TempDir dir;
+  const auto train = synthetic("synthetic:320x1x8x8");
+  const auto val = synthetic("synthetic:64x1x8x8", data::Split::Val);
+  TrainerOptions o = small_options((dir.path() / "full").string());
+  o.model.name =
+      "cnn-small"; // BatchNorm and dropout: buffers and RNG must resume too
+  o.epochs = 3;
+  o.optimizer.kind = OptimizerKind::AdamW;
+  o.schedule.kind = ScheduleKind::Cosine;
+  o.schedule.lr = 1e-3;
+  o.loader.augment = data::Augment::Default;
+  const TrainSummary full = Trainer(make(o), train, val, o).fit();
+
+  // The same run stopped twice: after its first step, and once it is past
+  // the first epoch (a watcher thread raises the flag, as SIGTERM would);
+  // each time resumed from the newest checkpoint in a new Trainer.
+  TrainerOptions split = o;
+  split.out_dir = (dir.path() / "split").string();
+  std::atomic<bool> stop{true};
+  const TrainSummary first = Trainer(make(split), train, val, split).fit(&stop);
+  EXPECT_TRUE(first.stopped_early);
+  EXPECT_EQ(first.steps, 1);
+
+  split.resume = "auto";
+  stop = false;
+  std::thread watcher([&] {
+    const auto metrics = std::filesystem::path(split.out_dir) / "metrics.jsonl";
+    for (int i = 0; i < 20000 && !stop; ++i) {
+      std::ifstream in(metrics);
+      const auto lines =
+          std::count(std::istreambuf_iterator<char>(in), {}, '\n');
+      if (lines >= 13) {
+        stop = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const TrainSummary second =
+      Trainer(make(split), train, val, split).fit(&stop);
+  stop = true;
+  watcher.join();
+  EXPECT_GT(second.steps, 10);
+
+  const TrainSummary resumed = Trainer(make(split), train, val, split).fit();
+  ASSERT_TRUE(resumed.eval && full.eval);
+  EXPECT_EQ(resumed.steps, full.steps);
+  EXPECT_EQ(resumed.eval->loss, full.eval->loss);
+  EXPECT_EQ(resumed.eval->accuracy, full.eval->accuracy);
+  // The metrics file has each step once, as if the run had never stopped.
+  std::ifstream in(std::filesystem::path(split.out_dir) / "metrics.jsonl");
+  std::int64_t last = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) {
+      EXPECT_EQ(j["step"].get<std::int64_t>(), last + 1);
+      last = j["step"].get<std::int64_t>();
+    }
+  }
+  EXPECT_EQ(last, full.steps);
+}
+
+TEST(Trainer, RunDirectoryHoldsConfigMetricsSummaryAndTheLastKCheckpoints) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 6;
+  o.checkpoint_every = 1;
+  o.keep_checkpoints = 2;
+  const TrainSummary s = Trainer(
+                             make(o),
+                             synthetic("synthetic:128x1x8x8"),
+                             synthetic("synthetic:40x1x8x8", data::Split::Val),
+                             o)
+                             .fit();
+  const auto run = std::filesystem::path(o.out_dir);
+  EXPECT_EQ(read_json(run / "config.json")["batch"], 32);
+  const auto summary = read_json(run / "summary.json");
+  for (const char* key :
+       {"steps",
+        "epochs",
+        "train_loss",
+        "val_loss",
+        "val_accuracy",
+        "images_per_s",
+        "step_time_ms",
+        "data_wait_fraction",
+        "peak_memory_bytes",
+        "skipped_steps",
+        "bad_samples",
+        "micro_batch",
+        "accum_steps",
+        "device",
+        "precision",
+        "wall_s"}) {
+    EXPECT_TRUE(summary.contains(key)) << key;
+  }
+  EXPECT_EQ(summary["steps"], 6);
+  EXPECT_EQ(summary["device"], "cpu");
+  EXPECT_EQ(s.eval->samples, 40);
+  EXPECT_EQ(s.eval->confusion.size(), 10u);
+  const auto checkpoints = list_checkpoints((run / "checkpoints").string());
+  ASSERT_EQ(checkpoints.size(), 2u);
+  EXPECT_NE(checkpoints[0].find("step-00000006"), std::string::npos);
+  EXPECT_EQ(load_checkpoint(checkpoints[0]).meta["step"], 6);
+}
+
+TEST(Trainer, ResumeAutoSkipsACorruptNewestCheckpoint) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 4;
+  o.checkpoint_every = 2;
+  Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
+  const auto newest = list_checkpoints(o.out_dir + "/checkpoints").front();
+  std::filesystem::resize_file(
+      newest, std::filesystem::file_size(newest) - 10); // truncated
+  o.steps = 6;
+  o.resume = "auto";
+  testing::internal::CaptureStdout();
+  const TrainSummary s =
+      Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("warning: skipping"), std::string::npos) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  EXPECT_NE(out.find("at step 2"), std::string::npos) << out;
+  EXPECT_EQ(s.steps, 6);
+}
+
+TEST(Trainer, ANonFiniteLossStopsWithTheStepAndAFixAfterCheckpointing) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 50;
+  o.schedule.lr = 1e30; // diverges within a few steps
+  try {
+    Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
+    FAIL() << "a diverging run finished";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss is"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("step "), std::string::npos)
+        << e.what();
+    EXPECT_NE(e.hint().find("lower the learning rate"), std::string::npos);
+  }
+  EXPECT_FALSE(list_checkpoints(o.out_dir + "/checkpoints").empty());
+}
+
+TEST(Trainer, Bf16AutocastTrainsOnTheCpu) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.model.name = "cnn-small";
+  o.precision = Precision::Bf16;
+  o.steps = 8;
+  o.optimizer.kind = OptimizerKind::AdamW;
+  o.schedule.lr = 1e-3;
+  const TrainSummary s =
+      Trainer(make(o), synthetic("synthetic:256x1x8x8"), nullptr, o).fit();
+  EXPECT_EQ(s.precision, "bf16");
+  EXPECT_TRUE(std::isfinite(s.train_loss));
+}
+
+TEST(Trainer, OptionsThatDoNotFitAreUsageErrorsNamingTheKey) {
+  TrainerOptions o = small_options("unused");
+  o.micro_batch = 5;
+  try {
+    o.validate();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "batch: 32 is not divisible by micro-batch 5"),
+        std::string::npos)
+        << e.what();
+  }
+  o = small_options("unused");
+  o.freeze_backbone = true;
+  EXPECT_THROW(o.validate(), UsageError);
+  o = small_options("unused");
+  o.label_smoothing = 1.5;
+  EXPECT_THROW(o.validate(), UsageError);
+  o = small_options("unused");
+  o.precision = Precision::Fp16;
+  o.device = "cpu";
+  EXPECT_THROW(
+      Trainer(make(o), synthetic("synthetic:64x1x8x8"), nullptr, o),
+      UsageError);
+}
+
+} // namespace hotloop::train
