@@ -23,12 +23,14 @@ struct TrainFlags {
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
   std::string freeze = "none";
+  std::string activation_checkpointing = "none";
   std::string augment = "default";
   std::string resident = "auto";
   std::string on_bad_sample = "skip";
   std::int64_t num_classes = 0;
   std::int64_t in_channels = 0;
   bool no_cudnn_benchmark = false;
+  bool no_eval = false;
   std::string config;
 };
 
@@ -55,6 +57,9 @@ int run_train(TrainFlags& f) {
   o.schedule.kind = train::parse_schedule(f.schedule);
   o.freeze_backbone = model::parse_freeze(f.freeze) == model::Freeze::Backbone;
   o.cudnn_benchmark = !f.no_cudnn_benchmark;
+  o.evaluate = !f.no_eval;
+  o.activation_checkpointing =
+      model::parse_checkpointing(f.activation_checkpointing);
   o.loader.augment = pick<data::Augment>(
       "augment",
       f.augment,
@@ -201,10 +206,14 @@ void add_train_command(CLI::App& app, Action& action) {
       "Clip the global gradient norm; 0: off");
   cmd->add_option(
       "--label-smoothing", o.label_smoothing, "Cross-entropy label smoothing");
-  cmd->add_flag(
+  cmd->add_option(
+      "--activation-checkpointing",
+      f->activation_checkpointing,
+      "none, stages (recompute each ResNet stage in backward) or all (the stem too)");
+  cmd->add_option(
       "--channels-last",
       o.channels_last,
-      "NHWC memory format (faster convolutions with tensor cores)");
+      "NHWC memory format for convolutions (true: faster on the CPU and with tensor cores)");
   cmd->add_flag(
       "--no-cudnn-benchmark",
       f->no_cudnn_benchmark,
@@ -219,6 +228,7 @@ void add_train_command(CLI::App& app, Action& action) {
       "false: load what matches --init and report the rest");
   cmd->add_option(
       "--freeze", f->freeze, "backbone (train the head only) or none");
+  cmd->add_flag("--no-eval", f->no_eval, "No evaluation (throughput runs)");
   cmd->add_option(
       "--eval-every",
       o.eval_every,

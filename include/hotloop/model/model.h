@@ -13,6 +13,16 @@
 
 namespace hotloop::model {
 
+// --activation-checkpointing: which parts of the model recompute their
+// activations in backward instead of keeping them.
+enum class Checkpointing {
+  None,
+  Stages, // each residual stage (layer1..layer4)
+  All, // the stem too: everything but the head
+};
+Checkpointing parse_checkpointing(const std::string& text); // none|stages|all
+const char* to_string(Checkpointing mode);
+
 class Model : public torch::nn::Module {
  public:
   // (B, C, H, W) float -> (B, num_classes) logits.
@@ -22,6 +32,9 @@ class Model : public torch::nn::Module {
   virtual std::string head_name() const {
     return "fc";
   }
+  // Turns activation checkpointing on or off. Models that cannot do it throw
+  // UsageError for anything but None.
+  virtual void set_checkpointing(Checkpointing mode);
 };
 
 struct ModelOptions {

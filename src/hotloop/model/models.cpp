@@ -10,6 +10,42 @@
 
 namespace hotloop::model {
 
+Checkpointing parse_checkpointing(const std::string& text) {
+  if (text == "none") {
+    return Checkpointing::None;
+  }
+  if (text == "stages") {
+    return Checkpointing::Stages;
+  }
+  if (text == "all") {
+    return Checkpointing::All;
+  }
+  throw UsageError(fmt::format(
+      "--activation-checkpointing {}: expected none, stages or all", text));
+}
+
+const char* to_string(Checkpointing mode) {
+  switch (mode) {
+    case Checkpointing::None:
+      return "none";
+    case Checkpointing::Stages:
+      return "stages";
+    case Checkpointing::All:
+      return "all";
+  }
+  return "?";
+}
+
+void Model::set_checkpointing(Checkpointing mode) {
+  if (mode != Checkpointing::None) {
+    throw UsageError(
+        fmt::format(
+            "--activation-checkpointing {}: this model has no stages to recompute",
+            to_string(mode)),
+        "use it with the ResNets, or --activation-checkpointing none");
+  }
+}
+
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> kNames = {
       "mlp",

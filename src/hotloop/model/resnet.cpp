@@ -9,6 +9,7 @@
 #include <torch/nn/init.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/activation_checkpoint.h"
 
 namespace hotloop::model {
 
@@ -196,9 +197,28 @@ at::Tensor ResNet::head(const at::Tensor& features) {
 }
 
 at::Tensor ResNet::forward(const at::Tensor& images) {
-  at::Tensor x = stem(images);
+  if (checkpointing_ == Checkpointing::None) {
+    at::Tensor x = stem(images);
+    for (auto& stage : stages_) {
+      x = stage->forward(x);
+    }
+    return head(x);
+  }
+  at::Tensor x = checkpointing_ == Checkpointing::All
+      ? checkpoint(
+            *this,
+            [](torch::nn::Module& m, const at::Tensor& in) {
+              return static_cast<ResNet&>(m).stem(in);
+            },
+            images)
+      : stem(images);
   for (auto& stage : stages_) {
-    x = stage->forward(x);
+    x = checkpoint(
+        *stage,
+        [](torch::nn::Module& m, const at::Tensor& in) {
+          return static_cast<torch::nn::SequentialImpl&>(m).forward(in);
+        },
+        x);
   }
   return head(x);
 }

@@ -26,6 +26,9 @@ class ResNet : public Model {
  public:
   explicit ResNet(const ResNetOptions& options);
   at::Tensor forward(const at::Tensor& images) override;
+  void set_checkpointing(Checkpointing mode) override {
+    checkpointing_ = mode;
+  }
   // The four residual stages (layer1..layer4), for activation checkpointing.
   std::vector<torch::nn::Sequential>& stages() {
     return stages_;
@@ -37,6 +40,7 @@ class ResNet : public Model {
 
  private:
   ResNetOptions options_;
+  Checkpointing checkpointing_ = Checkpointing::None;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::Sequential> stages_;

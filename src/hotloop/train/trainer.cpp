@@ -226,6 +226,7 @@ struct Trainer::Impl {
     if (options.freeze_backbone) {
       model::freeze_backbone(*model);
     }
+    model->set_checkpointing(options.activation_checkpointing);
     model->to(device);
     if (options.channels_last) {
       at::NoGradGuard no_grad;
@@ -714,7 +715,7 @@ struct Trainer::Impl {
 
       const bool epoch_end = step % steps_per_epoch == 0;
       const bool last = step == total_steps;
-      const bool eval_due = val_data &&
+      const bool eval_due = val_data && options.evaluate &&
           (last ||
            (options.eval_every > 0 ? step % options.eval_every == 0
                                    : epoch_end));

@@ -1,0 +1,125 @@
+"""hotloop train's step rate on the CPU against two PyTorch loops, in one run on the same machine.
+
+usage: .venv/bin/python bench/train_vs_pytorch.py [--steps 25] [--threads 2] [--model resnet18-small] [--out FILE.json]
+
+All three train the same model (torchvision's resnet18 with the -small stem: conv1 3x3 stride 1, no
+max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, the same number of threads:
+1. hotloop: `hotloop train --augment none --no-eval` (its loader, its multi-tensor SGD).
+2. a tuned PyTorch eager loop: the whole data set as one normalized tensor in memory, index_select
+   batches, zero_grad(set_to_none=True), foreach SGD; measured both in NCHW and in channels_last (what
+   hotloop uses by default), and the faster of the two is the baseline.
+3. the idiomatic loop: torchvision.datasets.FashionMNIST + ToTensor/Normalize + DataLoader(batch_size=64,
+   shuffle=True) with PyTorch's defaults (num_workers=0).
+Each figure is images/s from the median step time over the steps after the first 3 (hotloop: the median
+of its per-step rates after its warm-up steps). Ratios are hotloop / baseline.
+"""
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torchvision
+from torch.utils.data import DataLoader
+from torchvision import transforms
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOTLOOP = os.path.join(ROOT, "build", "hotloop")
+FMNIST = "/usr/share/datasets/fashion-mnist"
+BATCH = 64
+
+
+def model(name):
+    m = getattr(torchvision.models, name.removesuffix("-small"))(num_classes=10)
+    m.conv1 = torch.nn.Conv2d(1, 64, 3, 1, 1, bias=False)
+    m.maxpool = torch.nn.Identity()
+    return m.train()
+
+
+def timed_loop(net, batches, steps, channels_last=False):
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, foreach=True)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()
+        times.append(time.perf_counter() - t0)
+    return BATCH / statistics.median(times[3:])
+
+
+def tuned_batches(images, labels):
+    g = torch.Generator().manual_seed(0)
+    while True:
+        perm = torch.randperm(images.size(0), generator=g)
+        for i in range(0, images.size(0) - BATCH + 1, BATCH):
+            idx = perm[i:i + BATCH]
+            yield images.index_select(0, idx), labels.index_select(0, idx)
+
+
+def loader_batches(loader):
+    while True:
+        yield from loader
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model", default="resnet18-small")
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    results = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "torch": torch.__version__,
+               "model": a.model, "batch": BATCH, "threads": a.threads, "steps": a.steps,
+               "command": "python bench/train_vs_pytorch.py " + " ".join(sys.argv[1:])}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([HOTLOOP, "train", "--data", "fashion-mnist", "--model", a.model, "--batch", str(BATCH),
+                              "--steps", str(a.steps), "--threads", str(a.threads), "--augment", "none", "--no-eval",
+                              "--lr", "0.05", "--out", os.path.join(tmp, "run"), "--log-every", "0"],
+                             check=True, capture_output=True, text=True)
+        with open(os.path.join(tmp, "run", "summary.json")) as f:
+            hotloop_rate = json.load(f)["images_per_s"]
+
+        raw = os.path.join(tmp, "FashionMNIST", "raw")
+        os.makedirs(raw)
+        for f in os.listdir(FMNIST):
+            with gzip.open(os.path.join(FMNIST, f)) as src, open(os.path.join(raw, f[:-3]), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        norm = transforms.Normalize((0.2860,), (0.3530,))
+        ds = torchvision.datasets.FashionMNIST(tmp, train=True, download=False,
+                                               transform=transforms.Compose([transforms.ToTensor(), norm]))
+        images = ds.data.unsqueeze(1).float().div(255).sub(0.2860).div(0.3530).contiguous()
+        tuned_nchw = timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps)
+        tuned_nhwc = timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps, channels_last=True)
+        tuned_rate = max(tuned_nchw, tuned_nhwc)
+        idiomatic_rate = timed_loop(model(a.model), loader_batches(DataLoader(ds, batch_size=BATCH, shuffle=True)),
+                                    a.steps)
+    results.update({"hotloop_images_per_s": hotloop_rate, "tuned_pytorch_nchw_images_per_s": tuned_nchw,
+                    "tuned_pytorch_channels_last_images_per_s": tuned_nhwc, "tuned_pytorch_images_per_s": tuned_rate,
+                    "idiomatic_pytorch_images_per_s": idiomatic_rate,
+                    "ratio_vs_tuned": hotloop_rate / tuned_rate, "ratio_vs_idiomatic": hotloop_rate / idiomatic_rate})
+    print(json.dumps(results, indent=2))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=2)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
