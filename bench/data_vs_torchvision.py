@@ -11,11 +11,9 @@ usage: .venv/bin/python bench/data_vs_torchvision.py [--seconds 10] [--images 30
 Every figure is images/s; ratios are against torchvision measured in the same run.
 """
 import argparse
-import gzip
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,9 +26,10 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
+from bench_common import report, torchvision_fashion_mnist
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOTLOOP = os.path.join(ROOT, "build", "hotloop")
-FMNIST = "/usr/share/datasets/fashion-mnist"
 
 
 def make_photos(root, n, classes=5, seed=0):
@@ -98,11 +97,7 @@ def main():
                              "turbojpeg_decode_images_per_s": decode_rate, "ratio_vs_torchvision": hl_rate / tv_rate,
                              "fraction_of_decode_ceiling": hl_rate / decode_rate}
 
-        raw = os.path.join(tmp, "FashionMNIST", "raw")
-        os.makedirs(raw)
-        for f in os.listdir(FMNIST):
-            with gzip.open(os.path.join(FMNIST, f)) as src, open(os.path.join(raw, f[:-3]), "wb") as dst:
-                shutil.copyfileobj(src, dst)
+        torchvision_fashion_mnist(tmp)
         fm = torchvision.datasets.FashionMNIST(tmp, train=True, download=False, transform=transforms.Compose([
             transforms.RandomCrop(28, padding=4), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
             transforms.Normalize((0.2860,), (0.3530,))]))
@@ -116,11 +111,7 @@ def main():
                                     "hotloop_resident_images_per_s": resident,
                                     "ratio_threaded_vs_torchvision": threaded / fm_rate,
                                     "ratio_resident_vs_torchvision": resident / fm_rate}
-    print(json.dumps(results, indent=2))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+    report(results, a.out)
 
 
 if __name__ == "__main__":

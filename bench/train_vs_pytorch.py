@@ -14,11 +14,9 @@ Each figure is images/s from the median step time over the steps after the first
 of its per-step rates after its warm-up steps). Ratios are hotloop / baseline.
 """
 import argparse
-import gzip
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -30,9 +28,10 @@ import torchvision
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
+from bench_common import report, torchvision_fashion_mnist
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOTLOOP = os.path.join(ROOT, "build", "hotloop")
-FMNIST = "/usr/share/datasets/fashion-mnist"
 BATCH = 64
 
 
@@ -96,11 +95,7 @@ def main():
         with open(os.path.join(tmp, "run", "summary.json")) as f:
             hotloop_rate = json.load(f)["images_per_s"]
 
-        raw = os.path.join(tmp, "FashionMNIST", "raw")
-        os.makedirs(raw)
-        for f in os.listdir(FMNIST):
-            with gzip.open(os.path.join(FMNIST, f)) as src, open(os.path.join(raw, f[:-3]), "wb") as dst:
-                shutil.copyfileobj(src, dst)
+        torchvision_fashion_mnist(tmp)
         norm = transforms.Normalize((0.2860,), (0.3530,))
         ds = torchvision.datasets.FashionMNIST(tmp, train=True, download=False,
                                                transform=transforms.Compose([transforms.ToTensor(), norm]))
@@ -114,11 +109,7 @@ def main():
                     "tuned_pytorch_channels_last_images_per_s": tuned_nhwc, "tuned_pytorch_images_per_s": tuned_rate,
                     "idiomatic_pytorch_images_per_s": idiomatic_rate,
                     "ratio_vs_tuned": hotloop_rate / tuned_rate, "ratio_vs_idiomatic": hotloop_rate / idiomatic_rate})
-    print(json.dumps(results, indent=2))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+    report(results, a.out)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
 endif()
 
 find_package(Torch REQUIRED)
+# Where a program built against the installed hotloop package finds the same LibTorch (the tests' example).
+if(_hotloop_torch_py_ok)
+  set(HOTLOOP_TORCH_PREFIX "${_hotloop_torch_prefix}")
+else()
+  get_filename_component(HOTLOOP_TORCH_PREFIX "${Torch_DIR}/../../.." ABSOLUTE)
+endif()
 
 if(TORCH_CUDA_LIBRARIES)
   set(HOTLOOP_TORCH_HAS_CUDA ON)

@@ -89,7 +89,7 @@ void TrainerOptions::validate() const {
         "freeze: --freeze backbone without --init would train a random backbone's head only",
         "give --init FILE with the pretrained weights");
   }
-  model.validate();
+  // model: not validated here; a C++ user's own model has its own name.
 }
 
 nlohmann::json TrainerOptions::to_json() const {
