@@ -15,6 +15,7 @@ void add_bench_command(CLI::App& app, Action& action) {
     std::string device = "cpu";
     std::string resident = "auto";
     std::string augment = "default";
+    std::string augment_device = "cpu";
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -48,6 +49,11 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--augment", flags->augment, "default or none")
       ->check(CLI::IsMember({"default", "none"}));
+  cmd->add_option(
+         "--augment-device",
+         flags->augment_device,
+         "cpu (decode threads, per sample) or gpu (the whole batch on the device after the copy)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
   cmd->add_flag(
       "--decode-only",
       o.decode_only,
@@ -64,6 +70,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                                                      : data::Resident::Auto;
       opts.loader.augment = flags->augment == "none" ? data::Augment::None
                                                      : data::Augment::Default;
+      opts.loader.augment_on_device = flags->augment_device == "gpu";
       if (opts.seconds <= 0) {
         throw UsageError("--seconds must be positive");
       }

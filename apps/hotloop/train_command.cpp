@@ -25,6 +25,7 @@ struct TrainFlags {
   std::string freeze = "none";
   std::string activation_checkpointing = "none";
   std::string augment = "default";
+  std::string augment_device = "cpu";
   std::string resident = "auto";
   std::string on_bad_sample = "skip";
   std::int64_t num_classes = 0;
@@ -58,6 +59,8 @@ int run_train(TrainFlags& f) {
   o.freeze_backbone = model::parse_freeze(f.freeze) == model::Freeze::Backbone;
   o.cudnn_benchmark = !f.no_cudnn_benchmark;
   o.evaluate = !f.no_eval;
+  o.loader.augment_on_device = pick<bool>(
+      "augment-device", f.augment_device, {{"cpu", false}, {"gpu", true}});
   o.activation_checkpointing =
       model::parse_checkpointing(f.activation_checkpointing);
   o.loader.augment = pick<data::Augment>(
@@ -254,6 +257,10 @@ void add_train_command(CLI::App& app, Action& action) {
       "Ready batches held ahead of the step");
   cmd->add_option(
       "--augment", f->augment, "default (random crop/flip) or none");
+  cmd->add_option(
+      "--augment-device",
+      f->augment_device,
+      "cpu (per sample, in the decode threads) or gpu (the whole batch on the GPU; needs --device cuda)");
   cmd->add_option(
       "--size",
       o.loader.size,

@@ -3,6 +3,7 @@
 #include <set>
 
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
 #include <torch/cuda.h>
 
 #include "hotloop/data/loader.h"
@@ -288,6 +289,74 @@ TEST(Loader, CudaBatchesMatchCpuBatches) {
     EXPECT_TRUE(g->labels.is_cuda());
     EXPECT_TRUE(at::allclose(g->images.cpu(), c->images, 1e-6, 1e-6));
     EXPECT_TRUE(g->labels.cpu().equal(c->labels));
+  }
+}
+
+} // namespace hotloop::data
+
+namespace hotloop::data {
+
+namespace {
+
+std::vector<at::Tensor> epoch_images(
+    const std::shared_ptr<const Dataset>& ds,
+    LoaderOptions o,
+    std::size_t epoch) {
+  Loader loader(ds, o);
+  loader.start_epoch(epoch);
+  std::vector<at::Tensor> out;
+  while (auto b = loader.next()) {
+    out.push_back(b->images);
+  }
+  return out;
+}
+
+std::shared_ptr<const Dataset> noise(std::size_t n, ImageShape shape) {
+  SyntheticOptions s;
+  s.count = n;
+  s.shape = shape;
+  s.seed = 11;
+  return std::make_shared<Synthetic>(s);
+}
+
+} // namespace
+
+TEST(DeviceAugment, SmallImagesGetTheSamePadCropFlipAsTheDecodeThreads) {
+  const auto ds = noise(48, {1, 28, 28});
+  LoaderOptions o = plain(16);
+  o.augment = Augment::Default;
+  o.shuffle = true;
+  o.seed = 3;
+  const auto threads = epoch_images(ds, o, 1);
+  o.augment_on_device = true;
+  const auto device = epoch_images(ds, o, 1);
+  ASSERT_EQ(threads.size(), device.size());
+  for (std::size_t b = 0; b < threads.size(); ++b) {
+    // Pad, crop and flip only move values: exactly equal.
+    EXPECT_TRUE(at::equal(threads[b], device[b])) << "batch " << b;
+  }
+}
+
+TEST(DeviceAugment, PhotosAreCroppedFromTheStagedImageDeterministically) {
+  const auto ds = noise(24, {3, 96, 80});
+  LoaderOptions o = plain(8);
+  o.augment = Augment::Default;
+  o.size = 48;
+  o.augment_on_device = true;
+  const auto first = epoch_images(ds, o, 0);
+  const auto again = epoch_images(ds, o, 0);
+  const auto next_epoch = epoch_images(ds, o, 1);
+  ASSERT_EQ(first.size(), 3u);
+  for (std::size_t b = 0; b < first.size(); ++b) {
+    EXPECT_EQ(first[b].sizes(), (std::vector<std::int64_t>{8, 3, 48, 48}));
+    EXPECT_TRUE(at::equal(first[b], again[b]))
+        << "same seed and epoch, same crops";
+    EXPECT_FALSE(at::equal(first[b], next_epoch[b]))
+        << "another epoch, other crops";
+    // Bilinear samples stay within the normalized range of uint8 pixels
+    // (ImageNet's mean and std: (0 - 0.485) / 0.229 .. (1 - 0.406) / 0.225).
+    EXPECT_GE(first[b].min().item<float>(), -2.2f);
+    EXPECT_LE(first[b].max().item<float>(), 2.7f);
   }
 }
 

@@ -39,6 +39,12 @@ struct LoaderOptions {
   bool drop_last = true;
   bool train = true; // training augmentation (else the eval transform)
   Augment augment = Augment::Default;
+  // Train augmentation on the batch's device, for the whole batch after the
+  // copy (--augment-device gpu), instead of per sample in the decode threads.
+  // The threads then only decode and stage (photos: the shorter side resized to
+  // size/0.875, center-cropped square). Resident mode augments on the device
+  // anyway.
+  bool augment_on_device = false;
   std::uint64_t seed = 0;
   int rank = 0;
   int world_size = 1;

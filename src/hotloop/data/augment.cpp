@@ -139,6 +139,16 @@ Box random_resized_crop(std::int64_t h, std::int64_t w, Rng& rng) {
 
 } // namespace
 
+CropBox photo_crop(
+    std::uint64_t seed,
+    std::int64_t h,
+    std::int64_t w,
+    bool flip) {
+  Rng rng{seed};
+  const Box box = random_resized_crop(h, w, rng);
+  return {box.x0, box.y0, box.w, box.h, flip && (rng.next() & 1) != 0};
+}
+
 SmallImageParams small_image_params(
     std::uint64_t seed,
     int padding,
@@ -222,7 +232,7 @@ void augment_into(
     // output.
     const double scale =
         std::min(static_cast<double>(h) / oh, static_cast<double>(w) / ow) *
-        0.875;
+        spec.eval_crop;
     const double bw = ow * scale, bh = oh * scale;
     resize_box(src, {(w - bw) / 2, (h - bh) / 2, bw, bh}, dst, oh, ow, false);
     return;

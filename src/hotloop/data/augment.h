@@ -30,7 +30,24 @@ struct AugmentSpec {
   std::int64_t out_w = 0;
   int padding = 4;
   bool flip = true;
+  // Eval on photos: the centered crop's share of the shorter side (0.875:
+  // torchvision's Resize(256) + CenterCrop(224)); 1.0 keeps the whole shorter
+  // side (the staging image of on-device augmentation).
+  double eval_crop = 0.875;
 };
+
+// The random-resized-crop box (in source pixels) and flip that the photo
+// train transform draws for `seed` on an h x w image: the same draws
+// augment_into makes, for the on-device path (device_augment.h).
+struct CropBox {
+  double x0 = 0, y0 = 0, w = 0, h = 0;
+  bool flip = false;
+};
+CropBox photo_crop(
+    std::uint64_t seed,
+    std::int64_t h,
+    std::int64_t w,
+    bool flip);
 
 // The random choices of the small-image train transform for one sample: shift
 // in [-padding, padding] on each axis and whether to flip. The CPU path and the

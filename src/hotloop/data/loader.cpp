@@ -13,6 +13,7 @@
 
 #include "hotloop/core/cpus.h"
 #include "hotloop/data/augment.h"
+#include "hotloop/data/device_augment.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
 #include "hotloop/data/transfer.h"
@@ -52,6 +53,8 @@ struct Ready {
   std::size_t count = 0; // valid samples
   std::vector<std::string> bad; // messages of skipped samples
   std::exception_ptr error; // with BadSamplePolicy::Fail
+  std::vector<std::uint64_t>
+      seeds; // of the valid samples, for on-device augmentation
 };
 
 } // namespace
@@ -61,7 +64,12 @@ struct Loader::Impl {
   LoaderOptions options;
   Sampler sampler;
   std::unique_ptr<Transfer> transfer;
-  AugmentSpec augment;
+  AugmentSpec augment; // what the decode threads do
+  // --augment-device gpu: the train transform applied to whole batches on the
+  // device after the copy (device_augment.h); `augment` then only stages.
+  bool augment_on_device = false;
+  AugmentSpec device_augment;
+  at::Tensor zero_pixel; // (1, C, 1, 1): a black pixel, normalized
   std::int64_t channels = 0;
 
   mutable std::mutex mu;
@@ -141,6 +149,7 @@ void Loader::Impl::fill(
       const std::uint64_t seed = sample_seed(options.seed, job_epoch, index);
       augment_into(s.image, images + out.count * slot_bytes, augment, seed);
       labels[out.count] = s.label;
+      out.seeds.push_back(seed);
       ++out.count;
     } catch (const DataError& e) {
       if (options.on_bad_sample == BadSamplePolicy::Fail) {
@@ -267,6 +276,24 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
     require_a_batch(m.sampler, m.resident->rows(), o);
     return; // no decode threads, no buffers
   }
+  // On-device augmentation: the threads stage each image at a fixed size
+  // (small images as they are; photos with the shorter side resized to
+  // out/0.875 and center-cropped square), the device makes the random choices.
+  std::int64_t buffer_h = out;
+  std::int64_t buffer_w = out_w;
+  if (o.augment_on_device && m.augment.mode == AugmentSpec::Mode::Train) {
+    m.augment_on_device = true;
+    m.device_augment = m.augment;
+    m.augment.mode = AugmentSpec::Mode::Eval;
+    if (!m.augment.small_images) {
+      buffer_h = buffer_w = staging_size(std::max(out, out_w));
+      m.augment.out_h = buffer_h;
+      m.augment.out_w = buffer_w;
+      m.augment.eval_crop = 1.0;
+    }
+    const auto [scale, shift] = normalization(o.mean, o.std, o.device);
+    m.zero_pixel = -shift;
+  }
   // Each worker fills one buffer, `prefetch` wait ready, one is being
   // delivered.
   const std::size_t pool = o.prefetch_batches + workers + 1;
@@ -277,7 +304,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   const auto b = static_cast<std::int64_t>(o.batch_size);
   for (std::size_t i = 0; i < pool; ++i) {
     m.buffers.push_back(
-        {at::empty({b, m.channels, out, out_w}, image_opts),
+        {at::empty({b, m.channels, buffer_h, buffer_w}, image_opts),
          at::empty({b}, label_opts),
          {}});
     m.free_buffers.push_back(i);
@@ -386,6 +413,9 @@ std::optional<Batch> Loader::next() {
       m.buffers[r.buffer].images.narrow(0, 0, count),
       m.buffers[r.buffer].labels.narrow(0, 0, count));
   give_back(std::move(d.buffer_reusable));
+  if (m.augment_on_device) {
+    d.images = augment_batch(d.images, r.seeds, m.device_augment, m.zero_pixel);
+  }
   std::lock_guard<std::mutex> lock(m.mu);
   ++m.stats.batches;
   m.stats.samples += r.count;

@@ -177,6 +177,11 @@ struct Trainer::Impl {
     options.validate();
     device = resolve_device(options.device);
     configure_math_mode(options.precision, device);
+    if (options.loader.augment_on_device && !device.is_cuda()) {
+      throw UsageError(
+          "--augment-device gpu needs a CUDA device",
+          "use --augment-device cpu (the decode threads) on the CPU");
+    }
     if (options.precision == Precision::Fp16 && !device.is_cuda()) {
       throw UsageError(
           "--precision fp16 needs a CUDA device",
