@@ -211,6 +211,26 @@ TEST(Trainer, ResumeAutoSkipsACorruptNewestCheckpoint) {
   EXPECT_EQ(s.steps, 6);
 }
 
+TEST(Trainer, AFreshRunRefusesADirectoryThatHoldsAnotherRunsCheckpoints) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 2;
+  const auto data = synthetic("synthetic:128x1x8x8");
+  Trainer(make(o), data, nullptr, o).fit();
+  try {
+    Trainer(make(o), data, nullptr, o).fit();
+    FAIL() << "a second fresh run wrote into the first run's directory";
+  } catch (const UsageError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("already holds a run's checkpoints"),
+        std::string::npos);
+    EXPECT_NE(e.hint().find("--resume auto"), std::string::npos);
+  }
+  o.resume = "auto";
+  o.steps = 3;
+  EXPECT_EQ(Trainer(make(o), data, nullptr, o).fit().steps, 3);
+}
+
 TEST(Trainer, ANonFiniteLossStopsWithTheStepAndAFixAfterCheckpointing) {
   test::TempDir dir;
   TrainerOptions o = small_options((dir.path() / "run").string());

@@ -380,24 +380,32 @@ struct Trainer::Impl {
         next_batch));
   }
 
-  void maybe_resume() {
+  // Restores the checkpoint `options.resume` names; returns whether it did.
+  // A fresh run refuses a run directory that already holds checkpoints, so
+  // that a forgotten --resume does not mix two runs.
+  bool maybe_resume() {
+    const std::string dir = (fs::path(run_dir) / "checkpoints").string();
     if (options.resume.empty()) {
-      return;
+      if (!list_checkpoints(dir).empty()) {
+        throw UsageError(
+            fmt::format("{} already holds a run's checkpoints", run_dir),
+            "continue it with --resume auto, or choose another --out");
+      }
+      return false;
     }
     if (options.resume == "auto") {
       auto found = newest_valid_checkpoint(
-          (fs::path(run_dir) / "checkpoints").string(),
-          [this](const std::string& w) { log("warning: " + w); });
-      if (found) {
-        restore(found->first, found->second);
-      } else {
+          dir, [this](const std::string& w) { log("warning: " + w); });
+      if (!found) {
         log(fmt::format(
-            "resume auto: no checkpoint in {}/checkpoints; starting fresh",
-            run_dir));
+            "resume auto: no checkpoint in {}; starting fresh", dir));
+        return false;
       }
-      return;
+      restore(found->first, found->second);
+      return true;
     }
     restore(options.resume, load_checkpoint(options.resume));
+    return true;
   }
 
   void check_devices(const data::Batch& batch) const {
@@ -552,8 +560,12 @@ struct Trainer::Impl {
         options.world_size > 1 ? fmt::format(" x {} ranks", options.world_size)
                                : std::string()));
     log(fmt::format("run directory: {}", run_dir));
-    maybe_resume();
-    metrics.open(fs::path(run_dir) / "metrics.jsonl", std::ios::app);
+    const bool resumed = maybe_resume();
+    // A resumed run continues its metrics (restore() dropped the lines after
+    // the checkpoint); a fresh one starts them.
+    metrics.open(
+        fs::path(run_dir) / "metrics.jsonl",
+        resumed ? std::ios::app : std::ios::trunc);
     if (device.is_cuda()) {
       cuda::reset_peak_memory(device.index());
     }
