@@ -77,7 +77,9 @@ DataBenchResult bench_data(const DataBenchOptions& o) {
   data::Loader loader(ds, lo);
   DataBenchResult r;
   r.source = ds->describe();
-  r.mode = loader.resident() ? "resident" : "threaded";
+  r.mode = loader.resident()       ? "resident"
+      : o.loader.augment_on_device ? "threaded, augmented on the device"
+                                   : "threaded";
   r.workers = workers;
   r.setup_seconds = since(t_open);
   std::size_t epoch = 0;

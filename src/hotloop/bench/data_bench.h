@@ -24,7 +24,8 @@ struct DataBenchOptions {
 
 struct DataBenchResult {
   std::string source;
-  std::string mode; // "threaded", "resident" or "decode-only"
+  std::string mode; // "threaded", "threaded, augmented on the device",
+                    // "resident" or "decode-only"
   unsigned int workers = 0;
   std::size_t images = 0;
   double seconds = 0;
