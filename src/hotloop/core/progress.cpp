@@ -53,15 +53,23 @@ void Progress::draw(std::uint64_t done, const std::string& note, bool final) {
   const int filled = static_cast<int>(frac * width);
   const std::string bar =
       std::string(filled, '#') + std::string(width - filled, '.');
+  std::string eta;
+  if (!final && rate > 0 && done < total_) {
+    const auto left =
+        static_cast<std::uint64_t>(static_cast<double>(total_ - done) / rate);
+    eta = left >= 60 ? fmt::format(", ETA {}m{:02d}s", left / 60, left % 60)
+                     : fmt::format(", ETA {}s", left);
+  }
   const std::string line = fmt::format(
-      "{} [{}] {}/{} ({:.0f}/s){}{}",
+      "{} [{}] {}/{} ({:.0f}/s){}{}{}",
       what_,
       bar,
       done,
       total_,
       rate,
       note.empty() ? "" : ", ",
-      note);
+      note,
+      eta);
   if (tty_) {
     fmt::print(stderr, "\r{}\033[K{}", line, final ? "\n" : "");
   } else {

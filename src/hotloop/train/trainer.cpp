@@ -168,6 +168,11 @@ struct Trainer::Impl {
 
   void log(const std::string& line) const {
     if (options.rank == 0) {
+      if (options.progress_bar) {
+        // Clear the progress bar's line; its next update redraws it below.
+        fmt::print(stderr, "\r\033[K");
+        std::fflush(stderr);
+      }
       fmt::print("{}\n", line);
       std::fflush(stdout);
     }
