@@ -26,7 +26,7 @@ std::string scalar(
     return b->get() ? "true" : "false";
   }
   throw ConfigError(fmt::format(
-      "{}: key '{}' holds a {}, not a string, number or boolean",
+      "{}: key '{}' has type {}; it must be a string, number or boolean",
       file,
       key,
       toml::impl::node_type_friendly_names[static_cast<int>(node.type())]));

@@ -1,9 +1,10 @@
 #pragma once
 // `--data SPEC`: which data set to read.
-//   fashion-mnist[:DIR]      IDX files (gzip or raw); DIR defaults to
-//   /usr/share/datasets/fashion-mnist synthetic:N[xCxHxW]      N random images
-//   (default shape 3x224x224), 10 classes folder:DIR, wds:PATH     image
-//   folders and WebDataset shards (not built yet: a clear error)
+// - fashion-mnist[:DIR]: IDX files (gzip or raw); DIR defaults to
+//   /usr/share/datasets/fashion-mnist.
+// - folder:DIR: image folders DIR/{train,val,test}/<class>/*.{jpg,png}.
+// - wds:DIR or wds:GLOB: WebDataset tar shards (DIR: DIR/<split>-*.tar).
+// - synthetic:N[xCxHxW]: N random images (default 3x224x224), 10 classes.
 
 #include <cstdint>
 #include <memory>
