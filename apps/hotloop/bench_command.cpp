@@ -65,11 +65,16 @@ void add_bench_command(CLI::App& app, Action& action) {
       opts.split = data::parse_split(flags->split);
       opts.loader.device = flags->device == "cuda" ? c10::Device(c10::kCUDA, 0)
                                                    : c10::Device(c10::kCPU);
-      opts.loader.resident = flags->resident == "on" ? data::Resident::On
-          : flags->resident == "off"                 ? data::Resident::Off
-                                                     : data::Resident::Auto;
-      opts.loader.augment = flags->augment == "none" ? data::Augment::None
-                                                     : data::Augment::Default;
+      opts.loader.resident = pick<data::Resident>(
+          "resident",
+          flags->resident,
+          {{"auto", data::Resident::Auto},
+           {"on", data::Resident::On},
+           {"off", data::Resident::Off}});
+      opts.loader.augment = pick<data::Augment>(
+          "augment",
+          flags->augment,
+          {{"default", data::Augment::Default}, {"none", data::Augment::None}});
       opts.loader.augment_on_device = flags->augment_device == "gpu";
       if (opts.seconds <= 0) {
         throw UsageError("--seconds must be positive");

@@ -3,9 +3,14 @@
 // helpers.
 
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
 
 namespace hotloop::cli {
 
@@ -23,6 +28,24 @@ void add_bench_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
 void add_weights_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
+
+// The value named `value` among `choices` for the flag --`key`; a UsageError
+// listing the choices otherwise.
+template <typename T>
+T pick(
+    const std::string& key,
+    const std::string& value,
+    std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string names;
+  for (const auto& [name, v] : choices) {
+    if (value == name) {
+      return v;
+    }
+    names += names.empty() ? name : std::string(", ") + name;
+  }
+  throw UsageError(
+      fmt::format("--{} {}: expected one of {}", key, value, names));
+}
 
 // True when standard output is a terminal that should get colours (NO_COLOR
 // unset, TERM not "dumb").

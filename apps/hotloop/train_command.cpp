@@ -35,22 +35,6 @@ struct TrainFlags {
   std::string config;
 };
 
-template <typename T>
-T pick(
-    const std::string& key,
-    const std::string& value,
-    std::initializer_list<std::pair<const char*, T>> choices) {
-  std::string names;
-  for (const auto& [name, v] : choices) {
-    if (value == name) {
-      return v;
-    }
-    names += names.empty() ? name : std::string(", ") + name;
-  }
-  throw UsageError(
-      fmt::format("--{} {}: expected one of {}", key, value, names));
-}
-
 int run_train(TrainFlags& f) {
   train::TrainerOptions& o = f.options;
   o.precision = train::parse_precision(f.precision);

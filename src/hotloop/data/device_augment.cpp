@@ -6,6 +6,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/affine_grid_generator.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/grid_sampler_2d.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
@@ -24,9 +25,6 @@ at::Tensor small_images(
     const std::vector<std::uint64_t>& seeds,
     const AugmentSpec& spec,
     const at::Tensor& zero) {
-  const std::int64_t b = images.size(0), c = images.size(1), h = images.size(2),
-                     w = images.size(3);
-  const std::int64_t p = spec.padding;
   std::vector<std::int64_t> params(seeds.size() * 3);
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     const SmallImageParams sp =
@@ -35,31 +33,12 @@ at::Tensor small_images(
     params[3 * k + 1] = sp.dx;
     params[3 * k + 2] = sp.flip ? 1 : 0;
   }
-  const auto opts =
-      at::TensorOptions().dtype(at::kLong).device(images.device());
-  const at::Tensor prm =
-      at::tensor(params, at::kLong).view({b, 3}).to(images.device());
+  const at::Tensor prm = at::tensor(params, at::kLong)
+                             .view({images.size(0), 3})
+                             .to(images.device());
   // Padded with the normalized value of a black pixel, as the CPU path pads
   // with 0 before normalizing.
-  at::Tensor padded = zero.to(images.scalar_type())
-                          .expand({b, c, h + 2 * p, w + 2 * p})
-                          .clone();
-  using at::indexing::Slice;
-  padded.index({Slice(), Slice(), Slice(p, p + h), Slice(p, p + w)})
-      .copy_(images);
-  const at::Tensor ys = at::arange(h, opts).unsqueeze(0) +
-      prm.select(1, 0).unsqueeze(1) + p; // (B, H)
-  const at::Tensor xs_plain = at::arange(w, opts).unsqueeze(0);
-  const at::Tensor xs = at::where(
-                            prm.select(1, 2).unsqueeze(1).to(at::kBool),
-                            (w - 1) - xs_plain,
-                            xs_plain) +
-      prm.select(1, 1).unsqueeze(1) + p; // (B, W)
-  const at::Tensor bi = at::arange(b, opts).view({b, 1, 1});
-  // Advanced indexing with the channel dimension sliced: (B, H, W, C).
-  return padded.index({bi, Slice(), ys.unsqueeze(2), xs.unsqueeze(1)})
-      .permute({0, 3, 1, 2})
-      .contiguous();
+  return pad_crop_flip(images, prm, spec.padding, zero);
 }
 
 // One affine map per sample from output to input coordinates, in
@@ -97,6 +76,42 @@ at::Tensor photos(
 }
 
 } // namespace
+
+at::Tensor pad_crop_flip(
+    const at::Tensor& images,
+    const at::Tensor& params,
+    std::int64_t padding,
+    const at::Tensor& fill) {
+  const std::int64_t b = images.size(0), c = images.size(1), h = images.size(2),
+                     w = images.size(3);
+  const std::int64_t p = padding;
+  using at::indexing::Slice;
+  at::Tensor padded;
+  if (fill.defined()) {
+    padded = fill.to(images.scalar_type())
+                 .expand({b, c, h + 2 * p, w + 2 * p})
+                 .clone();
+    padded.index({Slice(), Slice(), Slice(p, p + h), Slice(p, p + w)})
+        .copy_(images);
+  } else {
+    padded =
+        at::constant_pad_nd(images, {p, p, p, p}, 0); // (B, C, H + 2p, W + 2p)
+  }
+  const auto opts =
+      at::TensorOptions().dtype(at::kLong).device(images.device());
+  const at::Tensor ys = at::arange(h, opts).unsqueeze(0) +
+      params.select(1, 0).unsqueeze(1) + p; // (B, H)
+  const at::Tensor xs_plain = at::arange(w, opts).unsqueeze(0); // (1, W)
+  const at::Tensor xs = at::where(
+                            params.select(1, 2).unsqueeze(1).to(at::kBool),
+                            (w - 1) - xs_plain,
+                            xs_plain) +
+      params.select(1, 1).unsqueeze(1) + p; // (B, W)
+  const at::Tensor bi = at::arange(b, opts).view({b, 1, 1});
+  // Advanced indexing with the channel dimension sliced: (B, H, W, C).
+  return padded.index({bi, Slice(), ys.unsqueeze(2), xs.unsqueeze(1)})
+      .permute({0, 3, 1, 2});
+}
 
 at::Tensor augment_batch(
     const at::Tensor& images,

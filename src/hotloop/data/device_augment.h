@@ -27,6 +27,17 @@ at::Tensor augment_batch(
     const AugmentSpec& spec,
     const at::Tensor& zero);
 
+// The small-image train transform for a batch as one gather: zero padding by
+// `padding` (filled with `fill`, (1, C, 1, 1), or 0 when undefined), a crop
+// back to (H, W) at each sample's (dy, dx), and its flip. `params`: (B, 3)
+// int64 on the batch's device, rows (dy, dx, flip) from small_image_params.
+// Works for any dtype: the resident path runs it on uint8 before normalizing.
+at::Tensor pad_crop_flip(
+    const at::Tensor& images,
+    const at::Tensor& params,
+    std::int64_t padding,
+    const at::Tensor& fill);
+
 // The staging size for photos: the side of the square the decode threads
 // produce when the crops are made on the device.
 std::int64_t staging_size(std::int64_t out);

@@ -4,16 +4,13 @@
 #include <mutex>
 #include <thread>
 
-#include <ATen/TensorIndexing.h>
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/tensor.h>
-#include <ATen/ops/where.h>
 #include <fmt/format.h>
 
+#include "hotloop/data/device_augment.h"
 #include "hotloop/data/transfer.h"
 #include "hotloop/errors.h"
 
@@ -142,27 +139,8 @@ Batch ResidentBatches::batch(std::size_t b, const Sampler& sampler) const {
   const at::Tensor rows = epoch_rows_.narrow(0, begin, count);
   at::Tensor x = images_.index_select(0, rows); // (B, C, H, W) uint8
   if (augment_.mode == AugmentSpec::Mode::Train && augment_.small_images) {
-    const std::int64_t p = augment_.padding, h = augment_.out_h,
-                       w = augment_.out_w;
-    const at::Tensor params = epoch_params_.narrow(0, begin, count);
-    const at::Tensor padded =
-        at::constant_pad_nd(x, {p, p, p, p}, 0); // (B, C, H + 2p, W + 2p)
-    const auto opts =
-        at::TensorOptions().dtype(at::kLong).device(options_.device);
-    const at::Tensor ys = at::arange(h, opts).unsqueeze(0) +
-        params.select(1, 0).unsqueeze(1) + p; // (B, H)
-    const at::Tensor xs_plain = at::arange(w, opts).unsqueeze(0); // (1, W)
-    const at::Tensor xs_src = at::where(
-        params.select(1, 2).unsqueeze(1).to(at::kBool),
-        (w - 1) - xs_plain,
-        xs_plain);
-    const at::Tensor xs =
-        xs_src + params.select(1, 1).unsqueeze(1) + p; // (B, W)
-    const at::Tensor bi = at::arange(count, opts).view({count, 1, 1});
-    // Advanced indexing with the channel dimension sliced: result (B, H, W, C).
-    using at::indexing::Slice;
-    x = padded.index({bi, Slice(), ys.unsqueeze(2), xs.unsqueeze(1)})
-            .permute({0, 3, 1, 2});
+    x = pad_crop_flip(
+        x, epoch_params_.narrow(0, begin, count), augment_.padding, {});
   }
   at::Tensor images = x.to(at::kFloat).mul_(scale_).sub_(shift_);
   return Batch{

@@ -670,6 +670,17 @@ const char* storage_class(WeightDType dtype) {
   return "FloatStorage";
 }
 
+// Byte writers shared by the pickle and the zip below.
+void put_le(std::vector<std::uint8_t>& out, std::uint64_t v, int n) {
+  for (int k = 0; k < n; ++k) {
+    out.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+  }
+}
+
+void append_bytes(std::vector<std::uint8_t>& out, const std::string& s) {
+  out.insert(out.end(), s.begin(), s.end());
+}
+
 // Protocol-2 pickle, the opcodes torch.save itself emits.
 class PickleWriter {
  public:
@@ -696,12 +707,10 @@ class PickleWriter {
 
  private:
   void append(const std::string& s) {
-    out_.insert(out_.end(), s.begin(), s.end());
+    append_bytes(out_, s);
   }
   void le(std::uint64_t v, int n) {
-    for (int k = 0; k < n; ++k) {
-      out_.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
-    }
+    put_le(out_, v, n);
   }
   std::vector<std::uint8_t> out_;
 };
@@ -792,12 +801,10 @@ class ZipWriter {
     le(extra, 2);
   }
   void append(const std::string& s) {
-    out_.insert(out_.end(), s.begin(), s.end());
+    append_bytes(out_, s);
   }
   void le(std::uint64_t v, int n) {
-    for (int k = 0; k < n; ++k) {
-      out_.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
-    }
+    put_le(out_, v, n);
   }
   std::vector<std::uint8_t>& out_;
   std::vector<Central> central_;

@@ -156,6 +156,7 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LossScaler> scaler;
   std::vector<std::pair<std::string, at::Tensor>> named_params; // trainable
+  std::vector<at::Tensor> params; // the same tensors, for the scaler's unscale
   std::ofstream metrics;
 
   // Progress through the run.
@@ -273,6 +274,7 @@ struct Trainer::Impl {
     for (auto& p : model->named_parameters()) {
       if (p.value().requires_grad()) {
         named_params.emplace_back(p.key(), p.value());
+        params.push_back(p.value());
       }
     }
     optimizer =
@@ -648,7 +650,7 @@ struct Trainer::Impl {
       const double loss_value = loss_sum.item<double>();
       bool skip = false;
       if (scaler->enabled()) {
-        skip = scaler->update(scaler->unscale(all_params()));
+        skip = scaler->update(scaler->unscale(params));
         if (scaler->collapsed()) {
           const std::string first = first_non_finite_gradient(named_params);
           checkpoint_now();
@@ -814,14 +816,6 @@ struct Trainer::Impl {
           << s.to_json().dump(2) << '\n';
     }
     return s;
-  }
-
-  std::vector<at::Tensor> all_params() const {
-    std::vector<at::Tensor> out;
-    for (const auto& [name, p] : named_params) {
-      out.push_back(p);
-    }
-    return out;
   }
 };
 
