@@ -48,4 +48,12 @@ class EnvError : public Error {
   using Error::Error;
 };
 
+// Training ran out of device memory and could not recover (the micro-batch is
+// already 1, or recovery is off). what() says what was allocated and what
+// else holds the device; hint() lists the options that need less memory.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 } // namespace hotloop

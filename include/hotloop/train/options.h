@@ -75,6 +75,16 @@ struct TrainerOptions {
   bool init_strict = true;
   bool freeze_backbone = false;
 
+  // Out of memory in a step: halve the micro-batch, double the accumulation
+  // and redo the step (the effective batch is unchanged; no sample is skipped
+  // or applied twice). false: stop with the memory report.
+  bool oom_recovery = true;
+  // Caps this process's share of the GPU's memory (shared GPUs); 0: no cap.
+  double memory_fraction = 0;
+  // A batch-size trial (BatchFinder): no run directory, checkpoints or log
+  // lines, and an OOM propagates as c10::OutOfMemoryError.
+  bool trial = false;
+
   bool evaluate = true; // false: no evaluation at all (benchmarks)
   std::int64_t eval_every = 0; // steps; 0: at the end of each epoch
   std::string out_dir; // "": runs/<timestamp>

@@ -45,6 +45,7 @@ struct TrainSummary {
   std::size_t bad_samples = 0;
   std::int64_t micro_batch = 0;
   std::int64_t accum_steps = 0;
+  std::int64_t oom_recoveries = 0; // steps redone with a smaller micro-batch
   std::string device;
   std::string precision;
   double wall_s = 0;

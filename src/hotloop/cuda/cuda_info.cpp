@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -12,6 +13,7 @@
 #include <ATen/ops/ones.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <fmt/format.h>
 #include <torch/csrc/cuda/nccl.h>
 #include <torch/cuda.h>
@@ -170,7 +172,48 @@ MemoryStats memory_stats(int device) {
       static_cast<std::uint64_t>(stats.allocated_bytes[all].peak);
   m.reserved = static_cast<std::uint64_t>(stats.reserved_bytes[all].current);
   m.peak_reserved = static_cast<std::uint64_t>(stats.reserved_bytes[all].peak);
+  m.alloc_retries = stats.num_alloc_retries;
+  m.ooms = stats.num_ooms;
   return m;
+}
+
+AllocatorLayout allocator_layout(int device) {
+  const auto snap = c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false);
+  AllocatorLayout l;
+  for (const auto& seg : snap.segments) {
+    if (seg.device != device) {
+      continue;
+    }
+    ++l.segments;
+    for (const auto& block : seg.blocks) {
+      if (!block.allocated) {
+        l.free_in_cache += block.size;
+        l.largest_free_block =
+            std::max<std::uint64_t>(l.largest_free_block, block.size);
+      }
+    }
+  }
+  return l;
+}
+
+DeviceMemory device_memory(int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  std::size_t free = 0;
+  std::size_t total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  return {free, total};
+}
+
+void empty_cache() {
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+void set_memory_fraction(int device, double fraction) {
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(
+      fraction, static_cast<c10::DeviceIndex>(device));
 }
 
 void reset_peak_memory(int device) {

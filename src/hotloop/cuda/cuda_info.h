@@ -68,9 +68,37 @@ struct MemoryStats {
   std::uint64_t reserved = 0;
   std::uint64_t peak_allocated = 0;
   std::uint64_t peak_reserved = 0;
+  // cudaMalloc failed and the allocator freed its cache to retry: a sign of
+  // memory pressure (each retry costs a synchronization).
+  std::int64_t alloc_retries = 0;
+  std::int64_t ooms = 0; // allocations that failed after the retry
 };
 MemoryStats memory_stats(int device);
 void reset_peak_memory(int device);
+
+// How the reserved memory is laid out (walks the allocator's segments: call
+// it on OOM, not every step). Zeros without CUDA.
+struct AllocatorLayout {
+  std::uint64_t segments = 0; // blocks taken from the driver (cudaMalloc)
+  std::uint64_t largest_free_block =
+      0; // the biggest cached block no tensor uses
+  std::uint64_t free_in_cache = 0; // reserved but unused, all blocks
+};
+AllocatorLayout allocator_layout(int device);
+
+// What the driver says of the whole device (cudaMemGetInfo): zeros without
+// CUDA.
+struct DeviceMemory {
+  std::uint64_t free = 0;
+  std::uint64_t total = 0;
+};
+DeviceMemory device_memory(int device);
+
+// Returns the allocator's unused cached blocks to the driver.
+void empty_cache();
+// Caps this process's allocations on `device` at `fraction` of its memory
+// (an allocation beyond it raises OutOfMemoryError).
+void set_memory_fraction(int device, double fraction);
 
 // Seeds and reads the CUDA generators (for checkpoints): empty without CUDA.
 std::vector<std::uint8_t> rng_state(int device);

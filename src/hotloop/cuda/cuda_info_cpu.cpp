@@ -32,6 +32,18 @@ MemoryStats memory_stats(int device) {
 
 void reset_peak_memory(int device) {}
 
+AllocatorLayout allocator_layout(int device) {
+  return {};
+}
+
+DeviceMemory device_memory(int device) {
+  return {};
+}
+
+void empty_cache() {}
+
+void set_memory_fraction(int device, double fraction) {}
+
 std::vector<std::uint8_t> rng_state(int device) {
   return {};
 }

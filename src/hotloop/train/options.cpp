@@ -89,6 +89,13 @@ void TrainerOptions::validate() const {
         "freeze: --freeze backbone without --init would train a random backbone's head only",
         "give --init FILE with the pretrained weights");
   }
+  if (memory_fraction < 0 || memory_fraction > 1) {
+    bad("memory-fraction",
+        fmt::format("{} must be in (0, 1] (0: no cap)", memory_fraction));
+  }
+  if (trial && !resume.empty()) {
+    bad("resume", "a batch-size trial cannot resume");
+  }
   // model: not validated here; a C++ user's own model has its own name.
 }
 
@@ -132,6 +139,8 @@ nlohmann::json TrainerOptions::to_json() const {
       {"clip_grad_norm", clip_grad_norm},
       {"label_smoothing", label_smoothing},
       {"channels_last", channels_last},
+      {"oom_recovery", oom_recovery},
+      {"memory_fraction", memory_fraction},
       {"activation_checkpointing", model::to_string(activation_checkpointing)},
       {"init", init},
       {"init_strict", init_strict},

@@ -13,6 +13,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/_foreach_copy.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/argmax.h>
@@ -20,6 +21,7 @@
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/stack.h>
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -41,6 +43,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/train/checkpoint.h"
 #include "hotloop/train/loss_scaler.h"
+#include "hotloop/train/oom.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/schedule.h"
@@ -107,6 +110,19 @@ void set_cpu_rng_state(const at::Tensor& state) {
   gen.set_state(state);
 }
 
+// The first line of a c10::Error's message (a C++ backtrace may follow).
+std::string first_line(const char* what) {
+  const std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
+
+// What one optimizer step's micro-batches left behind.
+struct MicroBatchesResult {
+  at::Tensor loss_sum; // mean loss of the step (0-dim, on the device)
+  std::optional<data::Batch> first_batch; // for the first step's device check
+  double wait = 0; // seconds spent waiting for the loader
+};
+
 } // namespace
 
 nlohmann::json TrainSummary::to_json() const {
@@ -129,6 +145,7 @@ nlohmann::json TrainSummary::to_json() const {
       {"bad_samples", bad_samples},
       {"micro_batch", micro_batch},
       {"accum_steps", accum_steps},
+      {"oom_recoveries", oom_recoveries},
       {"device", device},
       {"precision", precision},
       {"wall_s", wall_s},
@@ -159,6 +176,17 @@ struct Trainer::Impl {
   std::vector<at::Tensor> params; // the same tensors, for the scaler's unscale
   std::ofstream metrics;
 
+  // OOM recovery: the state a failed step attempt may have changed (BatchNorm
+  // statistics, the generators dropout draws from), saved at each step's
+  // start.
+  std::optional<std::int64_t> inject_oom_above; // HOTLOOP_INJECT_OOM_ABOVE
+  std::int64_t oom_recoveries = 0;
+  std::vector<at::Tensor> buffers;
+  std::vector<at::Tensor> saved_buffers;
+  at::Tensor saved_cpu_rng;
+  std::vector<std::uint8_t> saved_cuda_rng;
+  std::int64_t eval_batch = 0;
+
   // Progress through the run.
   std::int64_t step = 0;
   std::int64_t total_steps = 0;
@@ -168,7 +196,7 @@ struct Trainer::Impl {
   std::string last_checkpoint;
 
   void log(const std::string& line) const {
-    if (options.rank == 0) {
+    if (options.rank == 0 && !options.trial) {
       if (options.progress_bar) {
         // Clear the progress bar's line; its next update redraws it below.
         fmt::print(stderr, "\r\033[K");
@@ -221,6 +249,16 @@ struct Trainer::Impl {
     micro_batch = options.micro_batch > 0 ? options.micro_batch
                                           : options.batch / options.world_size;
     accum_steps = options.batch / (micro_batch * options.world_size);
+    eval_batch = std::max<std::int64_t>(micro_batch, 256);
+    inject_oom_above = injected_oom_limit();
+    if (options.memory_fraction > 0) {
+      if (!device.is_cuda()) {
+        throw UsageError(
+            "--memory-fraction caps a GPU's memory; training runs on the CPU",
+            "drop --memory-fraction, or train with --device cuda");
+      }
+      cuda::set_memory_fraction(device.index(), options.memory_fraction);
+    }
 
     if (!options.init.empty()) {
       const model::InitResult r = model::load_initial_weights(
@@ -282,14 +320,7 @@ struct Trainer::Impl {
     scaler = std::make_unique<LossScaler>(
         LossScalerOptions{}, device, options.precision == Precision::Fp16);
 
-    data::LoaderOptions lo = options.loader;
-    lo.batch_size = static_cast<std::size_t>(micro_batch);
-    lo.device = device;
-    lo.seed = options.seed;
-    lo.rank = options.rank;
-    lo.world_size = options.world_size;
-    lo.train = true;
-    loader = std::make_unique<data::Loader>(train_data, lo);
+    make_loader();
     steps_per_epoch =
         static_cast<std::int64_t>(loader->batches_per_epoch()) / accum_steps;
     if (steps_per_epoch < 1) {
@@ -302,6 +333,9 @@ struct Trainer::Impl {
     total_steps =
         options.steps > 0 ? options.steps : options.epochs * steps_per_epoch;
 
+    if (options.trial) {
+      return; // no run directory
+    }
     run_dir = options.out_dir.empty() ? default_run_dir() : options.out_dir;
     std::error_code ec;
     fs::create_directories(run_dir, ec);
@@ -311,12 +345,27 @@ struct Trainer::Impl {
     }
   }
 
+  // The training loader for the current micro-batch; the old one (its
+  // threads and batch buffers) goes first.
+  void make_loader() {
+    loader.reset();
+    data::LoaderOptions lo = options.loader;
+    lo.batch_size = static_cast<std::size_t>(micro_batch);
+    lo.device = device;
+    lo.seed = options.seed;
+    lo.rank = options.rank;
+    lo.world_size = options.world_size;
+    lo.train = true;
+    loader = std::make_unique<data::Loader>(train_data, lo);
+  }
+
   Checkpoint make_checkpoint() const {
     Checkpoint c;
     c.meta = {
         {"step", step},
         {"epoch", epoch},
         {"next_batch", next_batch},
+        {"micro_batch", micro_batch},
         {"total_steps", total_steps},
         {"hotloop", build_info().hotloop_version},
         {"config", options.to_json()}};
@@ -335,7 +384,7 @@ struct Trainer::Impl {
   }
 
   std::string checkpoint_now() {
-    if (options.rank != 0) {
+    if (options.rank != 0 || options.trial) {
       return {};
     }
     last_checkpoint = save_checkpoint(
@@ -362,7 +411,13 @@ struct Trainer::Impl {
     }
     step = c.meta.at("step").get<std::int64_t>();
     epoch = c.meta.at("epoch").get<std::size_t>();
-    next_batch = c.meta.at("next_batch").get<std::size_t>();
+    // The position counts batches of the checkpoint's micro-batch, which OOM
+    // recovery (or the user) may have changed since: convert it through
+    // samples. A checkpoint is taken between steps, so both divide it.
+    const auto saved_micro =
+        c.meta.value("micro_batch", static_cast<std::size_t>(micro_batch));
+    next_batch = c.meta.at("next_batch").get<std::size_t>() * saved_micro /
+        static_cast<std::size_t>(micro_batch);
     // Metrics written after this checkpoint belong to a timeline that is
     // being replayed: drop them.
     const fs::path metrics_path = fs::path(run_dir) / "metrics.jsonl";
@@ -479,14 +534,37 @@ struct Trainer::Impl {
     return "";
   }
 
+  // One pass over the validation set. Out of memory there halves the
+  // evaluation batch and starts the pass again (it changes no state).
   EvalResult evaluate() {
     if (!val_data) {
       return {};
     }
+    for (;;) {
+      try {
+        return evaluate_once();
+      } catch (const c10::OutOfMemoryError& e) {
+        model->train();
+        val_loader.reset();
+        if (device.is_cuda()) {
+          cuda::empty_cache();
+        }
+        if (eval_batch <= 1 || options.trial) {
+          throw;
+        }
+        eval_batch /= 2;
+        log(fmt::format(
+            "evaluation: out of memory ({}); again with batch {}",
+            first_line(e.what()),
+            eval_batch));
+      }
+    }
+  }
+
+  EvalResult evaluate_once() {
     if (!val_loader) {
       data::LoaderOptions lo = options.loader;
-      lo.batch_size =
-          static_cast<std::size_t>(std::max<std::int64_t>(micro_batch, 256));
+      lo.batch_size = static_cast<std::size_t>(eval_batch);
       lo.device = device;
       lo.train = false;
       lo.shuffle = false;
@@ -542,14 +620,157 @@ struct Trainer::Impl {
   }
 
   void write_metrics(const nlohmann::json& j) {
-    if (options.rank == 0) {
+    if (metrics.is_open()) {
       metrics << j.dump() << '\n';
     }
   }
 
+  // Saves what a step attempt that runs out of memory may change before it
+  // fails: BatchNorm's running statistics (updated in forward) and the
+  // generators (dropout). Gradients need no copy: they are zero between steps.
+  void save_step_state() {
+    at::NoGradGuard no_grad;
+    if (buffers.empty()) {
+      for (const auto& b : model->buffers()) {
+        if (b.defined()) {
+          buffers.push_back(b);
+          saved_buffers.push_back(b.clone());
+        }
+      }
+    } else {
+      at::_foreach_copy_(saved_buffers, buffers);
+    }
+    saved_cpu_rng = cpu_rng_state().front().second;
+    if (device.is_cuda()) {
+      saved_cuda_rng = cuda::rng_state(device.index());
+    }
+  }
+
+  void restore_step_state() {
+    at::NoGradGuard no_grad;
+    if (!buffers.empty()) {
+      at::_foreach_copy_(buffers, saved_buffers);
+    }
+    set_cpu_rng_state(saved_cpu_rng);
+    if (device.is_cuda()) {
+      cuda::set_rng_state(device.index(), saved_cuda_rng);
+    }
+  }
+
+  // accum_steps x (next batch -> autocast forward -> loss -> (scaled)
+  // backward). Throws c10::OutOfMemoryError when a micro-batch does not fit.
+  MicroBatchesResult run_micro_batches() {
+    MicroBatchesResult r;
+    for (std::int64_t a = 0; a < accum_steps; ++a) {
+      std::optional<data::Batch> b = loader->next();
+      r.wait += loader->last_wait_seconds();
+      if (!b) {
+        throw Error(fmt::format(
+            "the loader ended epoch {} at batch {}, before the {} batches an epoch should have",
+            epoch,
+            next_batch,
+            steps_per_epoch * accum_steps));
+      }
+      ++next_batch;
+      at::Tensor images = options.channels_last
+          ? b->images.contiguous(at::MemoryFormat::ChannelsLast)
+          : b->images;
+      at::Tensor logits;
+      {
+        AutocastScope autocast(options.precision, device);
+        logits = model->forward(images);
+      }
+      const at::Tensor loss = at::cross_entropy_loss(
+          logits.to(at::kFloat),
+          b->labels,
+          {},
+          at::Reduction::Mean,
+          -100,
+          options.label_smoothing);
+      scaler->scale(loss / static_cast<double>(accum_steps)).backward();
+      inject_oom_if_above(inject_oom_above, images.size(0));
+      const at::Tensor l = loss.detach() / static_cast<double>(accum_steps);
+      r.loss_sum = r.loss_sum.defined() ? r.loss_sum + l : l;
+      if (!r.first_batch) {
+        r.first_batch = std::move(b);
+      }
+    }
+    return r;
+  }
+
+  // The step that began at batch `step_start` ran out of memory: its
+  // gradients, BatchNorm statistics and generators are put back, the memory
+  // report is written, and the step is set up again with a smaller
+  // micro-batch and more accumulation (same samples, same effective batch).
+  // Throws OutOfMemoryError when the micro-batch cannot shrink (or recovery
+  // is off).
+  void recover_from_oom(
+      const c10::OutOfMemoryError& e,
+      std::size_t step_start) {
+    optimizer->zero_grad();
+    restore_step_state();
+    const std::int64_t per_rank = options.batch / options.world_size;
+    const std::int64_t smaller =
+        options.oom_recovery ? smaller_micro_batch(per_rank, micro_batch) : 0;
+    nlohmann::json report = memory_report(device);
+    report["step"] = step + 1;
+    report["micro_batch"] = micro_batch;
+    report["accum_steps"] = accum_steps;
+    report["error"] = first_line(e.what());
+    report["action"] = smaller > 0
+        ? nlohmann::json(
+              {{"micro_batch", smaller}, {"accum_steps", per_rank / smaller}})
+        : nlohmann::json("stop");
+    if (device.is_cuda()) {
+      cuda::empty_cache();
+    }
+    const std::string report_path =
+        (fs::path(run_dir) / "oom_report.jsonl").string();
+    if (options.rank == 0) {
+      std::ofstream(report_path, std::ios::app) << report.dump() << '\n';
+    }
+    if (smaller == 0) {
+      throw OutOfMemoryError(
+          fmt::format(
+              "step {}: out of memory at micro-batch {}{} ({}); {}; memory report: {}",
+              step + 1,
+              micro_batch,
+              options.oom_recovery ? "" : " with OOM recovery off",
+              first_line(e.what()),
+              describe_memory(report),
+              report_path),
+          fmt::format(
+              "{}options that need less memory: --precision bf16 (or fp16 on CUDA), --activation-checkpointing stages, a smaller --size or model; on a shared GPU, stop the other processes",
+              options.oom_recovery
+                  ? ""
+                  : "--oom-recovery true halves the micro-batch and keeps the effective batch; "));
+    }
+    log(fmt::format(
+        "step {}: out of memory at micro-batch {}; redoing the step as {} x {} (batch {} unchanged); report: {}",
+        step + 1,
+        micro_batch,
+        per_rank / smaller,
+        smaller,
+        options.batch,
+        report_path));
+    const std::size_t sample_offset =
+        step_start * static_cast<std::size_t>(micro_batch);
+    micro_batch = smaller;
+    accum_steps = per_rank / smaller;
+    make_loader();
+    next_batch = sample_offset / static_cast<std::size_t>(micro_batch);
+    loader->start_epoch(epoch, next_batch);
+    ++oom_recoveries;
+    write_metrics(
+        {{"step", step},
+         {"event", "oom_recovery"},
+         {"micro_batch", micro_batch},
+         {"accum_steps", accum_steps}});
+  }
+
   TrainSummary fit(const std::atomic<bool>* stop) {
     const Clock::time_point start = Clock::now();
-    {
+    if (!options.trial && options.rank == 0) {
       std::ofstream(fs::path(run_dir) / "config.json")
           << options.to_json().dump(2) << '\n';
     }
@@ -567,19 +788,21 @@ struct Trainer::Impl {
         options.world_size > 1 ? fmt::format(" x {} ranks", options.world_size)
                                : std::string()));
     log(fmt::format("run directory: {}", run_dir));
-    const bool resumed = maybe_resume();
-    // A resumed run continues its metrics (restore() dropped the lines after
-    // the checkpoint); a fresh one starts them.
-    metrics.open(
-        fs::path(run_dir) / "metrics.jsonl",
-        resumed ? std::ios::app : std::ios::trunc);
+    if (!options.trial) {
+      const bool resumed = maybe_resume();
+      // A resumed run continues its metrics (restore() dropped the lines
+      // after the checkpoint); a fresh one starts them.
+      if (options.rank == 0) {
+        metrics.open(
+            fs::path(run_dir) / "metrics.jsonl",
+            resumed ? std::ios::app : std::ios::trunc);
+      }
+    }
     if (device.is_cuda()) {
       cuda::reset_peak_memory(device.index());
     }
 
     TrainSummary s;
-    s.micro_batch = micro_batch;
-    s.accum_steps = accum_steps;
     s.device = device.str();
     s.precision = to_string(options.precision);
     std::vector<double> step_times;
@@ -611,43 +834,23 @@ struct Trainer::Impl {
         loader->start_epoch(epoch, 0);
       }
       const Clock::time_point t0 = Clock::now();
-      double wait = 0;
-      at::Tensor loss_sum;
-      std::optional<data::Batch> first_batch;
-      for (std::int64_t a = 0; a < accum_steps; ++a) {
-        std::optional<data::Batch> b = loader->next();
-        wait += loader->last_wait_seconds();
-        if (!b) {
-          throw Error(fmt::format(
-              "the loader ended epoch {} at batch {}, before the {} batches an epoch should have",
-              epoch,
-              next_batch,
-              steps_per_epoch * accum_steps));
-        }
-        ++next_batch;
-        at::Tensor images = options.channels_last
-            ? b->images.contiguous(at::MemoryFormat::ChannelsLast)
-            : b->images;
-        at::Tensor logits;
-        {
-          AutocastScope autocast(options.precision, device);
-          logits = model->forward(images);
-        }
-        const at::Tensor loss = at::cross_entropy_loss(
-            logits.to(at::kFloat),
-            b->labels,
-            {},
-            at::Reduction::Mean,
-            -100,
-            options.label_smoothing);
-        scaler->scale(loss / static_cast<double>(accum_steps)).backward();
-        const at::Tensor l = loss.detach() / static_cast<double>(accum_steps);
-        loss_sum = loss_sum.defined() ? loss_sum + l : l;
-        if (!first_batch) {
-          first_batch = std::move(b);
-        }
+      const std::size_t step_start = next_batch;
+      if (!options.trial) {
+        save_step_state();
       }
-      const double loss_value = loss_sum.item<double>();
+      MicroBatchesResult micro;
+      try {
+        micro = run_micro_batches();
+      } catch (const c10::OutOfMemoryError& e) {
+        if (options.trial) {
+          throw; // the batch finder's answer
+        }
+        recover_from_oom(e, step_start);
+        continue; // the same step again
+      }
+      const double wait = micro.wait;
+      std::optional<data::Batch>& first_batch = micro.first_batch;
+      const double loss_value = micro.loss_sum.item<double>();
       bool skip = false;
       if (scaler->enabled()) {
         skip = scaler->update(scaler->unscale(params));
@@ -808,10 +1011,13 @@ struct Trainer::Impl {
     }
     s.peak_rss_bytes = peak_rss_bytes();
     s.skipped_steps = scaler->skipped_steps();
+    s.micro_batch = micro_batch;
+    s.accum_steps = accum_steps;
+    s.oom_recoveries = oom_recoveries;
     s.bad_samples = loader->stats().bad_samples;
     s.wall_s = seconds_since(start);
     s.last_checkpoint = last_checkpoint;
-    if (options.rank == 0) {
+    if (options.rank == 0 && !options.trial) {
       std::ofstream(fs::path(run_dir) / "summary.json")
           << s.to_json().dump(2) << '\n';
     }

@@ -1,0 +1,161 @@
+#include "hotloop/train/oom.h"
+
+#include <unistd.h>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+
+#include "hotloop/core/units.h"
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/env/gpu_probe.h"
+#include "hotloop/env/nvml_library.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::train {
+
+namespace {
+
+std::uint64_t current_rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  std::uint64_t size = 0;
+  std::uint64_t resident = 0;
+  in >> size >> resident;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// The compute processes NVML sees on the GPU CUDA calls `device`, this one
+// left out.
+nlohmann::json gpu_processes(int device) {
+  const cuda::State cs = cuda::state();
+  std::string uuid;
+  for (const auto& d : cs.devices) {
+    if (d.index == device) {
+      uuid = d.uuid;
+    }
+  }
+  const env::NvmlFacts facts = env::probe_nvml(nvml::default_library_path());
+  nlohmann::json out = nlohmann::json::array();
+  if (!facts.loaded) {
+    return out;
+  }
+  for (const auto& g : facts.gpus) {
+    if (!g.uuid.has_value() || *g.uuid != uuid || !g.processes.has_value()) {
+      continue;
+    }
+    for (const auto& p : *g.processes) {
+      if (p.pid == static_cast<unsigned int>(::getpid())) {
+        continue;
+      }
+      out.push_back(
+          {{"pid", p.pid}, {"name", p.name}, {"used_bytes", p.used_bytes}});
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::optional<std::int64_t> injected_oom_limit() {
+  const char* text = std::getenv("HOTLOOP_INJECT_OOM_ABOVE");
+  if (text == nullptr || *text == '\0') {
+    return std::nullopt;
+  }
+  std::int64_t n = -1;
+  const char* end = text + std::char_traits<char>::length(text);
+  const auto [ptr, ec] = std::from_chars(text, end, n);
+  if (ec != std::errc() || ptr != end || n < 0) {
+    throw UsageError(
+        fmt::format(
+            "HOTLOOP_INJECT_OOM_ABOVE={}: expected a number of samples", text),
+        "unset it, or give the largest micro-batch that may run");
+  }
+  return n;
+}
+
+void inject_oom_if_above(
+    const std::optional<std::int64_t>& limit,
+    std::int64_t samples) {
+  if (limit && samples > *limit) {
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        false,
+        "out of memory (injected: HOTLOOP_INJECT_OOM_ABOVE=",
+        *limit,
+        ", the micro-batch holds ",
+        samples,
+        " samples)");
+  }
+}
+
+std::int64_t smaller_micro_batch(
+    std::int64_t per_rank_batch,
+    std::int64_t micro) {
+  for (std::int64_t m = micro / 2; m >= 1; --m) {
+    if (per_rank_batch % m == 0) {
+      return m;
+    }
+  }
+  return 0;
+}
+
+nlohmann::json memory_report(const c10::Device& device) {
+  nlohmann::json r = {
+      {"device", device.str()}, {"process_rss_bytes", current_rss_bytes()}};
+  if (!device.is_cuda()) {
+    return r;
+  }
+  const int index = device.index() < 0 ? 0 : device.index();
+  const cuda::MemoryStats m = cuda::memory_stats(index);
+  const cuda::AllocatorLayout l = cuda::allocator_layout(index);
+  const cuda::DeviceMemory d = cuda::device_memory(index);
+  r["allocated_bytes"] = m.allocated;
+  r["reserved_bytes"] = m.reserved;
+  r["peak_allocated_bytes"] = m.peak_allocated;
+  r["peak_reserved_bytes"] = m.peak_reserved;
+  r["reserved_unused_bytes"] = l.free_in_cache;
+  r["largest_free_block_bytes"] = l.largest_free_block;
+  r["segments"] = l.segments;
+  r["alloc_retries"] = m.alloc_retries;
+  r["device_free_bytes"] = d.free;
+  r["device_total_bytes"] = d.total;
+  r["other_processes"] = gpu_processes(index);
+  return r;
+}
+
+std::string describe_memory(const nlohmann::json& r) {
+  if (!r.contains("reserved_bytes")) {
+    return fmt::format(
+        "{}: process resident memory {}",
+        r.value("device", std::string("cpu")),
+        format_bytes(r.value("process_rss_bytes", std::uint64_t{0})));
+  }
+  auto b = [&](const char* key) {
+    return format_bytes(r.value(key, std::uint64_t{0}));
+  };
+  std::string others;
+  const auto& procs = r["other_processes"];
+  for (const auto& p : procs) {
+    others += fmt::format(
+        "{}{} (pid {}, {})",
+        others.empty() ? "" : ", ",
+        p.value("name", std::string("?")),
+        p.value("pid", 0U),
+        format_bytes(p.value("used_bytes", std::uint64_t{0})));
+  }
+  return fmt::format(
+      "{}: peak allocated {}, peak reserved {} of {} (driver: {} free); largest free cached block {} in {} segment(s); other processes: {}",
+      r.value("device", std::string("cuda")),
+      b("peak_allocated_bytes"),
+      b("peak_reserved_bytes"),
+      b("device_total_bytes"),
+      b("device_free_bytes"),
+      b("largest_free_block_bytes"),
+      r.value("segments", std::uint64_t{0}),
+      others.empty() ? std::string("none") : others);
+}
+
+} // namespace hotloop::train
