@@ -5,12 +5,15 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include <charconv>
+#include <fstream>
 #include "cli_common.h"
+
 #include "hotloop/core/stop_signal.h"
-#include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/train/trainer.h"
+#include "train_setup.h"
 
 namespace hotloop::cli {
 
@@ -28,12 +31,84 @@ struct TrainFlags {
   std::string augment_device = "cpu";
   std::string resident = "auto";
   std::string on_bad_sample = "skip";
+  std::string batch = "64"; // or auto
+  std::string micro_batch = "0"; // or auto
   std::int64_t num_classes = 0;
   std::int64_t in_channels = 0;
   bool no_cudnn_benchmark = false;
   bool no_eval = false;
   std::string config;
 };
+
+// A batch flag's value: a count, or nullopt for "auto".
+std::optional<std::int64_t> parse_batch(
+    const std::string& key,
+    const std::string& text,
+    std::int64_t min) {
+  if (text == "auto") {
+    return std::nullopt;
+  }
+  std::int64_t n = 0;
+  const auto [ptr, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || ptr != text.data() + text.size() || n < min) {
+    throw UsageError(fmt::format(
+        "--{} {}: expected a number of at least {}, or auto", key, text, min));
+  }
+  return n;
+}
+
+// --batch auto / --micro-batch auto: the batch-size finder decides, on the
+// run's own model, data path and precision.
+std::optional<train::BatchFinderResult> resolve_auto_batch(
+    TrainFlags& f,
+    const std::shared_ptr<const data::Dataset>& train_set) {
+  train::TrainerOptions& o = f.options;
+  const auto batch = parse_batch("batch", f.batch, 1);
+  const auto micro = parse_batch("micro-batch", f.micro_batch, 0);
+  if (batch && micro) {
+    o.batch = *batch;
+    o.micro_batch = *micro;
+    return std::nullopt;
+  }
+  if (!batch && micro.value_or(0) != 0) {
+    throw UsageError(
+        "--batch auto with a fixed --micro-batch: the finder sets both",
+        "give --batch N --micro-batch auto to keep an effective batch of N");
+  }
+  train::BatchFinderOptions finder;
+  finder.trainer = o;
+  finder.trainer.batch = 1; // validated per trial
+  finder.trainer.micro_batch = 0;
+  if (batch) {
+    finder.max_batch = *batch;
+  }
+  train::BatchFinderResult r = find_batch(finder, train_set, stdout);
+  fmt::print("{}", batch_finder_table(r));
+  if (r.recommended < 1) {
+    throw OutOfMemoryError(
+        "the batch finder found no micro-batch that fits: " + r.reason);
+  }
+  if (batch) {
+    // Keep the effective batch: the largest divisor of it up to the finding.
+    o.batch = *batch;
+    o.micro_batch = r.recommended;
+    while (o.batch % o.micro_batch != 0) {
+      --o.micro_batch;
+    }
+    fmt::print(
+        "micro-batch auto: {} ({} x {} = batch {})\n",
+        o.micro_batch,
+        o.batch / o.micro_batch,
+        o.micro_batch,
+        o.batch);
+  } else {
+    o.batch = r.recommended;
+    o.micro_batch = 0;
+    fmt::print("batch auto: {}\n", o.batch);
+  }
+  return r;
+}
 
 int run_train(TrainFlags& f) {
   train::TrainerOptions& o = f.options;
@@ -65,26 +140,13 @@ int run_train(TrainFlags& f) {
   o.progress_bar = stdout_wants_color();
 
   // The data decides the defaults of the model's input and output.
-  const data::DataSpec spec = data::parse_data_spec(f.data);
-  std::shared_ptr<const data::Dataset> train_set =
-      data::open_dataset(spec, data::Split::Train, o.seed);
-  std::shared_ptr<const data::Dataset> val_set;
-  for (const data::Split split : {data::Split::Val, data::Split::Test}) {
-    try {
-      val_set = data::open_dataset(spec, split, o.seed);
-      break;
-    } catch (const DataError&) {
-      // No such split: try the next.
-    }
-  }
-  const auto shape = train_set->shape();
-  o.model.in_channels =
-      f.in_channels > 0 ? f.in_channels : (shape ? shape->channels : 3);
-  o.model.num_classes = f.num_classes > 0
-      ? f.num_classes
-      : static_cast<std::int64_t>(train_set->num_classes());
-  o.model.image_size =
-      o.loader.size > 0 ? o.loader.size : (shape ? shape->height : 224);
+  const TrainData data = open_train_data(f.data, o.seed, true);
+  const auto& train_set = data.train;
+  const auto& val_set = data.val;
+  o.batch = parse_batch("batch", f.batch, 1).value_or(1);
+  o.micro_batch = parse_batch("micro-batch", f.micro_batch, 0).value_or(0);
+  fit_model_to_data(o, *train_set, f.in_channels, f.num_classes);
+  const auto found = resolve_auto_batch(f, train_set);
   o.validate();
 
   fmt::print(
@@ -95,10 +157,14 @@ int run_train(TrainFlags& f) {
   torch::manual_seed(o.seed);
   auto net = model::make_model(o.model);
   train::Trainer trainer(net, train_set, val_set, o);
+  if (found) {
+    std::ofstream(trainer.run_dir() + "/batch_finder.json")
+        << found->to_json().dump(2) << '\n';
+  }
   StopSignal stop;
   const train::TrainSummary s = trainer.fit(stop.flag());
   fmt::print(
-      "done: {} steps in {:.1f} s; train_loss {:.4f}{}; {:.0f} images/s (median); data wait {:.1f}%; skipped {}; bad samples {}\n"
+      "done: {} steps in {:.1f} s; train_loss {:.4f}{}; {:.0f} images/s (median); data wait {:.1f}%; skipped {}; bad samples {}{}\n"
       "summary: {}/summary.json\n",
       s.steps,
       s.wall_s,
@@ -112,6 +178,13 @@ int run_train(TrainFlags& f) {
       100 * s.data_wait_fraction,
       s.skipped_steps,
       s.bad_samples,
+      s.oom_recoveries > 0
+          ? fmt::format(
+                "; {} OOM recoveries: micro-batch {} x {} accumulation",
+                s.oom_recoveries,
+                s.micro_batch,
+                s.accum_steps)
+          : std::string(),
       trainer.run_dir());
   return 0;
 }
@@ -149,11 +222,22 @@ void add_train_command(CLI::App& app, Action& action) {
       "Zero the last BatchNorm of each residual block");
   cmd->add_option("--epochs", o.epochs, "Epochs (ignored when --steps is set)");
   cmd->add_option("--steps", o.steps, "Optimizer steps; 0: --epochs decides");
-  cmd->add_option("--batch", o.batch, "Global batch per optimizer step");
+  cmd->add_option(
+      "--batch",
+      f->batch,
+      "Global batch per optimizer step; auto: the batch-size finder's recommendation");
   cmd->add_option(
       "--micro-batch",
-      o.micro_batch,
-      "Samples per forward/backward; 0: the whole batch (no accumulation)");
+      f->micro_batch,
+      "Samples per forward/backward; 0: the whole batch (no accumulation); auto: the finder's, dividing --batch");
+  cmd->add_option(
+      "--oom-recovery",
+      o.oom_recovery,
+      "On out of memory: halve the micro-batch, double accumulation, redo the step");
+  cmd->add_option(
+      "--memory-fraction",
+      o.memory_fraction,
+      "Cap this process's share of the GPU's memory (0 < F <= 1); 0: no cap");
   cmd->add_option(
       "--precision",
       f->precision,

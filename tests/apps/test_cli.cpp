@@ -5,12 +5,15 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 
 #include "support/doctor_fixtures.h"
+#include "support/temp_dir.h"
 
 namespace hotloop {
 namespace {
@@ -21,10 +24,13 @@ struct Result {
 };
 
 // Runs the hotloop binary with `args` under `env` (VAR=value pairs) and
-// captures its output.
-Result run(const std::string& args, const std::string& env = {}) {
-  const std::string command =
-      env + " " + HOTLOOP_TEST_BINARY + " " + args + " 2>&1";
+// captures its output (standard error too unless `stderr_too` is false).
+Result run(
+    const std::string& args,
+    const std::string& env = {},
+    bool stderr_too = true) {
+  const std::string command = env + " " + HOTLOOP_TEST_BINARY + " " + args +
+      (stderr_too ? " 2>&1" : " 2>/dev/null");
   Result r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) {
@@ -159,6 +165,88 @@ TEST(Cli, RunStopsWithExitOneWhenDoctorFails) {
   const Result r = run("run --no-color", fake_nvml("old_driver"));
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("stopping"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TuneBatchJsonFindsTheInjectedLimit) {
+  const Result r = run(
+      "tune batch --model mlp --data synthetic:256x1x8x8 --device cpu --threads 1 --workers 1 --trial-steps 3 --json",
+      "HOTLOOP_INJECT_OOM_ABOVE=21",
+      false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["max_batch"], 21);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_LE(j["recommended"].get<int>(), 18); // 10% margin
+  EXPECT_GE(j["recommended"].get<int>(), 1);
+  EXPECT_FALSE(j["reason"].get<std::string>().empty());
+  bool saw_oom = false;
+  for (const auto& t : j["trials"]) {
+    saw_oom = saw_oom || t["result"] == "oom";
+    EXPECT_TRUE(t.contains("images_per_s"));
+    EXPECT_TRUE(t.contains("peak_reserved_bytes"));
+  }
+  EXPECT_TRUE(saw_oom);
+}
+
+TEST(Cli, TuneBatchExitsOneWhenNothingFits) {
+  const Result r = run(
+      "tune batch --model mlp --data synthetic:64x1x8x8 --device cpu --threads 1 --workers 1 --trial-steps 3",
+      "HOTLOOP_INJECT_OOM_ABOVE=0");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("not even one sample fits"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TrainBatchAutoTrainsWithTheFindersRecommendation) {
+  test::TempDir dir;
+  const Result r = run(
+      "train --model mlp --data synthetic:256x1x8x8 --device cpu --threads 1 --workers 1 --steps 3 --batch auto --no-eval --out " +
+          (dir.path() / "run").string(),
+      "HOTLOOP_INJECT_OOM_ABOVE=40");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream finder_file(dir.path() / "run" / "batch_finder.json");
+  const auto finder = nlohmann::json::parse(finder_file);
+  EXPECT_EQ(finder["max_batch"], 40);
+  std::ifstream summary_file(dir.path() / "run" / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(summary["micro_batch"], finder["recommended"]);
+  EXPECT_EQ(summary["oom_recoveries"], 0);
+}
+
+TEST(Cli, TrainMicroBatchAutoKeepsTheEffectiveBatch) {
+  test::TempDir dir;
+  const Result r = run(
+      "train --model mlp --data synthetic:256x1x8x8 --device cpu --threads 1 --workers 1 --steps 3 --batch 60 --micro-batch auto --no-eval --out " +
+          (dir.path() / "run").string(),
+      "HOTLOOP_INJECT_OOM_ABOVE=40");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream summary_file(dir.path() / "run" / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  // The finder searches up to 60, finds 40, recommends at most 36; the
+  // largest divisor of 60 up to that is 30 or less.
+  const int micro = summary["micro_batch"].get<int>();
+  EXPECT_EQ(60 % micro, 0);
+  EXPECT_LE(micro, 36);
+  EXPECT_EQ(summary["accum_steps"].get<int>() * micro, 60);
+}
+
+TEST(Cli, TrainOutOfMemoryAtMicroBatchOneExitsOneWithTheOptions) {
+  test::TempDir dir;
+  const Result r = run(
+      "train --model mlp --data synthetic:64x1x8x8 --device cpu --threads 1 --workers 1 --steps 2 --batch 4 --no-eval --out " +
+          (dir.path() / "run").string(),
+      "HOTLOOP_INJECT_OOM_ABOVE=0");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("out of memory at micro-batch 1"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--precision bf16"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "run" / "oom_report.jsonl"));
+}
+
+TEST(Cli, BatchFlagsRejectWhatIsNeitherACountNorAuto) {
+  const Result r =
+      run("train --model mlp --data synthetic:64x1x8x8 --batch many");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--batch many"), std::string::npos) << r.out;
 }
 
 } // namespace hotloop

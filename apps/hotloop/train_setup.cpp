@@ -1,0 +1,116 @@
+#include "train_setup.h"
+
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include "hotloop/core/units.h"
+#include "hotloop/data/data_spec.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::cli {
+
+TrainData open_train_data(
+    const std::string& spec_text,
+    std::uint64_t seed,
+    bool with_val) {
+  const data::DataSpec spec = data::parse_data_spec(spec_text);
+  TrainData d;
+  d.train = data::open_dataset(spec, data::Split::Train, seed);
+  if (!with_val) {
+    return d;
+  }
+  for (const data::Split split : {data::Split::Val, data::Split::Test}) {
+    try {
+      d.val = data::open_dataset(spec, split, seed);
+      break;
+    } catch (const DataError&) {
+      // No such split: try the next.
+    }
+  }
+  return d;
+}
+
+void fit_model_to_data(
+    train::TrainerOptions& o,
+    const data::Dataset& train,
+    std::int64_t in_channels,
+    std::int64_t num_classes) {
+  const auto shape = train.shape();
+  o.model.in_channels =
+      in_channels > 0 ? in_channels : (shape ? shape->channels : 3);
+  o.model.num_classes = num_classes > 0
+      ? num_classes
+      : static_cast<std::int64_t>(train.num_classes());
+  o.model.image_size =
+      o.loader.size > 0 ? o.loader.size : (shape ? shape->height : 224);
+  o.validate();
+}
+
+train::BatchFinderResult find_batch(
+    train::BatchFinderOptions finder,
+    const std::shared_ptr<const data::Dataset>& train,
+    std::FILE* progress) {
+  const train::TrainerOptions& o = finder.trainer;
+  fmt::print(
+      progress,
+      "batch finder: {} ({}) on device {}, {} steps per trial, up to {}\n",
+      o.model.name,
+      train::to_string(o.precision),
+      o.device,
+      finder.trial_steps,
+      finder.max_batch);
+  std::fflush(progress);
+  const model::ModelOptions model_options = o.model;
+  const std::uint64_t seed = o.seed;
+  auto make = [model_options, seed] {
+    torch::manual_seed(seed);
+    return model::make_model(model_options);
+  };
+  return train::find_batch_size(
+      make, train, finder, [progress](const train::BatchTrial& t) {
+        fmt::print(
+            progress,
+            "  batch {:>5}: {}\n",
+            t.size,
+            t.ok ? fmt::format(
+                       "ok   {:>8.0f} images/s{}  ({:.1f} s)",
+                       t.images_per_s,
+                       t.peak_reserved_bytes > 0 ? "  peak reserved " +
+                               format_bytes(t.peak_reserved_bytes)
+                                                 : std::string(),
+                       t.seconds)
+                 : fmt::format("out of memory  ({:.1f} s)", t.seconds));
+        std::fflush(progress);
+      });
+}
+
+std::string batch_finder_table(const train::BatchFinderResult& r) {
+  std::string out = fmt::format(
+      "{:>7}  {:<6}  {:>10}  {:>15}  {:>15}\n",
+      "batch",
+      "result",
+      "images/s",
+      "peak allocated",
+      "peak reserved");
+  for (const auto& t : r.trials) {
+    out += fmt::format(
+        "{:>7}  {:<6}  {:>10}  {:>15}  {:>15}\n",
+        t.size,
+        t.ok ? "ok" : "OOM",
+        t.ok ? fmt::format("{:.0f}", t.images_per_s) : std::string("-"),
+        r.memory_budget_bytes > 0 ? format_bytes(t.peak_allocated_bytes)
+                                  : std::string("-"),
+        r.memory_budget_bytes > 0 ? format_bytes(t.peak_reserved_bytes)
+                                  : std::string("-"));
+  }
+  out += fmt::format(
+      "device: {}\nmax batch: {}{}\nrecommended: {} ({})\n",
+      r.device,
+      r.max_batch,
+      r.reached_ceiling ? " (the ceiling: no size ran out of memory)" : "",
+      r.recommended,
+      r.reason);
+  return out;
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,80 @@
+#pragma once
+// The batch-size finder: the largest micro-batch whose whole training step
+// (real data path, forward, backward, optimizer) runs without running out of
+// memory, and the size to train with. Sizes grow by powers of two until one
+// fails, then a binary search finds the exact limit. Every trial builds its
+// model, optimizer and loader afresh and releases them (and the allocator's
+// cache) after, so trials do not poison each other.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hotloop/data/dataset.h"
+#include "hotloop/model/model.h"
+#include "hotloop/train/options.h"
+
+namespace hotloop::train {
+
+struct BatchFinderOptions {
+  // What each trial trains (model, precision, device, optimizer, loader);
+  // batch, micro_batch, steps and the run-directory fields are set per trial.
+  TrainerOptions trainer;
+  std::int64_t max_batch = 4096; // the search's ceiling (and the data's size)
+  std::int64_t trial_steps = 5; // per trial; the first 2 are warm-up
+  // The recommendation keeps this share of the memory free: its peak reserved
+  // memory stays under (1 - margin) x what the process can use (on the CPU,
+  // where memory is not measured, its size stays under (1 - margin) x
+  // max_batch).
+  double margin = 0.10;
+  // A larger size is recommended over a smaller one only when it is faster
+  // by more than this share of images/s.
+  double speed_tolerance = 0.03;
+};
+
+struct BatchTrial {
+  std::int64_t size = 0;
+  bool ok = false; // false: out of memory
+  double images_per_s = 0; // median of the steps after warm-up
+  std::uint64_t peak_allocated_bytes = 0; // CUDA
+  std::uint64_t peak_reserved_bytes = 0; // CUDA
+  double seconds = 0; // the trial's wall time
+};
+
+struct BatchFinderResult {
+  std::int64_t max_batch = 0; // 0: not even one sample fits
+  bool reached_ceiling = false; // no OOM up to max_batch: the limit is higher
+  std::int64_t recommended = 0;
+  std::string reason; // why `recommended`
+  std::string device;
+  std::uint64_t memory_budget_bytes = 0; // CUDA: (1 - margin) x usable
+  std::vector<BatchTrial> trials; // in the order run
+  nlohmann::json to_json() const;
+};
+
+// Builds a fresh model for each trial (seeded, on the CPU; the trainer moves
+// it).
+using ModelFactory = std::function<std::shared_ptr<model::Model>()>;
+// Called after each trial (progress).
+using TrialCallback = std::function<void(const BatchTrial&)>;
+
+// Throws what a trial throws other than out of memory (bad data, bad
+// options).
+BatchFinderResult find_batch_size(
+    const ModelFactory& make_model,
+    std::shared_ptr<const data::Dataset> train,
+    const BatchFinderOptions& options,
+    const TrialCallback& on_trial = {});
+
+// Sets r.recommended and r.reason from r's trials, max_batch and memory
+// budget: among the sizes that ran and keep the margin, the smallest that no
+// larger one beats by more than the speed tolerance.
+void recommend_batch_size(
+    BatchFinderResult& r,
+    const BatchFinderOptions& options);
+
+} // namespace hotloop::train

@@ -1,0 +1,252 @@
+#include "hotloop/train/batch_finder.h"
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "hotloop/core/units.h"
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/errors.h"
+#include "hotloop/train/trainer.h"
+
+namespace hotloop::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int cuda_index(const std::string& device) {
+  if (device == "auto" || device == "cuda") {
+    return 0;
+  }
+  if (device.starts_with("cuda:")) {
+    return std::stoi(device.substr(5));
+  }
+  return -1;
+}
+
+void release(int cuda) {
+  if (cuda >= 0) {
+    cuda::empty_cache();
+    cuda::reset_peak_memory(cuda);
+  }
+}
+
+// One trial: `trial_steps` real training steps at micro-batch = batch =
+// `size`. Everything it builds is gone when it returns.
+BatchTrial run_trial(
+    std::int64_t size,
+    const ModelFactory& make_model,
+    const std::shared_ptr<const data::Dataset>& train,
+    const BatchFinderOptions& options,
+    int cuda) {
+  TrainerOptions o = options.trainer;
+  o.world_size = 1;
+  o.rank = 0;
+  o.batch = size;
+  o.micro_batch = size;
+  o.steps = options.trial_steps;
+  o.evaluate = false;
+  o.trial = true;
+  o.oom_recovery = false;
+  o.resume.clear();
+  o.progress_bar = false;
+  o.log_every_s = 0;
+  BatchTrial t;
+  t.size = size;
+  release(cuda);
+  const Clock::time_point start = Clock::now();
+  try {
+    Trainer trainer(make_model(), train, nullptr, o);
+    const TrainSummary s = trainer.fit();
+    t.ok = true;
+    t.images_per_s = s.images_per_s;
+    t.peak_allocated_bytes = s.peak_allocated_bytes;
+    t.peak_reserved_bytes = s.peak_reserved_bytes;
+  } catch (const c10::OutOfMemoryError&) {
+    t.ok = false;
+    if (cuda >= 0) {
+      const cuda::MemoryStats m = cuda::memory_stats(cuda);
+      t.peak_allocated_bytes = m.peak_allocated;
+      t.peak_reserved_bytes = m.peak_reserved;
+    }
+  }
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  release(cuda);
+  return t;
+}
+
+} // namespace
+
+nlohmann::json BatchFinderResult::to_json() const {
+  nlohmann::json trial_list = nlohmann::json::array();
+  for (const BatchTrial& t : trials) {
+    trial_list.push_back(
+        {{"size", t.size},
+         {"result", t.ok ? "ok" : "oom"},
+         {"images_per_s", t.images_per_s},
+         {"peak_allocated_bytes", t.peak_allocated_bytes},
+         {"peak_reserved_bytes", t.peak_reserved_bytes},
+         {"seconds", t.seconds}});
+  }
+  return {
+      {"max_batch", max_batch},
+      {"reached_ceiling", reached_ceiling},
+      {"recommended", recommended},
+      {"reason", reason},
+      {"device", device},
+      {"memory_budget_bytes", memory_budget_bytes},
+      {"trials", trial_list}};
+}
+
+void recommend_batch_size(
+    BatchFinderResult& r,
+    const BatchFinderOptions& options) {
+  std::vector<BatchTrial> fits;
+  const bool measured = r.memory_budget_bytes > 0;
+  const auto size_limit = static_cast<std::int64_t>(
+      (1.0 - options.margin) * static_cast<double>(r.max_batch));
+  for (const BatchTrial& t : r.trials) {
+    const bool in_margin = measured
+        ? t.peak_reserved_bytes <= r.memory_budget_bytes
+        : (r.reached_ceiling || t.size <= size_limit);
+    if (t.ok && in_margin) {
+      fits.push_back(t);
+    }
+  }
+  std::sort(fits.begin(), fits.end(), [](const auto& a, const auto& b) {
+    return a.size < b.size;
+  });
+  // "the largest size <margin_words>"
+  const std::string margin_words = measured
+      ? fmt::format(
+            "whose peak reserved memory stays within {} ({:.0f}% margin)",
+            format_bytes(r.memory_budget_bytes),
+            100 * options.margin)
+      : (r.reached_ceiling
+             ? std::string("tried (none ran out of memory)")
+             : fmt::format(
+                   "of at most {} ({:.0f}% under the largest that fits; the CPU's memory is not measured)",
+                   size_limit,
+                   100 * options.margin));
+  if (fits.empty()) {
+    if (r.max_batch > 0) {
+      // Nothing keeps the margin: the smallest size that ran, said plainly.
+      for (const BatchTrial& t : r.trials) {
+        if (t.ok && (r.recommended == 0 || t.size < r.recommended)) {
+          r.recommended = t.size;
+        }
+      }
+      r.reason = fmt::format(
+          "no size keeps the margin ({}); {} is the smallest that ran: expect little headroom",
+          margin_words,
+          r.recommended);
+    } else {
+      r.reason =
+          "not even one sample fits: use --precision bf16, --activation-checkpointing stages, a smaller --size or model";
+    }
+    return;
+  }
+  const BatchTrial* best = &fits.front();
+  for (const BatchTrial& t : fits) {
+    if (t.images_per_s > best->images_per_s * (1 + options.speed_tolerance)) {
+      best = &t;
+    }
+  }
+  r.recommended = best->size;
+  const BatchTrial& largest = fits.back();
+  if (largest.size == best->size) {
+    r.reason = fmt::format(
+        "{:.0f} images/s, the largest size {}",
+        best->images_per_s,
+        margin_words);
+  } else {
+    r.reason = fmt::format(
+        "{:.0f} images/s; no larger size {} is faster by more than {:.0f}% ({}: {:.0f} images/s)",
+        best->images_per_s,
+        margin_words,
+        100 * options.speed_tolerance,
+        largest.size,
+        largest.images_per_s);
+  }
+}
+
+BatchFinderResult find_batch_size(
+    const ModelFactory& make_model,
+    std::shared_ptr<const data::Dataset> train,
+    const BatchFinderOptions& options,
+    const TrialCallback& on_trial) {
+  if (options.max_batch < 1) {
+    throw UsageError("max-batch: must be at least 1");
+  }
+  if (options.trial_steps < 3) {
+    throw UsageError(
+        "trial-steps: must be at least 3 (2 warm-up steps and one measured)");
+  }
+  if (options.margin < 0 || options.margin >= 1) {
+    throw UsageError(
+        fmt::format("margin: {} must be in [0, 1)", options.margin));
+  }
+  const std::string& device = options.trainer.device;
+  const bool on_cuda = device.starts_with("cuda") ||
+      (device == "auto" && !cuda::state().devices.empty());
+  const int cuda = on_cuda ? cuda_index(device) : -1;
+
+  BatchFinderResult r;
+  r.device = on_cuda ? fmt::format("cuda:{}", cuda) : "cpu";
+  if (on_cuda) {
+    // What this process can hold: the device's free memory plus the cache it
+    // already has, within --memory-fraction.
+    release(cuda);
+    const cuda::DeviceMemory d = cuda::device_memory(cuda);
+    double usable = static_cast<double>(d.free) +
+        static_cast<double>(cuda::memory_stats(cuda).reserved);
+    if (options.trainer.memory_fraction > 0) {
+      usable = std::min(
+          usable,
+          options.trainer.memory_fraction * static_cast<double>(d.total));
+    }
+    r.memory_budget_bytes =
+        static_cast<std::uint64_t>((1.0 - options.margin) * usable);
+  }
+
+  const auto ceiling = std::min<std::int64_t>(
+      options.max_batch, static_cast<std::int64_t>(train->size()));
+  auto trial = [&](std::int64_t size) {
+    r.trials.push_back(run_trial(size, make_model, train, options, cuda));
+    if (on_trial) {
+      on_trial(r.trials.back());
+    }
+    return r.trials.back().ok;
+  };
+
+  // Grow by powers of two to the first failure (or the ceiling) ...
+  std::int64_t lo = 0; // the largest size that ran
+  std::int64_t hi = 0; // the smallest that ran out of memory; 0: none yet
+  for (std::int64_t size = 1;; size = std::min(size * 2, ceiling)) {
+    if (!trial(size)) {
+      hi = size;
+      break;
+    }
+    lo = size;
+    if (size == ceiling) {
+      break;
+    }
+  }
+  // ... then halve the gap between the two.
+  if (hi == 0) {
+    r.reached_ceiling = true;
+  } else {
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      (trial(mid) ? lo : hi) = mid;
+    }
+  }
+  r.max_batch = lo;
+  recommend_batch_size(r, options);
+  return r;
+}
+
+} // namespace hotloop::train
