@@ -30,6 +30,7 @@ using nlohmann::json;
 struct State {
   json scenario;
   bool initialized = false;
+  unsigned long long memory_reads = 0;
 };
 
 State& state() {
@@ -129,6 +130,7 @@ FAKE_EXPORT Return nvmlInit_v2() {
     return kErrorDriverNotLoaded;
   }
   state().scenario = json::parse(in);
+  state().memory_reads = 0;
   const int init = state().scenario.value("init_error", 0);
   state().initialized = init == 0;
   return init;
@@ -210,8 +212,11 @@ FAKE_EXPORT Return nvmlDeviceGetMemoryInfo(Device d, Memory* memory) {
   if (g == nullptr) {
     return rc;
   }
+  // "memory_growth_per_read": the used memory rises by this much at every
+  // read (a leaking process, for telemetry's memory-growth verdict).
   memory->total = (*g)["memory_total"].get<unsigned long long>();
-  memory->used = (*g)["memory_used"].get<unsigned long long>();
+  memory->used = (*g)["memory_used"].get<unsigned long long>() +
+      state().memory_reads++ * g->value("memory_growth_per_read", 0ULL);
   memory->free = memory->total - memory->used;
   return kSuccess;
 }
@@ -231,7 +236,9 @@ FAKE_EXPORT Return
 nvmlDeviceGetClockInfo(Device d, unsigned int type, unsigned int* out) {
   return type == kClockSm
       ? read_uint(d, "nvmlDeviceGetClockInfo", "sm_clock", out)
-      : kErrorNotSupported;
+      : (type == kClockMem
+             ? read_uint(d, "nvmlDeviceGetClockInfo", "mem_clock", out)
+             : kErrorNotSupported);
 }
 
 FAKE_EXPORT Return nvmlDeviceGetPersistenceMode(Device d, int* out) {
@@ -269,9 +276,27 @@ nvmlSystemGetProcessName(unsigned int pid, char* out, unsigned int length) {
 }
 
 FAKE_EXPORT Return nvmlDeviceGetUtilizationRates(Device d, Utilization* out) {
-  out->memory = 0;
+  Return rc;
+  const json* g = lookup(d, "nvmlDeviceGetUtilizationRates", rc);
+  if (g == nullptr) {
+    return rc;
+  }
+  if (!g->contains("utilization")) {
+    return kErrorNotSupported;
+  }
+  out->gpu = (*g)["utilization"].get<unsigned int>();
+  out->memory = g->value("utilization_memory", 0U);
+  return kSuccess;
+}
+
+// counter 0: TX, 1: RX, in KB/s.
+FAKE_EXPORT Return
+nvmlDeviceGetPcieThroughput(Device d, unsigned int counter, unsigned int* out) {
   return read_uint(
-      d, "nvmlDeviceGetUtilizationRates", "utilization", &out->gpu);
+      d,
+      "nvmlDeviceGetPcieThroughput",
+      counter == 0 ? "pcie_tx_kbps" : "pcie_rx_kbps",
+      out);
 }
 
 FAKE_EXPORT Return nvmlDeviceGetTemperatureThreshold(
@@ -293,7 +318,9 @@ FAKE_EXPORT Return
 nvmlDeviceGetMaxClockInfo(Device d, unsigned int type, unsigned int* out) {
   return type == kClockSm
       ? read_uint(d, "nvmlDeviceGetMaxClockInfo", "sm_clock_max", out)
-      : kErrorNotSupported;
+      : (type == kClockMem
+             ? read_uint(d, "nvmlDeviceGetMaxClockInfo", "mem_clock_max", out)
+             : kErrorNotSupported);
 }
 
 FAKE_EXPORT Return

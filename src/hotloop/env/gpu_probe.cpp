@@ -74,7 +74,9 @@ std::string process_name(const nvml::Library& lib, unsigned int pid) {
   return name;
 }
 
-Probed<std::vector<GpuProcess>> read_processes(
+} // namespace
+
+Probed<std::vector<GpuProcess>> read_gpu_processes(
     const nvml::Library& lib,
     nvml::Device d) {
   const auto& fn = lib.fn();
@@ -119,6 +121,8 @@ Probed<std::vector<GpuProcess>> read_processes(
   }
   return Probed<std::vector<GpuProcess>>::of(std::move(out));
 }
+
+namespace {
 
 GpuFacts probe_gpu(
     const nvml::Library& lib,
@@ -213,7 +217,7 @@ GpuFacts probe_gpu(
       ? Probed<std::pair<int, int>>::of({major, minor})
       : failed<std::pair<int, int>>(lib, cc_rc);
 
-  g.processes = read_processes(lib, d);
+  g.processes = read_gpu_processes(lib, d);
   return g;
 }
 

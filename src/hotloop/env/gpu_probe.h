@@ -9,6 +9,8 @@
 
 #include "hotloop/env/probed.h"
 
+#include "hotloop/env/nvml_api.h"
+
 namespace hotloop::nvml {
 class Library;
 }
@@ -75,6 +77,12 @@ NvmlFacts probe_nvml(const std::string& library_path);
 
 // Reads every fact from an already open library.
 NvmlFacts probe_nvml(const nvml::Library& lib);
+
+// The compute processes on GPU `d`, with their names (NVML, else
+// /proc/<pid>/comm).
+Probed<std::vector<GpuProcess>> read_gpu_processes(
+    const nvml::Library& lib,
+    nvml::Device d);
 
 // The throttle reason bits in words: {"GPU idle", "software power cap", ...}.
 std::vector<std::string> throttle_reason_names(std::uint64_t mask);

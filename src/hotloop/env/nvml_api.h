@@ -57,6 +57,8 @@ constexpr unsigned int kTemperatureThresholdSlowdown = 1;
 constexpr unsigned int kClockGraphics = 0; // nvmlClockType_t
 constexpr unsigned int kClockSm = 1;
 constexpr unsigned int kClockMem = 2;
+constexpr unsigned int kPcieTx = 0; // nvmlPcieUtilCounter_t, KB/s
+constexpr unsigned int kPcieRx = 1;
 constexpr unsigned int kBufferSize =
     96; // >= NVML_DEVICE_NAME_V2_BUFFER_SIZE, UUID and driver buffers
 

@@ -56,6 +56,8 @@ Functions resolve_all(void* h) {
       resolve<DeviceGetClockFn>(h, {"nvmlDeviceGetClockInfo"});
   f.device_get_max_clock_info =
       resolve<DeviceGetClockFn>(h, {"nvmlDeviceGetMaxClockInfo"});
+  f.device_get_pcie_throughput =
+      resolve<DeviceGetClockFn>(h, {"nvmlDeviceGetPcieThroughput"});
   // Renamed in CUDA 12.2's NVML; the old name stays exported by newer drivers.
   f.device_get_current_clocks_event_reasons = resolve<DeviceGetUllFn>(
       h,

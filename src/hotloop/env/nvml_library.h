@@ -38,6 +38,7 @@ struct Functions {
   DeviceGetUintFn device_get_enforced_power_limit = nullptr; // milliwatts
   DeviceGetClockFn device_get_clock_info = nullptr; // MHz
   DeviceGetClockFn device_get_max_clock_info = nullptr; // MHz
+  DeviceGetClockFn device_get_pcie_throughput = nullptr; // KB/s, TX or RX
   DeviceGetUllFn device_get_current_clocks_event_reasons = nullptr;
   DeviceGetUintFn device_get_curr_pcie_link_generation = nullptr;
   DeviceGetUintFn device_get_max_pcie_link_generation = nullptr;

@@ -1,0 +1,222 @@
+#include "hotloop/telemetry/diagnosis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "hotloop/core/units.h"
+#include "hotloop/env/nvml_api.h"
+
+namespace hotloop::telemetry {
+
+namespace {
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    out += (out.empty() ? "" : ", ") + w;
+  }
+  return out;
+}
+
+// The slowing reasons in words, thermal first.
+std::string slowing_words(std::uint64_t mask, bool& thermal, bool& power) {
+  std::vector<std::string> words;
+  thermal =
+      (mask &
+       (nvml::kThrottleSwThermalSlowdown | nvml::kThrottleHwThermalSlowdown)) !=
+      0;
+  power =
+      (mask &
+       (nvml::kThrottleSwPowerCap | nvml::kThrottleHwPowerBrakeSlowdown)) != 0;
+  if ((mask & nvml::kThrottleHwThermalSlowdown) != 0) {
+    words.emplace_back("hardware thermal slowdown");
+  }
+  if ((mask & nvml::kThrottleSwThermalSlowdown) != 0) {
+    words.emplace_back("software thermal slowdown");
+  }
+  if ((mask & nvml::kThrottleSwPowerCap) != 0) {
+    words.emplace_back("software power cap");
+  }
+  if ((mask & nvml::kThrottleHwPowerBrakeSlowdown) != 0) {
+    words.emplace_back("hardware power brake");
+  }
+  if ((mask & nvml::kThrottleHwSlowdown) != 0) {
+    words.emplace_back("hardware slowdown");
+  }
+  return join(words);
+}
+
+} // namespace
+
+Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
+  Diagnosis d;
+  auto add = [&](std::string verdict, std::string evidence, std::string fix) {
+    d.findings.push_back(
+        {std::move(verdict), std::move(evidence), std::move(fix)});
+  };
+  // Most important first: what wastes the most, or will end the run.
+  auto rank = [](const std::string& verdict) {
+    for (int i = 0; const char* v :
+                    {"cpu-with-gpu",
+                     "memory-leak",
+                     "input-bound",
+                     "transfer-bound",
+                     "throttled-thermal",
+                     "throttled-power",
+                     "throttled",
+                     "other-process",
+                     "under-used"}) {
+      if (verdict == v) {
+        return i;
+      }
+      ++i;
+    }
+    return 100;
+  };
+  const double wall = w.wall_s > 0 ? w.wall_s : 1e-9;
+  const double wait_share = w.phases.data_wait / wall;
+  const double copy_share = w.phases.copy / wall;
+  const std::string steps =
+      fmt::format("steps {}-{}", w.first_step, w.last_step);
+
+  if (!w.on_cuda && w.usable_gpu_present) {
+    add("cpu-with-gpu",
+        fmt::format(
+            "{}: training runs on the CPU while CUDA can use a GPU", steps),
+        "train with --device cuda (or auto); check that the model and batches are moved with it");
+  }
+
+  // A real leak: allocated memory growing window after window. A large but
+  // stable reserved-minus-allocated gap is the allocator's cache, not a leak.
+  const auto& h = w.memory_history;
+  if (h.size() > o.leak_windows) {
+    bool growing = true;
+    for (std::size_t i = h.size() - o.leak_windows; i < h.size(); ++i) {
+      growing = growing &&
+          static_cast<double>(h[i]) >
+              static_cast<double>(h[i - 1]) * (1 + o.leak_growth);
+    }
+    if (growing) {
+      const std::uint64_t from = h[h.size() - 1 - o.leak_windows];
+      add("memory-leak",
+          fmt::format(
+              "{}: {} grew in each of the last {} windows, {} -> {}",
+              steps,
+              w.memory_source,
+              o.leak_windows,
+              format_bytes(from),
+              format_bytes(h.back())),
+          "something keeps tensors from every step alive: accumulate losses with .item(), do not keep outputs or graphs in lists, detach what you log");
+    }
+  }
+  if (w.gpu) {
+    const GpuWindow& g = *w.gpu;
+    if (g.slowing_mask != 0 && g.sm_clock_max > 0 &&
+        g.sm_clock_mean < o.clock_ratio * g.sm_clock_max) {
+      bool thermal = false;
+      bool power = false;
+      const std::string words = slowing_words(g.slowing_mask, thermal, power);
+      std::string detail = fmt::format(
+          "{}: {} in {} of {} samples; SM clock {:.0f} of {} MHz",
+          steps,
+          words,
+          g.slowed_samples,
+          g.samples,
+          g.sm_clock_mean,
+          g.sm_clock_max);
+      if (thermal && g.slowdown_temperature > 0) {
+        detail += fmt::format(
+            "; up to {} °C (slowdown at {} °C)",
+            g.temperature_max,
+            g.slowdown_temperature);
+      }
+      if (power && g.power_limit > 0) {
+        detail +=
+            fmt::format("; {:.0f} of {:.0f} W", g.power_mean, g.power_limit);
+      }
+      add(thermal ? "throttled-thermal"
+                  : (power ? "throttled-power" : "throttled"),
+          detail,
+          thermal
+              ? "the GPU is too hot: check its airflow, fans and the room; nvidia-smi -q -d PERFORMANCE shows the reasons"
+              : (power
+                     ? "the GPU is held at its power limit: expected at full load on some parts; check nvidia-smi -q -d POWER for a lowered limit"
+                     : "nvidia-smi -q -d PERFORMANCE shows why the clocks are held down"));
+    }
+    if (!g.other_processes.empty()) {
+      std::vector<std::string> who;
+      for (const auto& p : g.other_processes) {
+        who.push_back(fmt::format(
+            "{} (pid {}, {})",
+            p.name.empty() ? std::string("?") : p.name,
+            p.pid,
+            format_bytes(p.used_bytes)));
+      }
+      add("other-process",
+          fmt::format("{}: also on this GPU: {}", steps, join(who)),
+          "stop the other processes, or train on another GPU (CUDA_VISIBLE_DEVICES)");
+    }
+  }
+  if (wait_share > o.input_bound) {
+    add("input-bound",
+        fmt::format(
+            "{}: the step waited for data {:.0f}% of the time",
+            steps,
+            100 * wait_share),
+        "more decode threads (--workers), --resident on for data that fits in memory, pack folders into shards (hotloop pack), --augment-device gpu");
+  }
+  if (w.on_cuda && copy_share > o.transfer_bound) {
+    add("transfer-bound",
+        fmt::format(
+            "{}: the GPU waited for host-to-device copies {:.0f}% of the time",
+            steps,
+            100 * copy_share),
+        "keep pinned memory on, raise --prefetch, send uint8 batches (the loader does) or use --resident");
+  }
+  if (w.on_cuda && w.gpu && w.gpu->util_mean < o.busy &&
+      wait_share <= o.input_bound && copy_share <= o.transfer_bound) {
+    add("under-used",
+        fmt::format(
+            "{}: the GPU was busy {:.0f}% of the time with little data wait ({:.0f}%)",
+            steps,
+            w.gpu->util_mean,
+            100 * wait_share),
+        "the kernels are too small to fill the GPU: a larger --batch (hotloop tune batch), bf16, channels-last; CUDA graphs cut launch overhead");
+  }
+  std::stable_sort(
+      d.findings.begin(), d.findings.end(), [&](const auto& a, const auto& b) {
+        return rank(a.verdict) < rank(b.verdict);
+      });
+  if (d.findings.empty()) {
+    if (w.on_cuda && w.gpu) {
+      add("healthy",
+          fmt::format(
+              "{}: the GPU was busy {:.0f}% of the time; data wait {:.0f}%",
+              steps,
+              w.gpu->util_mean,
+              100 * wait_share),
+          "");
+    } else {
+      add("healthy",
+          fmt::format(
+              "{}: data wait {:.0f}%; the time goes to the model's math{}",
+              steps,
+              100 * wait_share,
+              w.on_cuda ? "" : " on the CPU"),
+          "");
+    }
+  }
+  return d;
+}
+
+nlohmann::json to_json(const Diagnosis& d) {
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& f : d.findings) {
+    findings.push_back(
+        {{"verdict", f.verdict}, {"evidence", f.evidence}, {"fix", f.fix}});
+  }
+  return {{"verdict", d.primary().verdict}, {"findings", findings}};
+}
+
+} // namespace hotloop::telemetry

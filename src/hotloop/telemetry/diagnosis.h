@@ -1,0 +1,72 @@
+#pragma once
+// Why a run is slow, from one window of steps: the step phases, the GPU's
+// signals over the same time, and the memory trend. A pure function, so that
+// every verdict can be tested without hardware.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hotloop/telemetry/sampler.h"
+
+namespace hotloop::telemetry {
+
+// Seconds per phase, summed over the window's steps.
+struct PhaseTotals {
+  double data_wait = 0; // the host waiting for the loader
+  double copy = 0; // host-to-device copy the compute stream waited for
+  double forward = 0;
+  double backward = 0;
+  double optimizer = 0;
+  double allreduce = 0; // DDP
+};
+
+struct WindowInput {
+  std::int64_t first_step = 0;
+  std::int64_t last_step = 0;
+  double wall_s = 0; // the window's steps, end to end
+  PhaseTotals phases;
+  bool on_cuda = false;
+  bool usable_gpu_present = false; // CUDA can use a GPU this run is not on
+  std::optional<GpuWindow> gpu; // the training GPU's signals
+  // Memory in use at the end of each window so far (this one last): on CUDA
+  // the allocator's allocated bytes, which a cache cannot inflate.
+  std::vector<std::uint64_t> memory_history;
+  std::string memory_source = "allocated memory";
+  std::uint64_t reserved = 0; // CUDA allocator, this window
+};
+
+struct DiagnosisOptions {
+  double input_bound = 0.10; // data wait above this share of the step time
+  double transfer_bound = 0.10; // exposed copy above this share
+  double busy = 90; // GPU utilization (%): healthy at or above, under-used
+                    // below (with little data or copy wait)
+  double clock_ratio = 0.90; // clocks below this share of max while slowed
+  std::size_t leak_windows = 3; // windows of steady growth that make a leak
+  double leak_growth = 0.01; // each at least this much larger (relative)
+};
+
+struct Finding {
+  // cpu-with-gpu, memory-leak, input-bound, transfer-bound,
+  // throttled-thermal, throttled-power, throttled, other-process, under-used,
+  // healthy
+  std::string verdict;
+  std::string evidence;
+  std::string fix;
+};
+
+struct Diagnosis {
+  std::vector<Finding> findings; // most important first; never empty
+  const Finding& primary() const {
+    return findings.front();
+  }
+};
+
+Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o = {});
+
+nlohmann::json to_json(const Diagnosis& d);
+
+} // namespace hotloop::telemetry

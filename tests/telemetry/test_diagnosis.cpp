@@ -1,0 +1,166 @@
+// Each verdict from the window it names, and the order they come in. The
+// diagnosis is a pure function of the window, so no hardware is needed.
+#include <gtest/gtest.h>
+
+#include "hotloop/env/nvml_api.h"
+#include "hotloop/telemetry/diagnosis.h"
+
+namespace hotloop::telemetry {
+namespace {
+
+// 50 steps in 10 s on a GPU 97% busy, full clocks, the loader keeping up.
+WindowInput busy_gpu() {
+  WindowInput w;
+  w.first_step = 1;
+  w.last_step = 50;
+  w.wall_s = 10;
+  w.phases = {0.2, 0.1, 3, 6, 0.7, 0};
+  w.on_cuda = true;
+  GpuWindow g;
+  g.samples = 10;
+  g.util_mean = 97;
+  g.sm_clock_mean = 1980;
+  g.sm_clock_max = 1980;
+  g.memory_total = 140ull << 30;
+  w.gpu = g;
+  return w;
+}
+
+std::vector<std::string> verdicts(const Diagnosis& d) {
+  std::vector<std::string> v;
+  for (const auto& f : d.findings) {
+    v.push_back(f.verdict);
+  }
+  return v;
+}
+
+} // namespace
+
+TEST(Diagnosis, ABusyGpuAtFullClocksIsHealthy) {
+  const Diagnosis d = diagnose(busy_gpu());
+  EXPECT_EQ(verdicts(d), std::vector<std::string>{"healthy"});
+  EXPECT_NE(d.primary().evidence.find("busy 97%"), std::string::npos)
+      << d.primary().evidence;
+}
+
+TEST(Diagnosis, DataWaitAboveTheThresholdIsInputBoundWithTheFixes) {
+  WindowInput w = busy_gpu();
+  w.phases.data_wait = 4; // 40% of 10 s
+  w.gpu->util_mean = 55;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "input-bound");
+  EXPECT_NE(d.primary().evidence.find("40%"), std::string::npos);
+  EXPECT_NE(d.primary().fix.find("--workers"), std::string::npos);
+  EXPECT_NE(d.primary().fix.find("--resident"), std::string::npos);
+  EXPECT_NE(d.primary().fix.find("hotloop pack"), std::string::npos);
+  // A GPU starved by its input is not called under-used on top.
+  EXPECT_EQ(verdicts(d), std::vector<std::string>{"input-bound"});
+}
+
+TEST(Diagnosis, DataWaitJustUnderTheThresholdIsNotInputBound) {
+  WindowInput w = busy_gpu();
+  w.phases.data_wait = 0.99; // 9.9%
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
+TEST(Diagnosis, ExposedCopiesAreTransferBound) {
+  WindowInput w = busy_gpu();
+  w.phases.copy = 2.5;
+  w.gpu->util_mean = 70;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "transfer-bound");
+  EXPECT_NE(d.primary().fix.find("pinned"), std::string::npos);
+}
+
+TEST(Diagnosis, AnIdleGpuWithoutDataWaitIsUnderUsed) {
+  WindowInput w = busy_gpu();
+  w.gpu->util_mean = 35;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "under-used");
+  EXPECT_NE(d.primary().fix.find("larger --batch"), std::string::npos);
+  EXPECT_NE(d.primary().fix.find("CUDA graphs"), std::string::npos);
+}
+
+TEST(Diagnosis, ThermalThrottlingNamesTheReasonClocksAndTemperature) {
+  WindowInput w = busy_gpu();
+  w.gpu->slowing_mask =
+      nvml::kThrottleHwThermalSlowdown | nvml::kThrottleSwThermalSlowdown;
+  w.gpu->slowed_samples = 8;
+  w.gpu->sm_clock_mean = 1215;
+  w.gpu->temperature_max = 89;
+  w.gpu->slowdown_temperature = 87;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "throttled-thermal");
+  EXPECT_NE(d.primary().evidence.find("1215 of 1980 MHz"), std::string::npos)
+      << d.primary().evidence;
+  EXPECT_NE(d.primary().evidence.find("89 °C"), std::string::npos);
+  EXPECT_NE(d.primary().fix.find("airflow"), std::string::npos);
+}
+
+TEST(Diagnosis, APowerCapWithLowClocksIsThrottledPower) {
+  WindowInput w = busy_gpu();
+  w.gpu->slowing_mask = nvml::kThrottleSwPowerCap;
+  w.gpu->slowed_samples = 10;
+  w.gpu->sm_clock_mean = 1400;
+  w.gpu->power_mean = 699;
+  w.gpu->power_limit = 700;
+  EXPECT_EQ(diagnose(w).primary().verdict, "throttled-power");
+}
+
+TEST(Diagnosis, APowerCapReasonAtFullClocksIsNotThrottling) {
+  WindowInput w = busy_gpu();
+  w.gpu->slowing_mask = nvml::kThrottleSwPowerCap;
+  w.gpu->sm_clock_mean = 1950; // within 10% of max
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
+TEST(Diagnosis, AnotherProcessOnTheGpuIsNamed) {
+  WindowInput w = busy_gpu();
+  w.gpu->other_processes = {{31337, "python3", 8ull << 30}};
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "other-process");
+  EXPECT_NE(
+      d.primary().evidence.find("python3 (pid 31337, 8.0 GiB)"),
+      std::string::npos)
+      << d.primary().evidence;
+}
+
+TEST(Diagnosis, AllocatedMemoryGrowingWindowAfterWindowIsALeak) {
+  WindowInput w = busy_gpu();
+  w.memory_history = {1ull << 30, 2ull << 30, 3ull << 30, 4ull << 30};
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "memory-leak");
+  EXPECT_NE(d.primary().fix.find(".item()"), std::string::npos);
+}
+
+TEST(Diagnosis, ALargeButStableCacheIsNotALeak) {
+  WindowInput w = busy_gpu();
+  w.memory_history = {4ull << 30, 4ull << 30, 4ull << 30, 4ull << 30};
+  w.reserved = 30ull << 30; // the allocator's cache: reserved >> allocated
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
+TEST(Diagnosis, TrainingOnTheCpuBesideAUsableGpuComesFirst) {
+  WindowInput w;
+  w.first_step = 1;
+  w.last_step = 50;
+  w.wall_s = 10;
+  w.phases.data_wait = 5;
+  w.usable_gpu_present = true;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(
+      verdicts(d), (std::vector<std::string>{"cpu-with-gpu", "input-bound"}));
+  EXPECT_NE(d.primary().fix.find("--device cuda"), std::string::npos);
+}
+
+TEST(Diagnosis, ACpuRunWithoutAGpuAndLittleWaitIsHealthy) {
+  WindowInput w;
+  w.wall_s = 10;
+  w.phases.data_wait = 0.1;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "healthy");
+  EXPECT_NE(d.primary().evidence.find("on the CPU"), std::string::npos);
+  EXPECT_EQ(to_json(d)["verdict"], "healthy");
+}
+
+} // namespace hotloop::telemetry
