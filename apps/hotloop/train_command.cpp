@@ -299,6 +299,26 @@ void add_train_command(CLI::App& app, Action& action) {
       "false: load what matches --init and report the rest");
   cmd->add_option(
       "--freeze", f->freeze, "backbone (train the head only) or none");
+  cmd->add_option(
+      "--telemetry",
+      o.telemetry,
+      "Sample the GPU and host, time the step phases, diagnose every window (false: none of it)");
+  cmd->add_option(
+      "--telemetry-interval",
+      o.telemetry_interval_s,
+      "Seconds between GPU/host samples (telemetry.jsonl)");
+  cmd->add_option(
+      "--diagnosis-window",
+      o.diagnosis_window,
+      "Steps per diagnosis (input-bound, throttled, ...)");
+  cmd->add_option(
+      "--tensorboard",
+      o.tensorboard,
+      "Write TensorBoard event files into the run directory");
+  cmd->add_option(
+      "--metrics-port",
+      o.metrics_port,
+      "Serve Prometheus metrics on 127.0.0.1:PORT; 0: off");
   cmd->add_flag("--no-eval", f->no_eval, "No evaluation (throughput runs)");
   cmd->add_option(
       "--eval-every",

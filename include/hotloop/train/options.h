@@ -85,6 +85,15 @@ struct TrainerOptions {
   // lines, and an OOM propagates as c10::OutOfMemoryError.
   bool trial = false;
 
+  // Telemetry: the NVML/host sampler (telemetry.jsonl), step phases, a
+  // diagnosis every `diagnosis_window` steps, TensorBoard event files, and a
+  // Prometheus endpoint on 127.0.0.1:metrics_port (0: off).
+  bool telemetry = true;
+  double telemetry_interval_s = 1.0;
+  std::int64_t diagnosis_window = 50;
+  bool tensorboard = true;
+  int metrics_port = 0;
+
   bool evaluate = true; // false: no evaluation at all (benchmarks)
   std::int64_t eval_every = 0; // steps; 0: at the end of each epoch
   std::string out_dir; // "": runs/<timestamp>

@@ -51,6 +51,9 @@ struct TrainSummary {
   double wall_s = 0;
   bool stopped_early = false; // SIGINT/SIGTERM: checkpoint written, resumable
   std::string last_checkpoint;
+  // Telemetry: the sampler's cost ("overhead": its CPU time / wall time),
+  // the last diagnosis and how many windows got each verdict.
+  nlohmann::json telemetry;
   nlohmann::json to_json() const;
 };
 

@@ -93,6 +93,15 @@ void TrainerOptions::validate() const {
     bad("memory-fraction",
         fmt::format("{} must be in (0, 1] (0: no cap)", memory_fraction));
   }
+  if (telemetry_interval_s <= 0) {
+    bad("telemetry-interval", "must be positive (seconds between samples)");
+  }
+  if (diagnosis_window < 1) {
+    bad("diagnosis-window", "must be at least 1 step");
+  }
+  if (metrics_port < 0 || metrics_port > 65535) {
+    bad("metrics-port", fmt::format("{} is not a port (0: off)", metrics_port));
+  }
   if (trial && !resume.empty()) {
     bad("resume", "a batch-size trial cannot resume");
   }
@@ -141,6 +150,12 @@ nlohmann::json TrainerOptions::to_json() const {
       {"channels_last", channels_last},
       {"oom_recovery", oom_recovery},
       {"memory_fraction", memory_fraction},
+      {"telemetry",
+       {{"enabled", telemetry},
+        {"interval_s", telemetry_interval_s},
+        {"diagnosis_window", diagnosis_window},
+        {"tensorboard", tensorboard},
+        {"metrics_port", metrics_port}}},
       {"activation_checkpointing", model::to_string(activation_checkpointing)},
       {"init", init},
       {"init_strict", init_strict},

@@ -41,6 +41,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/telemetry/run_telemetry.h"
 #include "hotloop/train/checkpoint.h"
 #include "hotloop/train/loss_scaler.h"
 #include "hotloop/train/oom.h"
@@ -151,6 +152,11 @@ nlohmann::json TrainSummary::to_json() const {
       {"wall_s", wall_s},
       {"stopped_early", stopped_early},
       {"last_checkpoint", last_checkpoint}};
+  j["telemetry"] = telemetry;
+  j["telemetry_overhead"] = telemetry.value("overhead", 0.0);
+  j["diagnosis"] = telemetry.contains("diagnosis")
+      ? telemetry["diagnosis"]["verdict"]
+      : nlohmann::json();
   if (eval) {
     j["val_per_class_accuracy"] = eval->per_class_accuracy;
     j["val_confusion"] = eval->confusion;
@@ -186,6 +192,7 @@ struct Trainer::Impl {
   at::Tensor saved_cpu_rng;
   std::vector<std::uint8_t> saved_cuda_rng;
   std::int64_t eval_batch = 0;
+  std::unique_ptr<telemetry::RunTelemetry> telemetry;
 
   // Progress through the run.
   std::int64_t step = 0;
@@ -664,6 +671,7 @@ struct Trainer::Impl {
     for (std::int64_t a = 0; a < accum_steps; ++a) {
       std::optional<data::Batch> b = loader->next();
       r.wait += loader->last_wait_seconds();
+      telemetry->end_phase(telemetry::Phase::DataWait);
       if (!b) {
         throw Error(fmt::format(
             "the loader ended epoch {} at batch {}, before the {} batches an epoch should have",
@@ -680,6 +688,7 @@ struct Trainer::Impl {
         AutocastScope autocast(options.precision, device);
         logits = model->forward(images);
       }
+      telemetry->end_phase(telemetry::Phase::Forward);
       const at::Tensor loss = at::cross_entropy_loss(
           logits.to(at::kFloat),
           b->labels,
@@ -688,6 +697,7 @@ struct Trainer::Impl {
           -100,
           options.label_smoothing);
       scaler->scale(loss / static_cast<double>(accum_steps)).backward();
+      telemetry->end_phase(telemetry::Phase::Backward);
       inject_oom_if_above(inject_oom_above, images.size(0));
       const at::Tensor l = loss.detach() / static_cast<double>(accum_steps);
       r.loss_sum = r.loss_sum.defined() ? r.loss_sum + l : l;
@@ -801,6 +811,14 @@ struct Trainer::Impl {
     if (device.is_cuda()) {
       cuda::reset_peak_memory(device.index());
     }
+    telemetry::RunTelemetryOptions to;
+    to.enabled = options.telemetry && !options.trial;
+    to.interval_s = options.telemetry_interval_s;
+    to.window_steps = options.diagnosis_window;
+    to.tensorboard = options.tensorboard && options.rank == 0;
+    to.metrics_port = options.rank == 0 ? options.metrics_port : 0;
+    telemetry = std::make_unique<telemetry::RunTelemetry>(
+        to, device, options.rank == 0 ? run_dir : std::string());
 
     TrainSummary s;
     s.device = device.str();
@@ -838,6 +856,7 @@ struct Trainer::Impl {
       if (!options.trial) {
         save_step_state();
       }
+      telemetry->begin_step();
       MicroBatchesResult micro;
       try {
         micro = run_micro_batches();
@@ -895,6 +914,7 @@ struct Trainer::Impl {
         checked_devices = true;
       }
       optimizer->zero_grad();
+      telemetry->end_phase(telemetry::Phase::Optimizer);
       ++step;
 
       const double dt = seconds_since(t0);
@@ -920,7 +940,22 @@ struct Trainer::Impl {
       if (options.clip_grad_norm > 0) {
         line["grad_norm"] = grad_norm;
       }
+      const telemetry::StepOutput t = telemetry->end_step(
+          {step,
+           loss_value,
+           lr,
+           dt,
+           static_cast<double>(images_per_step) / dt});
+      if (!t.phases_ms.is_null()) {
+        line["phases_ms"] = t.phases_ms;
+      }
       write_metrics(line);
+      if (t.window) {
+        write_metrics(*t.window);
+      }
+      if (!t.log.empty()) {
+        log(t.log);
+      }
       progress.update(
           static_cast<std::uint64_t>(step),
           fmt::format(
@@ -1017,6 +1052,8 @@ struct Trainer::Impl {
     s.bad_samples = loader->stats().bad_samples;
     s.wall_s = seconds_since(start);
     s.last_checkpoint = last_checkpoint;
+    s.telemetry = telemetry->finish(s.wall_s);
+    telemetry.reset();
     if (options.rank == 0 && !options.trial) {
       std::ofstream(fs::path(run_dir) / "summary.json")
           << s.to_json().dump(2) << '\n';

@@ -1,0 +1,320 @@
+// Telemetry's parts against the fake NVML and on the CPU: the sampler reads
+// each scenario and the diagnosis names it; the trainer finds an artificially
+// slowed loader input-bound and a normal run not; TensorBoard framing; the
+// Prometheus endpoint; `hotloop monitor --once --json`.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <torch/utils.h>
+
+#include "hotloop/data/data_spec.h"
+#include "hotloop/telemetry/diagnosis.h"
+#include "hotloop/telemetry/metrics_server.h"
+#include "hotloop/telemetry/sampler.h"
+#include "hotloop/telemetry/tensorboard.h"
+#include "hotloop/train/trainer.h"
+#include "support/doctor_fixtures.h"
+#include "support/temp_dir.h"
+
+namespace hotloop::telemetry {
+namespace {
+
+// Samples `scenario` through the fake NVML every 5 ms until `n` samples are in.
+Window sample_window(const std::string& scenario, std::size_t n) {
+  test::ScopedEnv env("FAKE_NVML_SCENARIO", test::scenario_path(scenario));
+  SamplerOptions o;
+  o.interval_s = 0.005;
+  o.nvml_library = HOTLOOP_TEST_FAKE_NVML;
+  Sampler s(o);
+  EXPECT_TRUE(s.nvml_loaded()) << s.nvml_error();
+  while (s.samples_taken() < n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return s.take_window();
+}
+
+// A window of 50 GPU steps that kept their loader fed.
+WindowInput gpu_steps(const Window& w) {
+  WindowInput in;
+  in.first_step = 1;
+  in.last_step = 50;
+  in.wall_s = 10;
+  in.phases = {0.1, 0.1, 3, 6, 0.8, 0};
+  in.on_cuda = true;
+  in.gpu = w.gpu;
+  return in;
+}
+
+// A data set that takes `delay` per sample: a starved loader.
+class SlowDataset final : public data::Dataset {
+ public:
+  SlowDataset(
+      std::shared_ptr<const data::Dataset> inner,
+      std::chrono::microseconds delay)
+      : inner_(std::move(inner)), delay_(delay) {}
+  std::size_t size() const override {
+    return inner_->size();
+  }
+  data::Sample get(std::size_t i) const override {
+    std::this_thread::sleep_for(delay_);
+    return inner_->get(i);
+  }
+  const std::vector<std::string>& class_names() const override {
+    return inner_->class_names();
+  }
+  std::optional<data::ImageShape> shape() const override {
+    return inner_->shape();
+  }
+  std::string describe() const override {
+    return "slow " + inner_->describe();
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> inner_;
+  std::chrono::microseconds delay_;
+};
+
+train::TrainSummary train_cnn(
+    std::shared_ptr<const data::Dataset> data,
+    const std::string& out) {
+  train::TrainerOptions o;
+  o.model.name = "cnn-small";
+  o.model.in_channels = 1;
+  o.model.image_size = 28;
+  o.model.num_classes = 10;
+  o.batch = 32;
+  o.steps = 20;
+  o.device = "cpu";
+  o.threads = 1;
+  o.out_dir = out;
+  o.log_every_s = 0;
+  o.evaluate = false;
+  o.diagnosis_window = 10;
+  o.telemetry_interval_s = 0.05;
+  o.loader.workers = 1;
+  o.loader.prefetch_batches = 1;
+  o.loader.augment = data::Augment::None;
+  o.loader.resident = data::Resident::Off;
+  torch::manual_seed(0);
+  return train::Trainer(model::make_model(o.model), data, nullptr, o).fit();
+}
+
+std::string http_get(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
+    ::send(fd, request.data(), request.size(), 0);
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+      response.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return response;
+}
+
+} // namespace
+
+TEST(Telemetry, TheSamplerReadsEveryFactOfABusyGpu) {
+  const Window w = sample_window("power_capped", 4);
+  ASSERT_TRUE(w.gpu.has_value());
+  EXPECT_GE(w.samples, 4u);
+  EXPECT_DOUBLE_EQ(w.gpu->util_mean, 100);
+  EXPECT_DOUBLE_EQ(w.gpu->memory_util_mean, 60);
+  EXPECT_DOUBLE_EQ(w.gpu->sm_clock_mean, 1400);
+  EXPECT_EQ(w.gpu->sm_clock_max, 1980u);
+  EXPECT_DOUBLE_EQ(w.gpu->pcie_rx_mb_s_mean, 9000);
+  EXPECT_DOUBLE_EQ(w.gpu->power_limit, 700);
+  EXPECT_GT(w.rss_max, 0u);
+}
+
+TEST(Telemetry, FakeThermalThrottlingIsDiagnosedThrottledThermal) {
+  const Diagnosis d = diagnose(gpu_steps(sample_window("thermal", 5)));
+  EXPECT_EQ(d.primary().verdict, "throttled-thermal") << d.primary().evidence;
+  EXPECT_NE(d.primary().evidence.find("1215 of 1980 MHz"), std::string::npos);
+}
+
+TEST(Telemetry, AFakePowerCapIsDiagnosedThrottledPower) {
+  const Diagnosis d = diagnose(gpu_steps(sample_window("power_capped", 5)));
+  EXPECT_EQ(d.primary().verdict, "throttled-power") << d.primary().evidence;
+  EXPECT_NE(d.primary().evidence.find("699 of 700 W"), std::string::npos)
+      << d.primary().evidence;
+}
+
+TEST(Telemetry, AnotherProcessOnTheFakeGpuIsDiagnosed) {
+  const Diagnosis d = diagnose(gpu_steps(sample_window("busy_memory", 3)));
+  std::string found;
+  for (const auto& f : d.findings) {
+    if (f.verdict == "other-process") {
+      found = f.evidence;
+    }
+  }
+  EXPECT_NE(found.find("python3 (pid 31337"), std::string::npos) << found;
+}
+
+TEST(Telemetry, FakeMemoryGrowingWindowAfterWindowIsALeakAndABusyGpuIsHealthy) {
+  // Four windows of the leaking scenario: used memory at each window's end.
+  test::ScopedEnv env(
+      "FAKE_NVML_SCENARIO", test::scenario_path("memory_growth"));
+  SamplerOptions o;
+  o.interval_s = 0.005;
+  o.nvml_library = HOTLOOP_TEST_FAKE_NVML;
+  Sampler s(o);
+  WindowInput in = gpu_steps({});
+  in.memory_source = "the GPU's used memory";
+  for (int i = 0; i < 4; ++i) {
+    const std::size_t target = s.samples_taken() + 3;
+    while (s.samples_taken() < target) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const Window w = s.take_window();
+    ASSERT_TRUE(w.gpu.has_value());
+    in.gpu = w.gpu;
+    in.memory_history.push_back(w.gpu->memory_used_last);
+  }
+  const Diagnosis d = diagnose(in);
+  EXPECT_EQ(d.primary().verdict, "memory-leak") << d.primary().evidence;
+
+  EXPECT_EQ(
+      diagnose(gpu_steps(sample_window("busy", 3))).primary().verdict,
+      "healthy");
+}
+
+TEST(Telemetry, AnArtificiallySlowedLoaderIsInputBoundAndANormalOneIsNot) {
+  test::TempDir dir;
+  const std::shared_ptr<const data::Dataset> data = data::open_dataset(
+      data::parse_data_spec("synthetic:1024x1x28x28"), data::Split::Train, 1);
+  const train::TrainSummary normal =
+      train_cnn(data, (dir.path() / "normal").string());
+  const train::TrainSummary slow = train_cnn(
+      std::make_shared<SlowDataset>(data, std::chrono::microseconds(3000)),
+      (dir.path() / "slow").string());
+  EXPECT_NE(normal.telemetry["diagnosis"]["verdict"], "input-bound")
+      << normal.telemetry.dump();
+  EXPECT_EQ(slow.telemetry["diagnosis"]["verdict"], "input-bound")
+      << slow.telemetry.dump();
+  EXPECT_EQ(slow.telemetry["verdict_windows"]["input-bound"], 2);
+
+  // The run directory has the sampler's lines, the diagnosis lines in
+  // metrics.jsonl, per-step phases, and a TensorBoard event file.
+  const auto run = dir.path() / "slow";
+  std::ifstream telemetry_lines(run / "telemetry.jsonl");
+  std::string first;
+  ASSERT_TRUE(std::getline(telemetry_lines, first));
+  EXPECT_TRUE(nlohmann::json::parse(first).contains("host"));
+  int diagnoses = 0;
+  int phases = 0;
+  std::ifstream metrics(run / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    diagnoses += j.contains("diagnosis") ? 1 : 0;
+    phases += j.contains("phases_ms") ? 1 : 0;
+  }
+  EXPECT_EQ(diagnoses, 2);
+  EXPECT_EQ(phases, 20);
+  bool events = false;
+  for (const auto& e : std::filesystem::directory_iterator(run)) {
+    events = events ||
+        e.path().filename().string().starts_with("events.out.tfevents.");
+  }
+  EXPECT_TRUE(events);
+  const auto summary =
+      nlohmann::json::parse(std::ifstream(run / "summary.json"));
+  EXPECT_EQ(summary["diagnosis"], "input-bound");
+  EXPECT_GE(summary["telemetry_overhead"].get<double>(), 0);
+  EXPECT_LT(summary["telemetry_overhead"].get<double>(), 0.01);
+}
+
+TEST(Telemetry, Crc32cMatchesTheCastagnoliCheckValue) {
+  EXPECT_EQ(crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(crc32c(""), 0u);
+}
+
+TEST(Telemetry, TensorBoardRecordsAreFramedWithMaskedCrcs) {
+  test::TempDir dir;
+  TensorBoardWriter w(dir.path().string());
+  w.scalars(7, {{"train/loss", 0.5}});
+  w.flush();
+  std::ifstream in(w.path(), std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  // Two records: the file version, then the scalar event.
+  std::size_t at = 0;
+  int records = 0;
+  while (at + 12 <= bytes.size()) {
+    std::uint64_t len = 0;
+    std::memcpy(&len, bytes.data() + at, 8);
+    std::uint32_t len_crc = 0;
+    std::memcpy(&len_crc, bytes.data() + at + 8, 4);
+    EXPECT_EQ(len_crc, masked_crc32c(std::string_view(bytes).substr(at, 8)));
+    const std::string_view data = std::string_view(bytes).substr(at + 12, len);
+    std::uint32_t data_crc = 0;
+    std::memcpy(&data_crc, bytes.data() + at + 12 + len, 4);
+    EXPECT_EQ(data_crc, masked_crc32c(data));
+    if (records == 0) {
+      EXPECT_NE(data.find("brain.Event:2"), std::string_view::npos);
+    } else {
+      EXPECT_NE(data.find("train/loss"), std::string_view::npos);
+    }
+    at += 12 + len + 4;
+    ++records;
+  }
+  EXPECT_EQ(at, bytes.size());
+  EXPECT_EQ(records, 2);
+}
+
+TEST(Telemetry, ThePrometheusEndpointServesTheNewestTextOnLoopback) {
+  MetricsServer server(0);
+  ASSERT_GT(server.port(), 0);
+  server.publish("hotloop_step 3\n");
+  std::string r = http_get(server.port(), "/metrics");
+  EXPECT_NE(r.find("200 OK"), std::string::npos) << r;
+  EXPECT_NE(r.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(r.find("\r\n\r\nhotloop_step 3\n"), std::string::npos) << r;
+  server.publish("hotloop_step 4\n");
+  EXPECT_NE(
+      http_get(server.port(), "/metrics").find("hotloop_step 4"),
+      std::string::npos);
+  EXPECT_NE(http_get(server.port(), "/other").find("404"), std::string::npos);
+  // A port in use is a usage error naming it.
+  EXPECT_THROW(MetricsServer second(server.port()), UsageError);
+}
+
+TEST(Telemetry, MonitorOnceJsonPrintsEveryGpuWithThrottleReasonsInWords) {
+  const std::string command = std::string("HOTLOOP_NVML_LIB=") +
+      HOTLOOP_TEST_FAKE_NVML +
+      " FAKE_NVML_SCENARIO=" + test::scenario_path("thermal") + " " +
+      HOTLOOP_TEST_BINARY + " monitor --once --json";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
+    out += buf.data();
+  }
+  const int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["gpus"].size(), 1u);
+  EXPECT_EQ(j["gpus"][0]["util_percent"], 100);
+  EXPECT_EQ(j["gpus"][0]["temperature_c"], 89);
+  EXPECT_EQ(j["gpus"][0]["sm_clock_mhz"], 1215);
+  const auto reasons = j["gpus"][0]["throttle_reasons"].dump();
+  EXPECT_NE(reasons.find("thermal"), std::string::npos) << reasons;
+}
+
+} // namespace hotloop::telemetry
