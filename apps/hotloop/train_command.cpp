@@ -10,6 +10,8 @@
 #include "cli_common.h"
 
 #include "hotloop/core/stop_signal.h"
+#include "hotloop/dist/dist_env.h"
+#include "hotloop/dist/process_group.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/train/trainer.h"
@@ -38,6 +40,8 @@ struct TrainFlags {
   bool no_cudnn_benchmark = false;
   bool no_eval = false;
   std::string config;
+  std::string dist_backend = "auto";
+  double dist_timeout_s = 300;
 };
 
 // A batch flag's value: a count, or nullopt for "auto".
@@ -62,7 +66,8 @@ std::optional<std::int64_t> parse_batch(
 // run's own model, data path and precision.
 std::optional<train::BatchFinderResult> resolve_auto_batch(
     TrainFlags& f,
-    const std::shared_ptr<const data::Dataset>& train_set) {
+    const std::shared_ptr<const data::Dataset>& train_set,
+    dist::ProcessGroup* group) {
   train::TrainerOptions& o = f.options;
   const auto batch = parse_batch("batch", f.batch, 1);
   const auto micro = parse_batch("micro-batch", f.micro_batch, 0);
@@ -80,20 +85,32 @@ std::optional<train::BatchFinderResult> resolve_auto_batch(
   finder.trainer = o;
   finder.trainer.batch = 1; // validated per trial
   finder.trainer.micro_batch = 0;
+  const int world = group ? group->size() : 1;
   if (batch) {
-    finder.max_batch = *batch;
+    finder.max_batch = *batch / world;
   }
   train::BatchFinderResult r = find_batch(finder, train_set, stdout);
   fmt::print("{}", batch_finder_table(r));
+  if (group) {
+    // Every rank trains with the smallest rank's finding.
+    const std::int64_t agreed =
+        -group->allreduce_max(-r.recommended, "batch finder agreement");
+    if (agreed != r.recommended) {
+      fmt::print(
+          "batch finder: {} on every rank (the smallest rank's)\n", agreed);
+      r.recommended = agreed;
+    }
+  }
   if (r.recommended < 1) {
     throw OutOfMemoryError(
         "the batch finder found no micro-batch that fits: " + r.reason);
   }
   if (batch) {
-    // Keep the effective batch: the largest divisor of it up to the finding.
+    // Keep the effective batch: the largest divisor of each rank's share up
+    // to the finding.
     o.batch = *batch;
     o.micro_batch = r.recommended;
-    while (o.batch % o.micro_batch != 0) {
+    while ((o.batch / world) % o.micro_batch != 0) {
       --o.micro_batch;
     }
     fmt::print(
@@ -103,7 +120,7 @@ std::optional<train::BatchFinderResult> resolve_auto_batch(
         o.micro_batch,
         o.batch);
   } else {
-    o.batch = r.recommended;
+    o.batch = r.recommended * world;
     o.micro_batch = 0;
     fmt::print("batch auto: {}\n", o.batch);
   }
@@ -139,6 +156,34 @@ int run_train(TrainFlags& f) {
        {"fail", data::BadSamplePolicy::Fail}});
   o.progress_bar = stdout_wants_color();
 
+  // Data parallel when a launcher (torchrun, srun, hotloop launch) says so:
+  // each rank on the GPU of its local rank.
+  const dist::DistEnv env = dist::read_dist_env();
+  std::shared_ptr<dist::ProcessGroup> group;
+  if (env.launched()) {
+    if (o.device == "auto" || o.device == "cuda") {
+      o.device = at::hasCUDA() ? fmt::format("cuda:{}", env.local_rank) : "cpu";
+    }
+    dist::GroupOptions go;
+    if (f.dist_backend == "auto") {
+      f.dist_backend = o.device.starts_with("cuda") ? "nccl" : "gloo";
+    }
+    go.backend = pick<dist::Backend>(
+        "dist-backend",
+        f.dist_backend,
+        {{"gloo", dist::Backend::Gloo}, {"nccl", dist::Backend::Nccl}});
+    if (f.dist_timeout_s <= 0) {
+      throw UsageError("--dist-timeout: must be positive (seconds)");
+    }
+    go.timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(f.dist_timeout_s * 1000));
+    group = dist::ProcessGroup::create(env, go);
+    o.rank = env.rank;
+    o.world_size = env.world_size;
+    o.progress_bar = o.progress_bar && env.rank == 0;
+  }
+  const bool talk = o.rank == 0;
+
   // The data decides the defaults of the model's input and output.
   const TrainData data = open_train_data(f.data, o.seed, true);
   const auto& train_set = data.train;
@@ -146,23 +191,36 @@ int run_train(TrainFlags& f) {
   o.batch = parse_batch("batch", f.batch, 1).value_or(1);
   o.micro_batch = parse_batch("micro-batch", f.micro_batch, 0).value_or(0);
   fit_model_to_data(o, *train_set, f.in_channels, f.num_classes);
-  const auto found = resolve_auto_batch(f, train_set);
+  const auto found = resolve_auto_batch(f, train_set, group.get());
   o.validate();
 
-  fmt::print(
-      "data: {}\nval:  {}\n",
-      train_set->describe(),
-      val_set ? val_set->describe() : std::string("none"));
-  fmt::print("config:\n{}\n", o.to_json().dump(2));
+  if (talk) {
+    fmt::print(
+        "data: {}\nval:  {}\n",
+        train_set->describe(),
+        val_set ? val_set->describe() : std::string("none"));
+    fmt::print("config:\n{}\n", o.to_json().dump(2));
+    if (group) {
+      fmt::print(
+          "data parallel: {} rank(s) ({}, {}), global batch {}\n",
+          env.world_size,
+          env.source,
+          f.dist_backend,
+          o.batch);
+    }
+  }
   torch::manual_seed(o.seed);
   auto net = model::make_model(o.model);
-  train::Trainer trainer(net, train_set, val_set, o);
-  if (found) {
+  train::Trainer trainer(net, train_set, val_set, o, group);
+  if (found && talk) {
     std::ofstream(trainer.run_dir() + "/batch_finder.json")
         << found->to_json().dump(2) << '\n';
   }
   StopSignal stop;
   const train::TrainSummary s = trainer.fit(stop.flag());
+  if (!talk) {
+    return 0;
+  }
   fmt::print(
       "done: {} steps in {:.1f} s; train_loss {:.4f}{}; {:.0f} images/s (median); data wait {:.1f}%; skipped {}; bad samples {}{}\n"
       "summary: {}/summary.json\n",
@@ -319,6 +377,14 @@ void add_train_command(CLI::App& app, Action& action) {
       "--metrics-port",
       o.metrics_port,
       "Serve Prometheus metrics on 127.0.0.1:PORT; 0: off");
+  cmd->add_option(
+      "--dist-backend",
+      f->dist_backend,
+      "Data parallel (under torchrun, srun or hotloop launch): auto (nccl on CUDA, gloo on the CPU), gloo or nccl");
+  cmd->add_option(
+      "--dist-timeout",
+      f->dist_timeout_s,
+      "Seconds a rank waits for the others (rendezvous, collectives) before it stops with an error");
   cmd->add_flag("--no-eval", f->no_eval, "No evaluation (throughput runs)");
   cmd->add_option(
       "--eval-every",

@@ -19,6 +19,10 @@
 #include "hotloop/model/model.h"
 #include "hotloop/train/options.h"
 
+namespace hotloop::dist {
+class ProcessGroup;
+}
+
 namespace hotloop::train {
 
 struct EvalResult {
@@ -61,12 +65,16 @@ class Trainer {
  public:
   // `val` may be null (no evaluation). Throws UsageError for options that do
   // not fit together (TrainerOptions::validate), DataError for data that does
-  // not fit the model (channels, classes).
+  // not fit the model (channels, classes). With a process group (data
+  // parallel), options.rank and world_size are taken from it: rank 0's
+  // weights are broadcast, gradients averaged every step, and only rank 0
+  // evaluates and writes the run directory.
   Trainer(
       std::shared_ptr<model::Model> model,
       std::shared_ptr<const data::Dataset> train,
       std::shared_ptr<const data::Dataset> val,
-      TrainerOptions options);
+      TrainerOptions options,
+      std::shared_ptr<dist::ProcessGroup> group = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kPhases = static_cast<std::size_t>(Phase::Count);
 constexpr const char* kPhaseNames[kPhases] =
-    {"data_wait", "copy", "forward", "backward", "optimizer"};
+    {"data_wait", "copy", "forward", "backward", "optimizer", "allreduce"};
 
 double& at(PhaseTotals& t, std::size_t phase) {
   switch (static_cast<Phase>(phase)) {
@@ -31,6 +31,8 @@ double& at(PhaseTotals& t, std::size_t phase) {
       return t.forward;
     case Phase::Backward:
       return t.backward;
+    case Phase::AllReduce:
+      return t.allreduce;
     default:
       return t.optimizer;
   }

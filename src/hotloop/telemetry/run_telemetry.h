@@ -34,6 +34,7 @@ enum class Phase : std::size_t {
   Forward,
   Backward,
   Optimizer,
+  AllReduce, // data parallel: gradients averaged across ranks
   Count
 };
 

@@ -64,6 +64,13 @@ std::optional<std::int64_t> injected_oom_limit() {
   if (text == nullptr || *text == '\0') {
     return std::nullopt;
   }
+  // HOTLOOP_INJECT_OOM_RANK=R: only that rank of a data-parallel job.
+  const char* only = std::getenv("HOTLOOP_INJECT_OOM_RANK");
+  const char* rank = std::getenv("RANK");
+  if (only != nullptr && *only != '\0' &&
+      std::string(only) != (rank != nullptr ? rank : "0")) {
+    return std::nullopt;
+  }
   std::int64_t n = -1;
   const char* end = text + std::char_traits<char>::length(text);
   const auto [ptr, ec] = std::from_chars(text, end, n);

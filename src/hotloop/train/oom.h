@@ -15,8 +15,9 @@ namespace hotloop::train {
 
 // HOTLOOP_INJECT_OOM_ABOVE=N: a training step whose micro-batch holds more
 // than N samples throws c10::OutOfMemoryError after its backward (the memory
-// peak). For tests; nullopt when unset. Throws UsageError for a value that is
-// not a non-negative integer.
+// peak). HOTLOOP_INJECT_OOM_RANK=R limits it to rank R of a data-parallel
+// job. For tests; nullopt when unset (or another rank). Throws UsageError for a
+// value that is not a non-negative integer.
 std::optional<std::int64_t> injected_oom_limit();
 
 // Throws c10::OutOfMemoryError when `limit` is set and `samples` exceeds it.

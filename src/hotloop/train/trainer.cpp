@@ -38,6 +38,7 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/dist/process_group.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/weights.h"
@@ -170,6 +171,7 @@ struct Trainer::Impl {
   std::shared_ptr<model::Model> model;
   std::shared_ptr<const data::Dataset> train_data;
   std::shared_ptr<const data::Dataset> val_data;
+  std::shared_ptr<dist::ProcessGroup> group; // data parallel; null: one rank
   c10::Device device{c10::kCPU};
   std::string run_dir;
   std::int64_t micro_batch = 0;
@@ -215,6 +217,10 @@ struct Trainer::Impl {
   }
 
   void setup() {
+    if (group) {
+      options.rank = group->rank();
+      options.world_size = group->size();
+    }
     options.validate();
     device = resolve_device(options.device);
     configure_math_mode(options.precision, device);
@@ -291,6 +297,17 @@ struct Trainer::Impl {
           p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
         }
       }
+    }
+    if (group) {
+      // Every rank starts from rank 0's weights and buffers.
+      std::vector<at::Tensor> state;
+      for (auto& p : model->parameters()) {
+        state.push_back(p.data());
+      }
+      for (auto& b : model->buffers()) {
+        state.push_back(b);
+      }
+      group->broadcast(state, "start (weights from rank 0)");
     }
     const model::ParameterCount count = model::count_parameters(*model);
     log(fmt::format(
@@ -714,9 +731,7 @@ struct Trainer::Impl {
   // micro-batch and more accumulation (same samples, same effective batch).
   // Throws OutOfMemoryError when the micro-batch cannot shrink (or recovery
   // is off).
-  void recover_from_oom(
-      const c10::OutOfMemoryError& e,
-      std::size_t step_start) {
+  void recover_from_oom(const std::string& error, std::size_t step_start) {
     optimizer->zero_grad();
     restore_step_state();
     const std::int64_t per_rank = options.batch / options.world_size;
@@ -726,7 +741,7 @@ struct Trainer::Impl {
     report["step"] = step + 1;
     report["micro_batch"] = micro_batch;
     report["accum_steps"] = accum_steps;
-    report["error"] = first_line(e.what());
+    report["error"] = error;
     report["action"] = smaller > 0
         ? nlohmann::json(
               {{"micro_batch", smaller}, {"accum_steps", per_rank / smaller}})
@@ -734,9 +749,14 @@ struct Trainer::Impl {
     if (device.is_cuda()) {
       cuda::empty_cache();
     }
+    // Each rank reports its own device (rank 0: oom_report.jsonl).
     const std::string report_path =
-        (fs::path(run_dir) / "oom_report.jsonl").string();
-    if (options.rank == 0) {
+        (fs::path(run_dir) /
+         (options.rank == 0
+              ? std::string("oom_report.jsonl")
+              : fmt::format("oom_report-rank{}.jsonl", options.rank)))
+            .string();
+    if (!run_dir.empty()) {
       std::ofstream(report_path, std::ios::app) << report.dump() << '\n';
     }
     if (smaller == 0) {
@@ -746,7 +766,7 @@ struct Trainer::Impl {
               step + 1,
               micro_batch,
               options.oom_recovery ? "" : " with OOM recovery off",
-              first_line(e.what()),
+              error,
               describe_memory(report),
               report_path),
           fmt::format(
@@ -756,8 +776,9 @@ struct Trainer::Impl {
                   : "--oom-recovery true halves the micro-batch and keeps the effective batch; "));
     }
     log(fmt::format(
-        "step {}: out of memory at micro-batch {}; redoing the step as {} x {} (batch {} unchanged); report: {}",
+        "step {}: {} at micro-batch {}; redoing the step as {} x {} (batch {} unchanged); report: {}",
         step + 1,
+        error,
         micro_batch,
         per_rank / smaller,
         smaller,
@@ -858,14 +879,39 @@ struct Trainer::Impl {
       }
       telemetry->begin_step();
       MicroBatchesResult micro;
+      std::optional<std::string> oom;
       try {
         micro = run_micro_batches();
       } catch (const c10::OutOfMemoryError& e) {
         if (options.trial) {
           throw; // the batch finder's answer
         }
-        recover_from_oom(e, step_start);
+        oom = first_line(e.what());
+      }
+      bool stopping = stop != nullptr && stop->load();
+      if (group) {
+        // One all-reduce agrees on what any rank saw: an OOM (all ranks
+        // shrink the micro-batch together) and a stop request.
+        const std::int64_t agreed = group->allreduce_max(
+            (oom ? 1 : 0) | (stopping ? 2 : 0), "step agreement");
+        if ((agreed & 1) != 0 && !oom) {
+          oom = "out of memory on another rank";
+        }
+        stopping = (agreed & 2) != 0;
+      }
+      if (oom) {
+        recover_from_oom(*oom, step_start);
         continue; // the same step again
+      }
+      if (group) {
+        std::vector<at::Tensor> grads;
+        for (auto it = params.rbegin(); it != params.rend(); ++it) {
+          if (it->grad().defined()) {
+            grads.push_back(it->grad());
+          }
+        }
+        group->allreduce_mean(grads, "all-reduce");
+        telemetry->end_phase(telemetry::Phase::AllReduce);
       }
       const double wait = micro.wait;
       std::optional<data::Batch>& first_batch = micro.first_batch;
@@ -977,7 +1023,7 @@ struct Trainer::Impl {
 
       const bool epoch_end = step % steps_per_epoch == 0;
       const bool last = step == total_steps;
-      const bool eval_due = val_data && options.evaluate &&
+      const bool eval_due = val_data && options.evaluate && options.rank == 0 &&
           (last ||
            (options.eval_every > 0 ? step % options.eval_every == 0
                                    : epoch_end));
@@ -997,7 +1043,6 @@ struct Trainer::Impl {
           s.eval = r;
         }
       }
-      const bool stopping = stop != nullptr && stop->load();
       const bool checkpoint_due = last || stopping ||
           (options.checkpoint_every > 0 ? step % options.checkpoint_every == 0
                                         : epoch_end);
@@ -1066,9 +1111,11 @@ Trainer::Trainer(
     std::shared_ptr<model::Model> model,
     std::shared_ptr<const data::Dataset> train,
     std::shared_ptr<const data::Dataset> val,
-    TrainerOptions options)
+    TrainerOptions options,
+    std::shared_ptr<dist::ProcessGroup> group)
     : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  impl_->group = std::move(group);
   impl_->model = std::move(model);
   impl_->train_data = std::move(train);
   impl_->val_data = std::move(val);

@@ -1,0 +1,196 @@
+#include "hotloop/dist/process_group.h"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/tensor.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "hotloop/dist/nccl_backend.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::dist {
+
+namespace {
+
+std::string first_line(const char* what) {
+  const std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
+
+bool loopback(const std::string& host) {
+  return host == "localhost" || host.starts_with("127.");
+}
+
+} // namespace
+
+struct ProcessGroup::Impl {
+  int rank = 0;
+  int size = 1;
+  GroupOptions options;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+
+  // Runs a collective; a failure (a rank that died, a timeout) becomes an
+  // Error naming this rank and the phase.
+  template <typename F>
+  void guarded(const std::string& phase, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      // c10::DistBackendError, or Gloo's own exceptions from a dead peer.
+      throw Error(
+          fmt::format(
+              "rank {}: the {} collective ({}) failed: {}",
+              rank,
+              phase,
+              options.backend == Backend::Nccl ? "NCCL" : "Gloo",
+              first_line(e.what())),
+          "another rank stopped or stopped answering (the launcher names it); --dist-timeout sets how long ranks wait");
+    }
+  }
+
+  void wait(const c10::intrusive_ptr<c10d::Work>& work) {
+    work->wait(options.timeout);
+  }
+};
+
+ProcessGroup::ProcessGroup() : impl_(std::make_unique<Impl>()) {}
+ProcessGroup::~ProcessGroup() = default;
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(
+    const DistEnv& env,
+    const GroupOptions& options) {
+  std::shared_ptr<ProcessGroup> g(new ProcessGroup());
+  Impl& m = *g->impl_;
+  m.rank = env.rank;
+  m.size = env.world_size;
+  m.options = options;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(env.master_port);
+    so.isServer = env.rank == 0;
+    so.numWorkers = static_cast<std::size_t>(env.world_size);
+    so.waitWorkers = true;
+    so.timeout = options.timeout;
+    m.store = c10::make_intrusive<c10d::PrefixStore>(
+        "hotloop", c10::make_intrusive<c10d::TCPStore>(env.master_addr, so));
+    if (options.backend == Backend::Nccl) {
+      m.backend =
+          make_nccl_backend(m.store, env.rank, env.world_size, options.timeout);
+    } else {
+      auto o = c10d::ProcessGroupGloo::Options::create();
+      o->timeout = options.timeout;
+      o->devices.push_back(
+          loopback(env.master_addr)
+              ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+              : c10d::ProcessGroupGloo::createDefaultDevice());
+      m.backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          m.store, env.rank, env.world_size, o);
+    }
+  } catch (const c10::Error& e) {
+    throw EnvError(
+        fmt::format(
+            "rank {}: cannot join the job at {}:{} ({} ranks): {}",
+            env.rank,
+            env.master_addr,
+            env.master_port,
+            env.world_size,
+            first_line(e.what())),
+        "every rank must start within --dist-timeout and reach MASTER_ADDR:MASTER_PORT; check that the port is free on the master");
+  }
+  return g;
+}
+
+int ProcessGroup::rank() const {
+  return impl_->rank;
+}
+
+int ProcessGroup::size() const {
+  return impl_->size;
+}
+
+const GroupOptions& ProcessGroup::options() const {
+  return impl_->options;
+}
+
+void ProcessGroup::broadcast(
+    std::vector<at::Tensor>& tensors,
+    const std::string& phase) {
+  impl_->guarded(phase, [&] {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      impl_->wait(impl_->backend->broadcast(one, c10d::BroadcastOptions{}));
+    }
+  });
+}
+
+void ProcessGroup::allreduce_mean(
+    const std::vector<at::Tensor>& tensors,
+    const std::string& phase) {
+  impl_->guarded(phase, [&] {
+    // Buckets of consecutive tensors of one dtype, flattened into one
+    // buffer each; all launched before any is waited for.
+    struct Bucket {
+      std::vector<at::Tensor> members;
+      std::vector<at::Tensor> flat;
+      c10::intrusive_ptr<c10d::Work> work;
+    };
+    std::vector<Bucket> buckets;
+    std::size_t bytes = 0;
+    for (const auto& t : tensors) {
+      if (!t.defined()) {
+        continue;
+      }
+      if (buckets.empty() || bytes >= impl_->options.bucket_bytes ||
+          buckets.back().members.front().scalar_type() != t.scalar_type()) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().members.push_back(t);
+      bytes += t.nbytes();
+    }
+    for (auto& b : buckets) {
+      std::vector<at::Tensor> views;
+      for (const auto& t : b.members) {
+        views.push_back(t.reshape({-1}));
+      }
+      b.flat = {at::cat(views)};
+      b.work = impl_->backend->allreduce(b.flat, c10d::AllreduceOptions{});
+    }
+    const double scale = 1.0 / impl_->size;
+    for (auto& b : buckets) {
+      impl_->wait(b.work);
+      b.flat[0].mul_(scale);
+      std::int64_t at = 0;
+      for (auto& t : b.members) {
+        const std::int64_t n = t.numel();
+        t.copy_(b.flat[0].narrow(0, at, n).view(t.sizes()));
+        at += n;
+      }
+    }
+  });
+}
+
+std::int64_t ProcessGroup::allreduce_max(
+    std::int64_t value,
+    const std::string& phase) {
+  std::vector<at::Tensor> t = {at::tensor({value}, at::kLong)};
+  if (impl_->options.backend == Backend::Nccl) {
+    t[0] = t[0].cuda();
+  }
+  impl_->guarded(phase, [&] {
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::MAX;
+    impl_->wait(impl_->backend->allreduce(t, o));
+  });
+  return t[0].cpu().item<std::int64_t>();
+}
+
+void ProcessGroup::barrier(const std::string& phase) {
+  allreduce_max(0, phase);
+}
+
+} // namespace hotloop::dist

@@ -1,0 +1,254 @@
+// `hotloop launch` with real processes and Gloo over loopback: 2 ranks end
+// where 1 rank with the same global batch ends, and a rank killed with
+// SIGKILL makes the launcher stop the others and exit 1 naming it.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <ATen/ops/allclose.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hotloop/train/checkpoint.h"
+#include "support/temp_dir.h"
+#include "test_paths.h"
+
+extern char** environ;
+
+namespace hotloop {
+namespace {
+
+int port(int offset) {
+  return 21000 + static_cast<int>(::getpid() % 15000) + offset;
+}
+
+std::vector<std::string> train_args(const std::string& out, int steps) {
+  return {
+      "train",
+      "--model",
+      "mlp",
+      "--data",
+      "synthetic:2048x1x8x8",
+      "--steps",
+      std::to_string(steps),
+      "--batch",
+      "64",
+      "--threads",
+      "1",
+      "--workers",
+      "1",
+      "--augment",
+      "none",
+      "--lr",
+      "0.05",
+      "--schedule",
+      "constant",
+      "--device",
+      "cpu",
+      "--seed",
+      "3",
+      "--log-every",
+      "0",
+      "--checkpoint-every",
+      "1000000",
+      "--out",
+      out};
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const auto& a : args) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(
+      &actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+// The exit code, or -1 when it has not exited within `limit`.
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+} // namespace
+
+TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
+  test::TempDir dir;
+  std::vector<std::string> one = {HOTLOOP_TEST_BINARY};
+  for (const auto& a : train_args((dir.path() / "one").string(), 12)) {
+    one.push_back(a);
+  }
+  ASSERT_EQ(
+      wait_exit(
+          spawn(one, (dir.path() / "one.log").string()),
+          std::chrono::seconds(120)),
+      0)
+      << slurp(dir.path() / "one.log");
+
+  std::vector<std::string> two = {
+      HOTLOOP_TEST_BINARY,
+      "launch",
+      "--nproc",
+      "2",
+      "--master-port",
+      std::to_string(port(0)),
+      "--"};
+  for (const auto& a : train_args((dir.path() / "two").string(), 12)) {
+    two.push_back(a);
+  }
+  const std::string log = (dir.path() / "two.log").string();
+  ASSERT_EQ(wait_exit(spawn(two, log), std::chrono::seconds(120)), 0)
+      << slurp(log);
+  const std::string out = slurp(log);
+  EXPECT_NE(
+      out.find("[rank 0] data parallel: 2 rank(s) (torchrun, gloo)"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("1 x 32 micro-batch(es) x 2 ranks"), std::string::npos)
+      << out;
+
+  const auto s1 =
+      nlohmann::json::parse(slurp(dir.path() / "one" / "summary.json"));
+  const auto s2 =
+      nlohmann::json::parse(slurp(dir.path() / "two" / "summary.json"));
+  const double v1 = s1["val_loss"].get<double>();
+  EXPECT_NEAR(s2["val_loss"].get<double>(), v1, 1e-5 * v1);
+  EXPECT_EQ(s2["steps"], 12);
+
+  const auto c1 = train::load_checkpoint(
+      (dir.path() / "one" / "checkpoints" / "step-00000012.safetensors")
+          .string());
+  const auto c2 = train::load_checkpoint(
+      (dir.path() / "two" / "checkpoints" / "step-00000012.safetensors")
+          .string());
+  ASSERT_EQ(c1.model.size(), c2.model.size());
+  for (std::size_t i = 0; i < c1.model.size(); ++i) {
+    // A mean of 2 half-batch means vs one mean in float32: ~1e-7 relative.
+    EXPECT_TRUE(
+        at::allclose(c1.model[i].second, c2.model[i].second, 1e-5, 1e-6))
+        << c1.model[i].first;
+  }
+}
+
+TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
+  // Rank 1 alone runs out of memory above 16 samples; with one all-reduce
+  // both ranks agree and redo the step at 16 x 2 (no rank recovers alone,
+  // none hangs). mlp's math does not depend on the micro-batch, so the run
+  // still ends where one rank with batch 64 ends.
+  test::TempDir dir;
+  std::vector<std::string> one = {HOTLOOP_TEST_BINARY};
+  for (const auto& a : train_args((dir.path() / "one").string(), 6)) {
+    one.push_back(a);
+  }
+  ASSERT_EQ(
+      wait_exit(
+          spawn(one, (dir.path() / "one.log").string()),
+          std::chrono::seconds(120)),
+      0);
+  std::vector<std::string> two = {
+      "/usr/bin/env",
+      "HOTLOOP_INJECT_OOM_ABOVE=16",
+      "HOTLOOP_INJECT_OOM_RANK=1",
+      HOTLOOP_TEST_BINARY,
+      "launch",
+      "--nproc",
+      "2",
+      "--master-port",
+      std::to_string(port(2)),
+      "--"};
+  for (const auto& a : train_args((dir.path() / "two").string(), 6)) {
+    two.push_back(a);
+  }
+  const std::string log = (dir.path() / "two.log").string();
+  ASSERT_EQ(wait_exit(spawn(two, log), std::chrono::seconds(120)), 0)
+      << slurp(log);
+  const auto s1 =
+      nlohmann::json::parse(slurp(dir.path() / "one" / "summary.json"));
+  const auto s2 =
+      nlohmann::json::parse(slurp(dir.path() / "two" / "summary.json"));
+  EXPECT_EQ(s2["oom_recoveries"], 1) << slurp(log);
+  EXPECT_EQ(s2["micro_batch"], 16);
+  EXPECT_EQ(s2["accum_steps"], 2);
+  const double v1 = s1["val_loss"].get<double>();
+  EXPECT_NEAR(s2["val_loss"].get<double>(), v1, 1e-5 * v1);
+  EXPECT_NE(slurp(log).find("out of memory on another rank"), std::string::npos)
+      << slurp(log);
+}
+
+TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
+  test::TempDir dir;
+  std::vector<std::string> args = {
+      HOTLOOP_TEST_BINARY,
+      "launch",
+      "--nproc",
+      "2",
+      "--master-port",
+      std::to_string(port(1)),
+      "--grace",
+      "5",
+      "--"};
+  for (const auto& a : train_args((dir.path() / "run").string(), 10000000)) {
+    args.push_back(a);
+  }
+  const std::string log = (dir.path() / "launch.log").string();
+  const pid_t launcher = spawn(args, log);
+  // Wait until the job trains (rank 0 writes metrics), then kill rank 1.
+  pid_t victim = -1;
+  const std::regex pid_line(R"(\[launch\] rank 1: pid (\d+))");
+  for (int i = 0; i < 600 && victim < 0; ++i) {
+    std::smatch m;
+    const std::string text = slurp(log);
+    if (std::regex_search(text, m, pid_line) &&
+        std::filesystem::exists(dir.path() / "run" / "metrics.jsonl") &&
+        std::filesystem::file_size(dir.path() / "run" / "metrics.jsonl") > 0) {
+      victim = std::stoi(m[1]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(victim, 0) << slurp(log);
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  const int code = wait_exit(launcher, std::chrono::seconds(60));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
+          .count();
+  const std::string out = slurp(log);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_LT(took, 60);
+  EXPECT_NE(
+      out.find(fmt::format("rank 1 (pid {}) was killed by signal 9", victim)),
+      std::string::npos)
+      << out;
+}
+
+} // namespace hotloop
