@@ -10,6 +10,7 @@
 #include "cli_common.h"
 
 #include "hotloop/core/stop_signal.h"
+#include "hotloop/cuda/cuda_info.h"
 #include "hotloop/dist/dist_env.h"
 #include "hotloop/dist/process_group.h"
 #include "hotloop/errors.h"
@@ -177,6 +178,9 @@ int run_train(TrainFlags& f) {
     }
     go.timeout = std::chrono::milliseconds(
         static_cast<std::int64_t>(f.dist_timeout_s * 1000));
+    if (o.device.starts_with("cuda:")) {
+      cuda::set_current_device(std::stoi(o.device.substr(5)));
+    }
     group = dist::ProcessGroup::create(env, go);
     o.rank = env.rank;
     o.world_size = env.world_size;

@@ -59,6 +59,8 @@ std::vector<std::string> train_args(const std::string& out, int steps) {
       "0",
       "--checkpoint-every",
       "1000000",
+      "--diagnosis-window",
+      "4",
       "--out",
       out};
 }
@@ -144,6 +146,15 @@ TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
   const double v1 = s1["val_loss"].get<double>();
   EXPECT_NEAR(s2["val_loss"].get<double>(), v1, 1e-5 * v1);
   EXPECT_EQ(s2["steps"], 12);
+
+  // Every window's line holds each rank's busy time (stragglers get named).
+  bool ranks = false;
+  std::ifstream metrics(dir.path() / "two" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    ranks = ranks || (j.contains("ranks") && j["ranks"].size() == 2);
+  }
+  EXPECT_TRUE(ranks);
 
   const auto c1 = train::load_checkpoint(
       (dir.path() / "one" / "checkpoints" / "step-00000012.safetensors")

@@ -163,4 +163,17 @@ TEST(Diagnosis, ACpuRunWithoutAGpuAndLittleWaitIsHealthy) {
   EXPECT_EQ(to_json(d)["verdict"], "healthy");
 }
 
+TEST(Diagnosis, ARankBusierThanTheOthersIsNamedAsTheStraggler) {
+  WindowInput w = busy_gpu();
+  w.ranks = {{0, 0.1, 5.0}, {1, 3.0, 5.1}, {2, 0.2, 4.9}, {3, 0.1, 5.0}};
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "straggler");
+  EXPECT_NE(d.primary().evidence.find("rank 1 is busy"), std::string::npos)
+      << d.primary().evidence;
+  EXPECT_NE(d.primary().fix.find("--workers"), std::string::npos);
+  // Ranks within 20% of each other: no straggler.
+  w.ranks = {{0, 0.1, 5.0}, {1, 0.1, 5.5}};
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
 } // namespace hotloop::telemetry

@@ -45,6 +45,10 @@ class ProcessGroup {
   void allreduce_mean(
       const std::vector<at::Tensor>& tensors,
       const std::string& phase);
+  // The element-wise sum over ranks (small vectors: per-rank figures).
+  std::vector<double> allreduce_sum(
+      std::vector<double> values,
+      const std::string& phase);
   // The largest of the ranks' values (agreement: one all-reduce).
   std::int64_t allreduce_max(std::int64_t value, const std::string& phase);
   void barrier(const std::string& phase);

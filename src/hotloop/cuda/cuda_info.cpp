@@ -207,6 +207,10 @@ DeviceMemory device_memory(int device) {
   return {free, total};
 }
 
+void set_current_device(int device) {
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+}
+
 void empty_cache() {
   c10::cuda::CUDACachingAllocator::emptyCache();
 }

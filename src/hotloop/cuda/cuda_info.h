@@ -94,6 +94,10 @@ struct DeviceMemory {
 };
 DeviceMemory device_memory(int device);
 
+// Makes `device` this thread's current CUDA device (each rank of a job on its
+// local rank's GPU: collectives and .cuda() use it).
+void set_current_device(int device);
+
 // Returns the allocator's unused cached blocks to the driver.
 void empty_cache();
 // Caps this process's allocations on `device` at `fraction` of its memory

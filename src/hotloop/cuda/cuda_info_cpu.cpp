@@ -40,6 +40,8 @@ DeviceMemory device_memory(int device) {
   return {};
 }
 
+void set_current_device(int device) {}
+
 void empty_cache() {}
 
 void set_memory_fraction(int device, double fraction) {}

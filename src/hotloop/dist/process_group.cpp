@@ -189,6 +189,21 @@ std::int64_t ProcessGroup::allreduce_max(
   return t[0].cpu().item<std::int64_t>();
 }
 
+std::vector<double> ProcessGroup::allreduce_sum(
+    std::vector<double> values,
+    const std::string& phase) {
+  std::vector<at::Tensor> t = {at::tensor(values, at::kDouble)};
+  if (impl_->options.backend == Backend::Nccl) {
+    t[0] = t[0].cuda();
+  }
+  impl_->guarded(phase, [&] {
+    impl_->wait(impl_->backend->allreduce(t, c10d::AllreduceOptions{}));
+  });
+  const at::Tensor r = t[0].cpu().contiguous();
+  const double* p = r.data_ptr<double>();
+  return {p, p + r.numel()};
+}
+
 void ProcessGroup::barrier(const std::string& phase) {
   allreduce_max(0, phase);
 }

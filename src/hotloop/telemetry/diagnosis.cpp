@@ -62,6 +62,7 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
                      "memory-leak",
                      "input-bound",
                      "transfer-bound",
+                     "straggler",
                      "throttled-thermal",
                      "throttled-power",
                      "throttled",
@@ -183,6 +184,32 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
             w.gpu->util_mean,
             100 * wait_share),
         "the kernels are too small to fill the GPU: a larger --batch (hotloop tune batch), bf16, channels-last; CUDA graphs cut launch overhead");
+  }
+  if (w.ranks.size() > 1) {
+    // The slowest rank against the median of the others.
+    std::vector<RankWindow> r = w.ranks;
+    std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) {
+      return a.data_wait + a.compute < b.data_wait + b.compute;
+    });
+    const RankWindow& slow = r.back();
+    const RankWindow& mid = r[(r.size() - 1) / 2];
+    const double busy = slow.data_wait + slow.compute;
+    const double typical = mid.data_wait + mid.compute;
+    if (typical > 0 && busy > o.straggler * typical) {
+      add("straggler",
+          fmt::format(
+              "{}: rank {} is busy {:.0f}% longer than the median rank (data wait {:.2f} s vs {:.2f} s, compute {:.2f} s vs {:.2f} s); every rank waits for it",
+              steps,
+              slow.rank,
+              100 * (busy / typical - 1),
+              slow.data_wait,
+              mid.data_wait,
+              slow.compute,
+              mid.compute),
+          slow.data_wait - mid.data_wait > slow.compute - mid.compute
+              ? "its input is slower: check that node's disk and CPU load, raise --workers"
+              : "its device is slower: hotloop monitor on that node (throttling, other processes)");
+    }
   }
   std::stable_sort(
       d.findings.begin(), d.findings.end(), [&](const auto& a, const auto& b) {

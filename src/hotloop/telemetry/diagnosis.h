@@ -24,6 +24,14 @@ struct PhaseTotals {
   double allreduce = 0; // DDP
 };
 
+// One rank's window (data parallel): its busy time per phase; ranks wait for
+// the slowest at every all-reduce, so the slowest is the straggler.
+struct RankWindow {
+  int rank = 0;
+  double data_wait = 0;
+  double compute = 0; // copy + forward + backward + optimizer
+};
+
 struct WindowInput {
   std::int64_t first_step = 0;
   std::int64_t last_step = 0;
@@ -37,6 +45,7 @@ struct WindowInput {
   std::vector<std::uint64_t> memory_history;
   std::string memory_source = "allocated memory";
   std::uint64_t reserved = 0; // CUDA allocator, this window
+  std::vector<RankWindow> ranks; // data parallel: every rank's window
 };
 
 struct DiagnosisOptions {
@@ -47,10 +56,11 @@ struct DiagnosisOptions {
   double clock_ratio = 0.90; // clocks below this share of max while slowed
   std::size_t leak_windows = 3; // windows of steady growth that make a leak
   double leak_growth = 0.01; // each at least this much larger (relative)
+  double straggler = 1.2; // a rank busy this many times the others' median
 };
 
 struct Finding {
-  // cpu-with-gpu, memory-leak, input-bound, transfer-bound,
+  // cpu-with-gpu, memory-leak, input-bound, transfer-bound, straggler,
   // throttled-thermal, throttled-power, throttled, other-process, under-used,
   // healthy
   std::string verdict;

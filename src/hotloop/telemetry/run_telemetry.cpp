@@ -280,6 +280,16 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
     if (d) {
       out.window = nlohmann::json{{"step", r.step}};
       (*out.window)["diagnosis"] = to_json(*d);
+      if (!last_ranks_.empty()) {
+        nlohmann::json ranks = nlohmann::json::array();
+        for (const auto& rw : last_ranks_) {
+          ranks.push_back(
+              {{"rank", rw.rank},
+               {"data_wait_s", rw.data_wait},
+               {"compute_s", rw.compute}});
+        }
+        (*out.window)["ranks"] = ranks;
+      }
       if (device_.is_cuda()) {
         const cuda::MemoryStats m =
             cuda::memory_stats(std::max<int>(0, device_.index()));
@@ -334,7 +344,21 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
     in.memory_history = allocated_history_;
     in.reserved = m.reserved;
   }
+  if (options_.world_size > 1 && options_.sum_over_ranks) {
+    // Every rank closes its window at the same step: share the busy times.
+    const auto n = static_cast<std::size_t>(options_.world_size);
+    std::vector<double> v(2 * n, 0.0);
+    const auto me = static_cast<std::size_t>(options_.rank);
+    v[2 * me] = window_phases_.data_wait;
+    v[2 * me + 1] = window_phases_.copy + window_phases_.forward +
+        window_phases_.backward + window_phases_.optimizer;
+    v = options_.sum_over_ranks(v);
+    for (std::size_t r = 0; r < n; ++r) {
+      in.ranks.push_back({static_cast<int>(r), v[2 * r], v[2 * r + 1]});
+    }
+  }
   Diagnosis d = diagnose(in, options_.diagnosis);
+  last_ranks_ = in.ranks;
   ++verdict_windows_[d.primary().verdict];
   last_ = d;
   window_steps_ = 0;

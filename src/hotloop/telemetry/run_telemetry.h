@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,11 @@ struct RunTelemetryOptions {
   int metrics_port = 0; // 0: no endpoint
   std::string nvml_library; // "": the default
   DiagnosisOptions diagnosis;
+  // Data parallel: this rank, the number of ranks, and an element-wise sum
+  // over ranks (one small all-reduce per window), for per-rank phases.
+  int rank = 0;
+  int world_size = 1;
+  std::function<std::vector<double>(std::vector<double>)> sum_over_ranks;
 };
 
 struct StepRecord {
@@ -109,6 +115,7 @@ class RunTelemetry {
   std::size_t samples_seen_ = 0;
   // Across the run.
   std::optional<Diagnosis> last_;
+  std::vector<RankWindow> last_ranks_;
   std::map<std::string, int> verdict_windows_;
   StepRecord last_record_;
 };

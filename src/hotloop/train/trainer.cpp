@@ -838,6 +838,13 @@ struct Trainer::Impl {
     to.window_steps = options.diagnosis_window;
     to.tensorboard = options.tensorboard && options.rank == 0;
     to.metrics_port = options.rank == 0 ? options.metrics_port : 0;
+    to.rank = options.rank;
+    to.world_size = options.world_size;
+    if (group) {
+      to.sum_over_ranks = [g = group](std::vector<double> v) {
+        return g->allreduce_sum(std::move(v), "telemetry");
+      };
+    }
     telemetry = std::make_unique<telemetry::RunTelemetry>(
         to, device, options.rank == 0 ? run_dir : std::string());
 
