@@ -94,6 +94,9 @@ Rank spawn(const LaunchFlags& f, int local, const std::string& exe) {
     ::_exit(127);
   }
   ::close(pipefd[1]);
+  // The launcher's end only: pump() reads until the pipe is empty, never
+  // blocking on a rank that has nothing more to say.
+  ::fcntl(pipefd[0], F_SETFL, ::fcntl(pipefd[0], F_GETFL) | O_NONBLOCK);
   r.pid = pid;
   r.out = pipefd[0];
   return r;
@@ -102,15 +105,8 @@ Rank spawn(const LaunchFlags& f, int local, const std::string& exe) {
 // Prints the complete lines read from `r`, each prefixed with its rank.
 void pump(Rank& r, bool eof) {
   char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(r.out, buf, sizeof buf);
-    if (n <= 0) {
-      break;
-    }
+  for (ssize_t n; (n = ::read(r.out, buf, sizeof buf)) > 0;) {
     r.partial.append(buf, static_cast<std::size_t>(n));
-    if (n < static_cast<ssize_t>(sizeof buf)) {
-      break;
-    }
   }
   std::size_t start = 0;
   for (std::size_t nl; (nl = r.partial.find('\n', start)) != std::string::npos;
