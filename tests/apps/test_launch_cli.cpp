@@ -216,6 +216,73 @@ TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
       << slurp(log);
 }
 
+TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
+  // Uninterrupted: 2 ranks, 40 steps.
+  test::TempDir dir;
+  auto launch = [&](const std::string& out, int port_offset, bool resume) {
+    std::vector<std::string> args = {
+        HOTLOOP_TEST_BINARY,
+        "launch",
+        "--nproc",
+        "2",
+        "--master-port",
+        std::to_string(port(port_offset)),
+        "--"};
+    for (const auto& a : train_args(out, 40)) {
+      args.push_back(a);
+    }
+    args.push_back("--checkpoint-every");
+    args.push_back("5");
+    if (resume) {
+      args.push_back("--resume");
+      args.push_back("auto");
+    }
+    return args;
+  };
+  const std::string full = (dir.path() / "full").string();
+  ASSERT_EQ(
+      wait_exit(
+          spawn(launch(full, 3, false), full + ".log"),
+          std::chrono::seconds(120)),
+      0)
+      << slurp(full + ".log");
+
+  // Interrupted: SIGTERM to the launcher once training is under way; every
+  // rank stops at the same step (the step agreement), rank 0 checkpoints,
+  // and all exit 0. Then the same command with --resume auto.
+  const std::string split = (dir.path() / "split").string();
+  const pid_t launcher = spawn(launch(split, 4, false), split + ".log");
+  for (int i = 0; i < 600; ++i) {
+    const auto metrics = std::filesystem::path(split) / "metrics.jsonl";
+    if (std::filesystem::exists(metrics) &&
+        std::filesystem::file_size(metrics) > 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(launcher, SIGTERM);
+  EXPECT_EQ(wait_exit(launcher, std::chrono::seconds(60)), 0)
+      << slurp(split + ".log");
+  const std::string first = slurp(split + ".log");
+  ASSERT_NE(first.find("[rank 0] stopped at step"), std::string::npos) << first;
+  ASSERT_EQ(
+      wait_exit(
+          spawn(launch(split, 5, true), split + "2.log"),
+          std::chrono::seconds(120)),
+      0)
+      << slurp(split + "2.log");
+  EXPECT_NE(
+      slurp(split + "2.log").find("[rank 0] resumed from"), std::string::npos);
+
+  const auto a = nlohmann::json::parse(
+      slurp(std::filesystem::path(full) / "summary.json"));
+  const auto b = nlohmann::json::parse(
+      slurp(std::filesystem::path(split) / "summary.json"));
+  EXPECT_EQ(b["steps"], 40);
+  const double v = a["val_loss"].get<double>();
+  EXPECT_NEAR(b["val_loss"].get<double>(), v, 1e-5 * v);
+}
+
 TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
   test::TempDir dir;
   std::vector<std::string> args = {
