@@ -47,8 +47,8 @@ struct TrainSummary {
   std::uint64_t peak_rss_bytes = 0; // the process, any device
   std::int64_t skipped_steps = 0;
   std::size_t bad_samples = 0;
-  std::int64_t micro_batch = 0;
-  std::int64_t accum_steps = 0;
+  std::int64_t micro_batch = 0; // as the run ended (OOM recovery shrinks it)
+  std::int64_t accum_steps = 0; // as the run ended
   std::int64_t oom_recoveries = 0; // steps redone with a smaller micro-batch
   std::string device;
   std::string precision;
