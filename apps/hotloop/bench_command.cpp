@@ -65,16 +65,8 @@ void add_bench_command(CLI::App& app, Action& action) {
       opts.split = data::parse_split(flags->split);
       opts.loader.device = flags->device == "cuda" ? c10::Device(c10::kCUDA, 0)
                                                    : c10::Device(c10::kCPU);
-      opts.loader.resident = pick<data::Resident>(
-          "resident",
-          flags->resident,
-          {{"auto", data::Resident::Auto},
-           {"on", data::Resident::On},
-           {"off", data::Resident::Off}});
-      opts.loader.augment = pick<data::Augment>(
-          "augment",
-          flags->augment,
-          {{"default", data::Augment::Default}, {"none", data::Augment::None}});
+      opts.loader.resident = parse_resident(flags->resident);
+      opts.loader.augment = parse_augment(flags->augment);
       opts.loader.augment_on_device = flags->augment_device == "gpu";
       if (opts.seconds <= 0) {
         throw UsageError("--seconds must be positive");

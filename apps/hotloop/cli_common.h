@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "hotloop/data/loader.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::cli {
@@ -49,6 +50,12 @@ T pick(
   throw UsageError(
       fmt::format("--{} {}: expected one of {}", key, value, names));
 }
+
+// The loader flags that train, tune and bench share: --resident auto|on|off,
+// --augment default|none, --augment-device cpu|gpu (true: gpu).
+data::Resident parse_resident(const std::string& value);
+data::Augment parse_augment(const std::string& value);
+bool parse_augment_device(const std::string& value);
 
 // True when standard output is a terminal that should get colours (NO_COLOR
 // unset, TERM not "dumb").

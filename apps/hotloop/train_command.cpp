@@ -136,20 +136,11 @@ int run_train(TrainFlags& f) {
   o.freeze_backbone = model::parse_freeze(f.freeze) == model::Freeze::Backbone;
   o.cudnn_benchmark = !f.no_cudnn_benchmark;
   o.evaluate = !f.no_eval;
-  o.loader.augment_on_device = pick<bool>(
-      "augment-device", f.augment_device, {{"cpu", false}, {"gpu", true}});
+  o.loader.augment_on_device = parse_augment_device(f.augment_device);
   o.activation_checkpointing =
       model::parse_checkpointing(f.activation_checkpointing);
-  o.loader.augment = pick<data::Augment>(
-      "augment",
-      f.augment,
-      {{"default", data::Augment::Default}, {"none", data::Augment::None}});
-  o.loader.resident = pick<data::Resident>(
-      "resident",
-      f.resident,
-      {{"auto", data::Resident::Auto},
-       {"on", data::Resident::On},
-       {"off", data::Resident::Off}});
+  o.loader.augment = parse_augment(f.augment);
+  o.loader.resident = parse_resident(f.resident);
   o.loader.on_bad_sample = pick<data::BadSamplePolicy>(
       "on-bad-sample",
       f.on_bad_sample,

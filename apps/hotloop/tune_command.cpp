@@ -31,14 +31,8 @@ int run_tune_batch(TuneFlags& f) {
   o.optimizer.kind = train::parse_optimizer(f.optimizer);
   o.activation_checkpointing =
       model::parse_checkpointing(f.activation_checkpointing);
-  o.loader.resident = pick<data::Resident>(
-      "resident",
-      f.resident,
-      {{"auto", data::Resident::Auto},
-       {"on", data::Resident::On},
-       {"off", data::Resident::Off}});
-  o.loader.augment_on_device = pick<bool>(
-      "augment-device", f.augment_device, {{"cpu", false}, {"gpu", true}});
+  o.loader.resident = parse_resident(f.resident);
+  o.loader.augment_on_device = parse_augment_device(f.augment_device);
   o.batch = 1;
   const TrainData data = open_train_data(f.data, o.seed, false);
   fit_model_to_data(o, *data.train, f.in_channels, f.num_classes);

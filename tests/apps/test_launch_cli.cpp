@@ -97,6 +97,41 @@ int wait_exit(pid_t pid, std::chrono::seconds limit) {
   return -1;
 }
 
+// `hotloop train ...` as one process.
+std::vector<std::string> single(const std::string& out, int steps) {
+  std::vector<std::string> args = {HOTLOOP_TEST_BINARY};
+  for (auto& a : train_args(out, steps)) {
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
+// `[env VAR=...] hotloop launch --nproc 2 --master-port P [launcher] --
+// train ...`.
+std::vector<std::string> launched(
+    const std::string& out,
+    int steps,
+    int port_offset,
+    const std::vector<std::string>& launcher = {},
+    const std::vector<std::string>& env = {}) {
+  std::vector<std::string> args;
+  if (!env.empty()) {
+    args.emplace_back("/usr/bin/env");
+    args.insert(args.end(), env.begin(), env.end());
+  }
+  for (const char* a : {HOTLOOP_TEST_BINARY, "launch", "--nproc", "2"}) {
+    args.emplace_back(a);
+  }
+  args.emplace_back("--master-port");
+  args.push_back(std::to_string(port(port_offset)));
+  args.insert(args.end(), launcher.begin(), launcher.end());
+  args.emplace_back("--");
+  for (auto& a : train_args(out, steps)) {
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
 std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -106,10 +141,7 @@ std::string slurp(const std::filesystem::path& p) {
 
 TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
   test::TempDir dir;
-  std::vector<std::string> one = {HOTLOOP_TEST_BINARY};
-  for (const auto& a : train_args((dir.path() / "one").string(), 12)) {
-    one.push_back(a);
-  }
+  const auto one = single((dir.path() / "one").string(), 12);
   ASSERT_EQ(
       wait_exit(
           spawn(one, (dir.path() / "one.log").string()),
@@ -117,17 +149,7 @@ TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
       0)
       << slurp(dir.path() / "one.log");
 
-  std::vector<std::string> two = {
-      HOTLOOP_TEST_BINARY,
-      "launch",
-      "--nproc",
-      "2",
-      "--master-port",
-      std::to_string(port(0)),
-      "--"};
-  for (const auto& a : train_args((dir.path() / "two").string(), 12)) {
-    two.push_back(a);
-  }
+  const auto two = launched((dir.path() / "two").string(), 12, 0);
   const std::string log = (dir.path() / "two.log").string();
   ASSERT_EQ(wait_exit(spawn(two, log), std::chrono::seconds(120)), 0)
       << slurp(log);
@@ -177,29 +199,18 @@ TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
   // none hangs). mlp's math does not depend on the micro-batch, so the run
   // still ends where one rank with batch 64 ends.
   test::TempDir dir;
-  std::vector<std::string> one = {HOTLOOP_TEST_BINARY};
-  for (const auto& a : train_args((dir.path() / "one").string(), 6)) {
-    one.push_back(a);
-  }
+  const auto one = single((dir.path() / "one").string(), 6);
   ASSERT_EQ(
       wait_exit(
           spawn(one, (dir.path() / "one.log").string()),
           std::chrono::seconds(120)),
       0);
-  std::vector<std::string> two = {
-      "/usr/bin/env",
-      "HOTLOOP_INJECT_OOM_ABOVE=16",
-      "HOTLOOP_INJECT_OOM_RANK=1",
-      HOTLOOP_TEST_BINARY,
-      "launch",
-      "--nproc",
-      "2",
-      "--master-port",
-      std::to_string(port(2)),
-      "--"};
-  for (const auto& a : train_args((dir.path() / "two").string(), 6)) {
-    two.push_back(a);
-  }
+  const auto two = launched(
+      (dir.path() / "two").string(),
+      6,
+      2,
+      {},
+      {"HOTLOOP_INJECT_OOM_ABOVE=16", "HOTLOOP_INJECT_OOM_RANK=1"});
   const std::string log = (dir.path() / "two.log").string();
   ASSERT_EQ(wait_exit(spawn(two, log), std::chrono::seconds(120)), 0)
       << slurp(log);
@@ -220,17 +231,7 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   // Uninterrupted: 2 ranks, 40 steps.
   test::TempDir dir;
   auto launch = [&](const std::string& out, int port_offset, bool resume) {
-    std::vector<std::string> args = {
-        HOTLOOP_TEST_BINARY,
-        "launch",
-        "--nproc",
-        "2",
-        "--master-port",
-        std::to_string(port(port_offset)),
-        "--"};
-    for (const auto& a : train_args(out, 40)) {
-      args.push_back(a);
-    }
+    auto args = launched(out, 40, port_offset);
     args.push_back("--checkpoint-every");
     args.push_back("5");
     if (resume) {
@@ -285,19 +286,8 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
 
 TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
   test::TempDir dir;
-  std::vector<std::string> args = {
-      HOTLOOP_TEST_BINARY,
-      "launch",
-      "--nproc",
-      "2",
-      "--master-port",
-      std::to_string(port(1)),
-      "--grace",
-      "5",
-      "--"};
-  for (const auto& a : train_args((dir.path() / "run").string(), 10000000)) {
-    args.push_back(a);
-  }
+  const auto args =
+      launched((dir.path() / "run").string(), 10000000, 1, {"--grace", "5"});
   const std::string log = (dir.path() / "launch.log").string();
   const pid_t launcher = spawn(args, log);
   // Wait until the job trains (rank 0 writes metrics), then kill rank 1.

@@ -18,15 +18,13 @@
 #include "hotloop/train/trainer.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
+#include "support/train_fixtures.h"
 
 namespace hotloop::train {
 namespace {
 
-std::shared_ptr<const data::Dataset> synthetic(
-    const std::string& spec,
-    data::Split split = data::Split::Train) {
-  return data::open_dataset(data::parse_data_spec(spec), split, 7);
-}
+using test::make;
+using test::synthetic;
 
 // cnn-small: BatchNorm statistics and dropout's generator are what a failed
 // step attempt changes; augmentation draws per-sample seeds.
@@ -49,11 +47,6 @@ TrainerOptions cnn_options(const std::string& out) {
   o.loader.workers = 1;
   o.loader.resident = data::Resident::Off;
   return o;
-}
-
-std::shared_ptr<model::Model> make(const TrainerOptions& o) {
-  torch::manual_seed(o.seed);
-  return model::make_model(o.model);
 }
 
 std::vector<nlohmann::json> read_lines(const std::filesystem::path& p) {

@@ -18,15 +18,13 @@
 #include "hotloop/train/checkpoint.h"
 #include "hotloop/train/trainer.h"
 #include "support/temp_dir.h"
+#include "support/train_fixtures.h"
 
 namespace hotloop::train {
 namespace {
 
-std::shared_ptr<const data::Dataset> synthetic(
-    const std::string& spec,
-    data::Split split = data::Split::Train) {
-  return data::open_dataset(data::parse_data_spec(spec), split, 7);
-}
+using test::make;
+using test::synthetic;
 
 TrainerOptions small_options(const std::string& out) {
   TrainerOptions o;
@@ -47,11 +45,6 @@ TrainerOptions small_options(const std::string& out) {
   o.loader.augment = data::Augment::None;
   o.loader.resident = data::Resident::Off;
   return o;
-}
-
-std::shared_ptr<model::Model> make(const TrainerOptions& o) {
-  torch::manual_seed(o.seed);
-  return model::make_model(o.model);
 }
 
 nlohmann::json read_json(const std::filesystem::path& p) {

@@ -1,5 +1,7 @@
 #include "hotloop/cuda/cuda_info.h"
 
+#include "hotloop/core/first_line.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -20,13 +22,6 @@
 
 namespace hotloop::cuda {
 namespace {
-
-// First line of a c10::Error message; LibTorch appends a C++ backtrace after
-// it.
-std::string first_line(const std::string& s) {
-  const auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
 
 std::string uuid_string(const cudaUUID_t& u) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);

@@ -8,17 +8,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "hotloop/core/first_line.h"
 #include "hotloop/dist/nccl_backend.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::dist {
 
 namespace {
-
-std::string first_line(const char* what) {
-  const std::string s(what);
-  return s.substr(0, s.find('\n'));
-}
 
 bool loopback(const std::string& host) {
   return host == "localhost" || host.starts_with("127.");

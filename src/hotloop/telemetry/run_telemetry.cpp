@@ -311,7 +311,11 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
       }
     }
   }
-  if (metrics_) {
+  // The endpoint's text follows the sampler (about 1 Hz, far above any
+  // scrape rate), not every step.
+  const std::size_t taken = sampler_->samples_taken();
+  if (metrics_ && (taken != samples_published_ || out.window)) {
+    samples_published_ = taken;
     metrics_->publish(prometheus_text(
         r,
         sampler_->latest(),

@@ -112,7 +112,8 @@ class RunTelemetry {
   double window_wall_ = 0;
   PhaseTotals window_phases_;
   std::vector<std::uint64_t> allocated_history_;
-  std::size_t samples_seen_ = 0;
+  std::size_t samples_seen_ = 0; // by the TensorBoard scalars
+  std::size_t samples_published_ = 0; // by the Prometheus endpoint
   // Across the run.
   std::optional<Diagnosis> last_;
   std::vector<RankWindow> last_ranks_;

@@ -7,25 +7,17 @@
 
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/env/gpu_probe.h"
 #include "hotloop/env/nvml_library.h"
 #include "hotloop/errors.h"
+#include "hotloop/telemetry/samples.h"
 
 namespace hotloop::train {
 
 namespace {
-
-std::uint64_t current_rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  std::uint64_t size = 0;
-  std::uint64_t resident = 0;
-  in >> size >> resident;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-}
 
 // The compute processes NVML sees on the GPU CUDA calls `device`, this one
 // left out.
@@ -111,7 +103,8 @@ std::int64_t smaller_micro_batch(
 
 nlohmann::json memory_report(const c10::Device& device) {
   nlohmann::json r = {
-      {"device", device.str()}, {"process_rss_bytes", current_rss_bytes()}};
+      {"device", device.str()},
+      {"process_rss_bytes", telemetry::process_rss_bytes()}};
   if (!device.is_cuda()) {
     return r;
   }

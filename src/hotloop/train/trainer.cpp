@@ -36,6 +36,7 @@
 
 #include "hotloop/build_info.h"
 #include "hotloop/core/cpus.h"
+#include "hotloop/core/first_line.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/dist/process_group.h"
@@ -110,12 +111,6 @@ void set_cpu_rng_state(const at::Tensor& state) {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
-}
-
-// The first line of a c10::Error's message (a C++ backtrace may follow).
-std::string first_line(const char* what) {
-  const std::string s(what);
-  return s.substr(0, s.find('\n'));
 }
 
 // What one optimizer step's micro-batches left behind.
@@ -733,7 +728,9 @@ struct Trainer::Impl {
   // is off).
   void recover_from_oom(const std::string& error, std::size_t step_start) {
     optimizer->zero_grad();
-    restore_step_state();
+    if (options.oom_recovery) {
+      restore_step_state(); // saved at the step's start
+    }
     const std::int64_t per_rank = options.batch / options.world_size;
     const std::int64_t smaller =
         options.oom_recovery ? smaller_micro_batch(per_rank, micro_batch) : 0;
@@ -881,7 +878,7 @@ struct Trainer::Impl {
       }
       const Clock::time_point t0 = Clock::now();
       const std::size_t step_start = next_batch;
-      if (!options.trial) {
+      if (options.oom_recovery && !options.trial) {
         save_step_state();
       }
       telemetry->begin_step();
