@@ -1,7 +1,8 @@
 // `hotloop launch --nproc N [...] -- train ...`: starts N local ranks of a
 // data-parallel job with torchrun's environment, prefixes each output line
 // with its rank, forwards SIGINT/SIGTERM, and when a rank fails stops the
-// others and exits 1 naming it.
+// others and exits 1 naming it and its last step and phase (each rank
+// rewrites HOTLOOP_RANK_STATUS_FILE twice a second: dist/rank_status.h).
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,12 +13,15 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
+#include "hotloop/dist/rank_status.h"
 
 namespace hotloop::cli {
 
@@ -40,7 +44,20 @@ struct Rank {
   std::string partial; // output after the last newline
   bool running = true;
   int status = 0;
+  std::string status_file; // its last step and phase
 };
+
+// "; its last report: step 12, backward, 0.3 s before", or "" when the rank
+// never reported (it died before training started).
+std::string last_report(const Rank& r) {
+  std::ifstream in(r.status_file);
+  std::string line;
+  std::getline(in, line);
+  const auto report = dist::parse_report(line);
+  return report ? "; its last report: " +
+          dist::describe_report(*report, dist::unix_ms_now())
+                : std::string();
+}
 
 std::string self_exe() {
   char buf[4096];
@@ -58,9 +75,14 @@ std::string describe_exit(int status) {
   return fmt::format("exited with code {}", WEXITSTATUS(status));
 }
 
-Rank spawn(const LaunchFlags& f, int local, const std::string& exe) {
+Rank spawn(
+    const LaunchFlags& f,
+    int local,
+    const std::string& exe,
+    const std::string& status_dir) {
   Rank r;
   r.rank = f.node_rank * f.nproc + local;
+  r.status_file = fmt::format("{}/rank{}", status_dir, r.rank);
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     throw Error(fmt::format("launch: pipe: {}", std::strerror(errno)));
@@ -79,6 +101,7 @@ Rank spawn(const LaunchFlags& f, int local, const std::string& exe) {
     ::setenv("MASTER_ADDR", f.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", std::to_string(f.master_port).c_str(), 1);
     ::setenv("NO_COLOR", "1", 1); // the lines are prefixed: no progress bar
+    ::setenv("HOTLOOP_RANK_STATUS_FILE", r.status_file.c_str(), 1);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(exe.c_str()));
     for (const auto& a : f.command) {
@@ -136,10 +159,24 @@ int run_launch(const LaunchFlags& f) {
         "put the hotloop command after --: hotloop launch --nproc 2 -- train --model mlp");
   }
   const std::string exe = self_exe();
+  std::string status_dir =
+      (std::filesystem::temp_directory_path() / "hotloop-launch-XXXXXX")
+          .string();
+  if (::mkdtemp(status_dir.data()) == nullptr) {
+    throw Error(fmt::format(
+        "launch: cannot create {}: {}", status_dir, std::strerror(errno)));
+  }
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_status_dir{status_dir};
   StopSignal stop;
   std::vector<Rank> ranks;
   for (int i = 0; i < f.nproc; ++i) {
-    ranks.push_back(spawn(f, i, exe));
+    ranks.push_back(spawn(f, i, exe, status_dir));
     fmt::print(
         "[launch] rank {}: pid {}\n", ranks.back().rank, ranks.back().pid);
   }
@@ -167,7 +204,11 @@ int run_launch(const LaunchFlags& f) {
         const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
         if (!ok && failure.empty() && !forwarded) {
           failure = fmt::format(
-              "rank {} (pid {}) {}", r.rank, r.pid, describe_exit(r.status));
+              "rank {} (pid {}) {}{}",
+              r.rank,
+              r.pid,
+              describe_exit(r.status),
+              last_report(r));
           fmt::print(
               stderr,
               "hotloop launch: {}; stopping the other ranks\n",

@@ -9,6 +9,7 @@
 #include <fstream>
 #include "cli_common.h"
 
+#include "hotloop/core/cpus.h"
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/dist/dist_env.h"
@@ -173,6 +174,12 @@ int run_train(TrainFlags& f) {
       cuda::set_current_device(std::stoi(o.device.substr(5)));
     }
     group = dist::ProcessGroup::create(env, go);
+    if (o.threads == 0) {
+      // The node's cores are shared by its ranks (torchrun sets
+      // OMP_NUM_THREADS=1 for the same reason).
+      o.threads =
+          std::max(1, static_cast<int>(usable_cpus()) / env.local_world_size);
+    }
     o.rank = env.rank;
     o.world_size = env.world_size;
     o.progress_bar = o.progress_bar && env.rank == 0;
@@ -380,6 +387,16 @@ void add_train_command(CLI::App& app, Action& action) {
       "--dist-timeout",
       f->dist_timeout_s,
       "Seconds a rank waits for the others (rendezvous, collectives) before it stops with an error");
+  cmd->add_option(
+      "--sync-batchnorm",
+      o.sync_batchnorm,
+      "Data parallel: BatchNorm statistics over the global batch, not each rank's share (turns OOM recovery off: the collectives inside forward cannot be realigned after one rank fails)");
+  cmd->add_option(
+      "--overlap-allreduce",
+      o.overlap_allreduce,
+      "Data parallel: start each gradient bucket's all-reduce during backward as soon as its gradients are ready (false: all after backward)");
+  cmd->add_option(
+      "--bucket-mb", o.bucket_mb, "Data parallel: gradient bucket size in MiB");
   cmd->add_flag("--no-eval", f->no_eval, "No evaluation (throughput runs)");
   cmd->add_option(
       "--eval-every",

@@ -1,9 +1,12 @@
 // Two Gloo ranks (threads of this process, the real TCPStore and Gloo over
-// loopback): bucketed mean all-reduce, broadcast from rank 0, max agreement;
-// and the environment of torchrun and Slurm.
+// loopback): the gradient reducer's bucketed mean (after backward, and
+// overlapped with it through the gradient hooks, with accumulation and the
+// OOM protocol), broadcast from rank 0, max agreement; the rank status that
+// names a silent rank; and the environment of torchrun and Slurm.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <future>
 #include <map>
 #include <thread>
@@ -13,8 +16,12 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include "hotloop/dist/dist_env.h"
+#include "hotloop/dist/gradient_reducer.h"
 #include "hotloop/dist/process_group.h"
+#include "hotloop/dist/rank_status.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::dist {
@@ -42,26 +49,224 @@ std::function<const char*(const char*)> env_of(
   };
 }
 
+// Leaf parameters of the shapes the tests use.
+std::vector<at::Tensor> make_params() {
+  return {
+      at::zeros({10}).requires_grad_(),
+      at::zeros({5, 6}).requires_grad_(),
+      at::zeros({3}).requires_grad_()};
+}
+
+// What rank r's gradients are in these tests: (r + 1) * [0, 1, 2, ...] for
+// the first two, r for the third; the means are 1.5x and 0.5.
+std::vector<at::Tensor> rank_grads(int r) {
+  return {
+      at::arange(10, at::kFloat) * (r + 1),
+      at::arange(30, at::kFloat).reshape({5, 6}) * (r + 1),
+      at::full({3}, static_cast<float>(r))};
+}
+
+// A loss whose gradient with respect to params[i] is `scale` * grads[i].
+at::Tensor loss_for(
+    const std::vector<at::Tensor>& params,
+    const std::vector<at::Tensor>& grads,
+    double scale) {
+  at::Tensor loss = (params[0] * grads[0]).sum() * scale;
+  for (std::size_t i = 1; i < params.size(); ++i) {
+    loss = loss + (params[i] * grads[i]).sum() * scale;
+  }
+  return loss;
+}
+
+void expect_means(const std::vector<at::Tensor>& params) {
+  EXPECT_TRUE(at::allclose(params[0].grad(), at::arange(10, at::kFloat) * 1.5));
+  EXPECT_TRUE(at::allclose(
+      params[1].grad(), at::arange(30, at::kFloat).reshape({5, 6}) * 1.5));
+  EXPECT_TRUE(at::allclose(params[2].grad(), at::full({3}, 0.5f)));
+}
+
+// Runs `body(rank, group)` on two ranks (threads) and waits for both.
+template <typename F>
+void two_ranks(int port, F body) {
+  GroupOptions o;
+  o.timeout = std::chrono::seconds(60);
+  auto run = [&](int r) {
+    body(r, ProcessGroup::create(rank_env(r, port), o));
+  };
+  auto f0 = std::async(std::launch::async, run, 0);
+  auto f1 = std::async(std::launch::async, run, 1);
+  f0.get();
+  f1.get();
+}
+
+ReducerOptions small_buckets(bool overlap) {
+  ReducerOptions ro;
+  ro.bucket_bytes = 64; // several buckets for these small tensors
+  ro.overlap = overlap;
+  return ro;
+}
+
 } // namespace
+
+TEST(GradientReducer, BucketsStartDuringBackwardAndEndAsTheMean) {
+  two_ranks(free_port() + 2, [](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    GradientReducer reducer(g, params, small_buckets(true));
+    ASSERT_GE(reducer.bucket_count(), 2u);
+    for (int step = 0; step < 2; ++step) {
+      for (auto& p : params) {
+        p.mutable_grad() = at::Tensor();
+      }
+      reducer.arm();
+      loss_for(params, rank_grads(r), 1.0).backward();
+      reducer.launch_rest();
+      // Every bucket's gradients were ready inside backward.
+      EXPECT_EQ(reducer.started_during_backward(), reducer.bucket_count());
+      reducer.finish();
+      expect_means(params);
+    }
+  });
+}
+
+TEST(GradientReducer, OnlyTheArmedBackwardStartsBucketsWhenAccumulating) {
+  two_ranks(free_port() + 3, [](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    GradientReducer reducer(g, params, small_buckets(true));
+    // Two micro-batches of half the gradient each: only the second is armed,
+    // so the buckets hold the accumulated sum.
+    loss_for(params, rank_grads(r), 0.5).backward();
+    reducer.arm();
+    loss_for(params, rank_grads(r), 0.5).backward();
+    reducer.launch_rest();
+    EXPECT_EQ(reducer.started_during_backward(), reducer.bucket_count());
+    reducer.finish();
+    expect_means(params);
+  });
+}
+
+TEST(GradientReducer, ARankThatFailedBeforeBackwardStillLinesUpAndDiscards) {
+  two_ranks(free_port() + 4, [](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    GradientReducer reducer(g, params, small_buckets(true));
+    // Step 1: rank 1 "runs out of memory" in forward (no backward); rank 0
+    // completes its backward. Both start every bucket, agree, discard.
+    if (r == 0) {
+      reducer.arm();
+      loss_for(params, rank_grads(r), 1.0).backward();
+    }
+    reducer.launch_rest();
+    EXPECT_EQ(g->allreduce_max(r == 1 ? 1 : 0, "step agreement"), 1);
+    reducer.discard();
+    // Step 2, redone by both: the mean, as if step 1 never happened.
+    for (auto& p : params) {
+      p.mutable_grad() = at::Tensor();
+    }
+    reducer.arm();
+    loss_for(params, rank_grads(r), 1.0).backward();
+    reducer.launch_rest();
+    EXPECT_EQ(g->allreduce_max(0, "step agreement"), 0);
+    reducer.finish();
+    expect_means(params);
+  });
+}
+
+TEST(GradientReducer, WithoutOverlapEveryBucketStartsAfterBackward) {
+  two_ranks(free_port() + 5, [](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    GradientReducer reducer(g, params, small_buckets(false));
+    reducer.arm();
+    loss_for(params, rank_grads(r), 1.0).backward();
+    reducer.launch_rest();
+    EXPECT_EQ(reducer.started_during_backward(), 0u);
+    reducer.finish();
+    expect_means(params);
+  });
+}
+
+TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(free_port() + 6);
+  so.isServer = true;
+  so.numWorkers = 1;
+  so.waitWorkers = false;
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  const std::chrono::milliseconds fast(50);
+  RankStatus rank0(0, store->clone(), "", fast);
+  {
+    RankStatus rank1(1, store->clone(), "", fast);
+    rank1.set(7, RankPhase::Backward);
+    std::this_thread::sleep_for(fast * 4);
+    RankStatus rank2(2, store->clone(), "", fast);
+    // Rank 2 is alive: not named.
+    const std::string live = rank0.describe_peers(3);
+    EXPECT_NE(live.find("no other rank stopped reporting"), std::string::npos)
+        << live;
+  } // ranks 1 and 2 stop here, like a killed process (no last word)
+  RankStatus rank3(3, store->clone(), "", fast);
+  const std::string s = rank0.describe_peers(5);
+  EXPECT_NE(s.find("rank 1 (last report: step 8, backward"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("rank 2 (last report: step 1, start"), std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("rank 3"), std::string::npos) << s; // still reporting
+  EXPECT_NE(s.find("rank 4 (never reported)"), std::string::npos) << s;
+}
+
+TEST(RankStatus, AFailedRankIsNotBlamedAndTheFileHoldsTheLastReport) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(free_port() + 7);
+  so.isServer = true;
+  so.numWorkers = 1;
+  so.waitWorkers = false;
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  const std::chrono::milliseconds fast(50);
+  const std::string file =
+      fmt::format("/tmp/hotloop-rank-status-{}", ::getpid());
+  {
+    RankStatus rank1(1, store->clone(), file, fast);
+    rank1.set(41, RankPhase::AllReduce);
+    std::this_thread::sleep_for(fast * 4);
+    // Rank 1 saw the failure too and said so before stopping.
+    EXPECT_NE(
+        rank1.describe_peers(2).find("rank 0 (never reported)"),
+        std::string::npos);
+  }
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  const auto report = parse_report(line);
+  ASSERT_TRUE(report.has_value()) << line;
+  EXPECT_EQ(report->step, 41);
+  EXPECT_EQ(report->phase, "failed");
+  std::remove(file.c_str());
+  RankStatus rank0(0, store->clone(), "", fast);
+  const std::string s = rank0.describe_peers(2);
+  EXPECT_NE(s.find("no other rank stopped reporting"), std::string::npos) << s;
+}
 
 TEST(ProcessGroup, TwoGlooRanksAverageBroadcastAndAgree) {
   const int port = free_port();
   GroupOptions o;
-  o.bucket_bytes = 64; // several buckets for these small tensors
   o.timeout = std::chrono::seconds(60);
   auto rank = [&](int r) {
     auto g = ProcessGroup::create(rank_env(r, port), o);
-    // Rank r holds (r + 1) * [0, 1, 2, ...]: the mean is 1.5 * [0, 1, ...].
-    std::vector<at::Tensor> grads = {
-        at::arange(10, at::kFloat) * (r + 1),
-        at::arange(30, at::kFloat).reshape({5, 6}) * (r + 1),
-        at::full({3}, static_cast<float>(r))};
-    g->allreduce_mean(grads, "gradients");
+    std::vector<at::Tensor> params = make_params();
+    const std::vector<at::Tensor> grads = rank_grads(r);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      params[i].mutable_grad() = grads[i].clone();
+    }
+    GradientReducer reducer(g, params, small_buckets(false));
+    reducer.launch_rest();
+    reducer.finish();
+    std::vector<at::Tensor> got;
+    for (const auto& p : params) {
+      got.push_back(p.grad());
+    }
     std::vector<at::Tensor> weights = {
         at::full({4}, static_cast<float>(r + 7))};
     g->broadcast(weights, "start");
     const std::int64_t agreed = g->allreduce_max(r == 1 ? 5 : 2, "oom");
-    return std::make_tuple(grads, weights, agreed);
+    return std::make_tuple(got, weights, agreed);
   };
   auto f0 = std::async(std::launch::async, rank, 0);
   auto f1 = std::async(std::launch::async, rank, 1);
@@ -103,12 +308,16 @@ TEST(DistEnv, TorchrunVariables) {
       {{"RANK", "3"},
        {"WORLD_SIZE", "8"},
        {"LOCAL_RANK", "1"},
+       {"LOCAL_WORLD_SIZE", "4"},
+       {"HOTLOOP_RANK_STATUS_FILE", "/tmp/job/rank3"},
        {"MASTER_ADDR", "node01"},
        {"MASTER_PORT", "29600"}}));
   EXPECT_EQ(e.source, "torchrun");
   EXPECT_EQ(e.rank, 3);
   EXPECT_EQ(e.world_size, 8);
   EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 4);
+  EXPECT_EQ(e.status_file, "/tmp/job/rank3");
   EXPECT_EQ(e.master_addr, "node01");
   EXPECT_EQ(e.master_port, 29600);
 }
@@ -118,11 +327,13 @@ TEST(DistEnv, SlurmVariablesWithTheFirstHostOfTheNodeList) {
       {{"SLURM_PROCID", "5"},
        {"SLURM_NTASKS", "16"},
        {"SLURM_LOCALID", "1"},
+       {"SLURM_NTASKS_PER_NODE", "4(x4)"},
        {"SLURM_JOB_NODELIST", "gpu[07-09,12],cpu01"}}));
   EXPECT_EQ(e.source, "slurm");
   EXPECT_EQ(e.rank, 5);
   EXPECT_EQ(e.world_size, 16);
   EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 4);
   EXPECT_EQ(e.master_addr, "gpu07");
   EXPECT_EQ(e.master_port, 29500);
   EXPECT_EQ(first_slurm_host("a01,b02"), "a01");

@@ -15,9 +15,15 @@ struct DistEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  // Ranks on this node (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE): they share
+  // its CPU cores.
+  int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single process"; // torchrun, slurm, single process
+  // HOTLOOP_RANK_STATUS_FILE: where `hotloop launch` reads this rank's last
+  // step and phase if it dies (empty: not under hotloop launch).
+  std::string status_file;
   bool distributed() const {
     return world_size > 1;
   }

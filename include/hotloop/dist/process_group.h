@@ -2,11 +2,13 @@
 // A data-parallel job's process group on PyTorch's c10d: a TCPStore at the
 // master for the rendezvous (rank 0 hosts it), then Gloo (CPU tensors) or
 // NCCL (CUDA tensors). The collectives the trainer needs, with failures turned
-// into errors that name this rank and the phase, never a silent hang: every
+// into errors that name this rank, the collective and the ranks that stopped
+// reporting with their last step and phase, never a silent hang: every
 // collective gives up after the group's timeout.
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "hotloop/dist/dist_env.h"
+#include "hotloop/dist/rank_status.h"
 
 namespace hotloop::dist {
 
@@ -22,7 +25,6 @@ enum class Backend { Gloo, Nccl };
 struct GroupOptions {
   Backend backend = Backend::Gloo;
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  std::size_t bucket_bytes = 25u << 20; // gradients all-reduced per bucket
 };
 
 class ProcessGroup {
@@ -40,11 +42,15 @@ class ProcessGroup {
 
   // Rank 0's values into every rank's tensors (in place).
   void broadcast(std::vector<at::Tensor>& tensors, const std::string& phase);
-  // Every rank's tensors become the mean over ranks (in place), in buckets
-  // of about bucket_bytes, each flattened and all-reduced asynchronously.
-  void allreduce_mean(
-      const std::vector<at::Tensor>& tensors,
+  // Starts summing `tensor` over ranks in place and returns without waiting;
+  // the returned function waits (the group's timeout) and throws Error as
+  // the other collectives do. Collectives match across ranks by the order
+  // they are started in.
+  std::function<void()> start_allreduce_sum(
+      at::Tensor tensor,
       const std::string& phase);
+  // `tensor` becomes its sum over ranks (in place), waited for.
+  void allreduce_sum_(at::Tensor& tensor, const std::string& phase);
   // The element-wise sum over ranks (small vectors: per-rank figures).
   std::vector<double> allreduce_sum(
       std::vector<double> values,
@@ -52,6 +58,11 @@ class ProcessGroup {
   // The largest of the ranks' values (agreement: one all-reduce).
   std::int64_t allreduce_max(std::int64_t value, const std::string& phase);
   void barrier(const std::string& phase);
+
+  // What this rank is doing, published twice a second (rank_status.h) so
+  // that a failure on another rank names this one's last step and phase.
+  void set_status(std::int64_t step, RankPhase phase);
+  void set_phase(RankPhase phase);
 
  private:
   ProcessGroup();

@@ -50,6 +50,13 @@ struct TrainerOptions {
   std::int64_t micro_batch = 0;
   int world_size = 1;
   int rank = 0;
+  // Data parallel (world_size > 1): BatchNorm statistics over the global
+  // batch (all-reduced in forward and backward); gradient all-reduce started
+  // bucket by bucket during backward (false: after backward), in buckets of
+  // about bucket_mb MiB.
+  bool sync_batchnorm = false;
+  bool overlap_allreduce = true;
+  double bucket_mb = 25;
 
   Precision precision = Precision::Fp32;
   std::string device = "auto"; // auto | cpu | cuda[:N]

@@ -65,6 +65,9 @@ DistEnv read_dist_env(const std::function<const char*(const char*)>& get_fn) {
     e.local_rank = get("LOCAL_RANK")
         ? number("LOCAL_RANK", get("LOCAL_RANK"), 0, 1 << 20)
         : 0;
+    e.local_world_size = get("LOCAL_WORLD_SIZE")
+        ? number("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"), 1, 1 << 20)
+        : 1;
     if (get("MASTER_ADDR") != nullptr) {
       e.master_addr = get("MASTER_ADDR");
     }
@@ -75,6 +78,15 @@ DistEnv read_dist_env(const std::function<const char*(const char*)>& get_fn) {
     e.local_rank = get("SLURM_LOCALID")
         ? number("SLURM_LOCALID", get("SLURM_LOCALID"), 0, 1 << 20)
         : 0;
+    if (const char* per_node = get("SLURM_NTASKS_PER_NODE")) {
+      // "4", or "4(x2)" for several nodes alike: the leading count.
+      const std::string s(per_node);
+      e.local_world_size = number(
+          "SLURM_NTASKS_PER_NODE",
+          s.substr(0, s.find('(')).c_str(),
+          1,
+          1 << 20);
+    }
     if (get("MASTER_ADDR") != nullptr) {
       e.master_addr = get("MASTER_ADDR");
     } else if (get("SLURM_JOB_NODELIST") != nullptr) {
@@ -86,6 +98,9 @@ DistEnv read_dist_env(const std::function<const char*(const char*)>& get_fn) {
     }
   } else {
     return e;
+  }
+  if (get("HOTLOOP_RANK_STATUS_FILE") != nullptr) {
+    e.status_file = get("HOTLOOP_RANK_STATUS_FILE");
   }
   if (get("MASTER_PORT") != nullptr) {
     e.master_port = number("MASTER_PORT", get("MASTER_PORT"), 1, 65535);

@@ -1,6 +1,5 @@
 #include "hotloop/dist/process_group.h"
 
-#include <ATen/ops/cat.h>
 #include <ATen/ops/tensor.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -28,23 +27,27 @@ struct ProcessGroup::Impl {
   GroupOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  std::unique_ptr<RankStatus> status;
 
   // Runs a collective; a failure (a rank that died, a timeout) becomes an
-  // Error naming this rank and the phase.
+  // Error naming this rank, the collective and the ranks that stopped
+  // reporting (with their last step and phase).
   template <typename F>
   void guarded(const std::string& phase, F&& f) {
     try {
       f();
     } catch (const std::exception& e) {
       // c10::DistBackendError, or Gloo's own exceptions from a dead peer.
+      const std::string what = first_line(e.what());
       throw Error(
           fmt::format(
-              "rank {}: the {} collective ({}) failed: {}",
+              "rank {}: the {} collective ({}) failed: {}; {}",
               rank,
               phase,
               options.backend == Backend::Nccl ? "NCCL" : "Gloo",
-              first_line(e.what())),
-          "another rank stopped or stopped answering (the launcher names it); --dist-timeout sets how long ranks wait");
+              what,
+              status ? status->describe_peers(size) : std::string()),
+          "another rank stopped or stopped answering (the launcher names it too); --dist-timeout sets how long ranks wait");
     }
   }
 
@@ -71,8 +74,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
     so.numWorkers = static_cast<std::size_t>(env.world_size);
     so.waitWorkers = true;
     so.timeout = options.timeout;
-    m.store = c10::make_intrusive<c10d::PrefixStore>(
-        "hotloop", c10::make_intrusive<c10d::TCPStore>(env.master_addr, so));
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    m.store = c10::make_intrusive<c10d::PrefixStore>("hotloop", tcp);
+    // Its own connection, so that publishing never waits behind a
+    // collective library's use of the store.
+    m.status = std::make_unique<RankStatus>(
+        env.rank,
+        c10::make_intrusive<c10d::PrefixStore>("hotloop", tcp->clone()),
+        env.status_file);
     if (options.backend == Backend::Nccl) {
       m.backend =
           make_nccl_backend(m.store, env.rank, env.world_size, options.timeout);
@@ -123,51 +132,23 @@ void ProcessGroup::broadcast(
   });
 }
 
-void ProcessGroup::allreduce_mean(
-    const std::vector<at::Tensor>& tensors,
+std::function<void()> ProcessGroup::start_allreduce_sum(
+    at::Tensor tensor,
     const std::string& phase) {
+  std::vector<at::Tensor> t = {std::move(tensor)};
+  c10::intrusive_ptr<c10d::Work> work;
   impl_->guarded(phase, [&] {
-    // Buckets of consecutive tensors of one dtype, flattened into one
-    // buffer each; all launched before any is waited for.
-    struct Bucket {
-      std::vector<at::Tensor> members;
-      std::vector<at::Tensor> flat;
-      c10::intrusive_ptr<c10d::Work> work;
-    };
-    std::vector<Bucket> buckets;
-    std::size_t bytes = 0;
-    for (const auto& t : tensors) {
-      if (!t.defined()) {
-        continue;
-      }
-      if (buckets.empty() || bytes >= impl_->options.bucket_bytes ||
-          buckets.back().members.front().scalar_type() != t.scalar_type()) {
-        buckets.emplace_back();
-        bytes = 0;
-      }
-      buckets.back().members.push_back(t);
-      bytes += t.nbytes();
-    }
-    for (auto& b : buckets) {
-      std::vector<at::Tensor> views;
-      for (const auto& t : b.members) {
-        views.push_back(t.reshape({-1}));
-      }
-      b.flat = {at::cat(views)};
-      b.work = impl_->backend->allreduce(b.flat, c10d::AllreduceOptions{});
-    }
-    const double scale = 1.0 / impl_->size;
-    for (auto& b : buckets) {
-      impl_->wait(b.work);
-      b.flat[0].mul_(scale);
-      std::int64_t at = 0;
-      for (auto& t : b.members) {
-        const std::int64_t n = t.numel();
-        t.copy_(b.flat[0].narrow(0, at, n).view(t.sizes()));
-        at += n;
-      }
-    }
+    work = impl_->backend->allreduce(t, c10d::AllreduceOptions{});
   });
+  return [this, work, phase] {
+    impl_->guarded(phase, [&] { impl_->wait(work); });
+  };
+}
+
+void ProcessGroup::allreduce_sum_(
+    at::Tensor& tensor,
+    const std::string& phase) {
+  start_allreduce_sum(tensor, phase)();
 }
 
 std::int64_t ProcessGroup::allreduce_max(
@@ -202,6 +183,14 @@ std::vector<double> ProcessGroup::allreduce_sum(
 
 void ProcessGroup::barrier(const std::string& phase) {
   allreduce_max(0, phase);
+}
+
+void ProcessGroup::set_status(std::int64_t step, RankPhase phase) {
+  impl_->status->set(step, phase);
+}
+
+void ProcessGroup::set_phase(RankPhase phase) {
+  impl_->status->set_phase(phase);
 }
 
 } // namespace hotloop::dist

@@ -38,9 +38,9 @@ class BasicBlock : public nn::Module {
       std::int64_t stride,
       nn::Sequential downsample)
       : conv1_(register_module("conv1", conv(in, planes, 3, stride))),
-        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        bn1_(register_module("bn1", BatchNorm2d(planes))),
         conv2_(register_module("conv2", conv(planes, planes, 3, 1))),
-        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        bn2_(register_module("bn2", BatchNorm2d(planes))),
         downsample_(downsample) {
     if (downsample_) {
       register_module("downsample", downsample_);
@@ -52,15 +52,15 @@ class BasicBlock : public nn::Module {
     out += downsample_ ? downsample_->forward(x) : x;
     return at::relu(out);
   }
-  nn::BatchNorm2d& last_bn() {
+  BatchNorm2d& last_bn() {
     return bn2_;
   }
 
  private:
   nn::Conv2d conv1_;
-  nn::BatchNorm2d bn1_;
+  BatchNorm2d bn1_;
   nn::Conv2d conv2_;
-  nn::BatchNorm2d bn2_;
+  BatchNorm2d bn2_;
   nn::Sequential downsample_;
 };
 
@@ -74,12 +74,12 @@ class Bottleneck : public nn::Module {
       std::int64_t stride,
       nn::Sequential downsample)
       : conv1_(register_module("conv1", conv(in, planes, 1, 1))),
-        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        bn1_(register_module("bn1", BatchNorm2d(planes))),
         conv2_(register_module("conv2", conv(planes, planes, 3, stride))),
-        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        bn2_(register_module("bn2", BatchNorm2d(planes))),
         conv3_(
             register_module("conv3", conv(planes, planes * kExpansion, 1, 1))),
-        bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))),
+        bn3_(register_module("bn3", BatchNorm2d(planes * kExpansion))),
         downsample_(downsample) {
     if (downsample_) {
       register_module("downsample", downsample_);
@@ -92,17 +92,17 @@ class Bottleneck : public nn::Module {
     out += downsample_ ? downsample_->forward(x) : x;
     return at::relu(out);
   }
-  nn::BatchNorm2d& last_bn() {
+  BatchNorm2d& last_bn() {
     return bn3_;
   }
 
  private:
   nn::Conv2d conv1_;
-  nn::BatchNorm2d bn1_;
+  BatchNorm2d bn1_;
   nn::Conv2d conv2_;
-  nn::BatchNorm2d bn2_;
+  BatchNorm2d bn2_;
   nn::Conv2d conv3_;
-  nn::BatchNorm2d bn3_;
+  BatchNorm2d bn3_;
   nn::Sequential downsample_;
 };
 
@@ -119,7 +119,7 @@ nn::Sequential make_stage(
     if (b == 0 && (s != 1 || in != planes * Block::kExpansion)) {
       downsample = nn::Sequential(
           conv(in, planes * Block::kExpansion, 1, s),
-          nn::BatchNorm2d(planes * Block::kExpansion));
+          BatchNorm2d(planes * Block::kExpansion));
     }
     stage->push_back(std::make_shared<Block>(in, planes, s, downsample));
     in = planes * Block::kExpansion;
@@ -149,7 +149,7 @@ ResNet::ResNet(const ResNetOptions& options) : options_(options) {
       "conv1",
       options.small_stem ? conv(options.in_channels, 64, 3, 1)
                          : conv(options.in_channels, 64, 7, 2));
-  bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+  bn1_ = register_module("bn1", BatchNorm2d(64));
   std::int64_t in = 64;
   const std::int64_t planes[] = {64, 128, 256, 512};
   for (int s = 0; s < 4; ++s) {
@@ -166,7 +166,7 @@ ResNet::ResNet(const ResNetOptions& options) : options_(options) {
   for (auto& m : modules(/*include_self=*/false)) {
     if (auto* c = m->as<nn::Conv2d>()) {
       nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
-    } else if (auto* bn = m->as<nn::BatchNorm2d>()) {
+    } else if (auto* bn = m->as<BatchNorm2d>()) {
       nn::init::ones_(bn->weight);
       nn::init::zeros_(bn->bias);
     }

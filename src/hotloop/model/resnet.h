@@ -5,11 +5,11 @@
 
 #include <cstdint>
 
-#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include "hotloop/model/batch_norm.h"
 #include "hotloop/model/model.h"
 
 namespace hotloop::model {
@@ -42,7 +42,7 @@ class ResNet : public Model {
   ResNetOptions options_;
   Checkpointing checkpointing_ = Checkpointing::None;
   torch::nn::Conv2d conv1_{nullptr};
-  torch::nn::BatchNorm2d bn1_{nullptr};
+  BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::Sequential> stages_;
   torch::nn::Linear fc_{nullptr};
 };

@@ -1,5 +1,7 @@
 #include "hotloop/model/small_models.h"
 
+#include "hotloop/model/batch_norm.h"
+
 #include <ATen/ops/adaptive_avg_pool2d.h>
 #include <ATen/ops/dropout.h>
 #include <ATen/ops/flatten.h>
@@ -29,7 +31,7 @@ CnnSmall::CnnSmall(std::int64_t in_channels, std::int64_t num_classes) {
   for (int b = 0; b < 2; ++b) {
     features->push_back(nn::Conv2d(
         nn::Conv2dOptions(widths[b], widths[b + 1], 3).padding(1).bias(false)));
-    features->push_back(nn::BatchNorm2d(widths[b + 1]));
+    features->push_back(BatchNorm2d(widths[b + 1]));
     features->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
     features->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
   }

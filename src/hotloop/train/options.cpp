@@ -27,6 +27,9 @@ void TrainerOptions::validate() const {
   if (micro_batch < 0) {
     bad("micro-batch", fmt::format("{} is negative", micro_batch));
   }
+  if (!(bucket_mb > 0)) {
+    bad("bucket-mb", fmt::format("{} must be positive", bucket_mb));
+  }
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     bad("world-size",
         fmt::format("rank {} of {} is not a valid rank", rank, world_size));
@@ -125,6 +128,9 @@ nlohmann::json TrainerOptions::to_json() const {
            ((micro_batch == 0 ? batch / world_size : micro_batch) *
             world_size)},
       {"world_size", world_size},
+      {"sync_batchnorm", sync_batchnorm},
+      {"overlap_allreduce", overlap_allreduce},
+      {"bucket_mb", bucket_mb},
       {"precision", to_string(precision)},
       {"device", device},
       {"threads", threads},

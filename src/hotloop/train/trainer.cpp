@@ -39,8 +39,10 @@
 #include "hotloop/core/first_line.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/dist/gradient_reducer.h"
 #include "hotloop/dist/process_group.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/batch_norm.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/telemetry/run_telemetry.h"
@@ -167,6 +169,7 @@ struct Trainer::Impl {
   std::shared_ptr<const data::Dataset> train_data;
   std::shared_ptr<const data::Dataset> val_data;
   std::shared_ptr<dist::ProcessGroup> group; // data parallel; null: one rank
+  std::unique_ptr<dist::GradientReducer> reducer; // with group
   c10::Device device{c10::kCPU};
   std::string run_dir;
   std::int64_t micro_batch = 0;
@@ -198,6 +201,14 @@ struct Trainer::Impl {
   std::size_t epoch = 0;
   std::size_t next_batch = 0;
   std::string last_checkpoint;
+
+  // What this rank is doing, for the failure messages of the others and of
+  // the launcher (dist/rank_status.h); free: two relaxed stores.
+  void phase(dist::RankPhase p) const {
+    if (group) {
+      group->set_status(step, p);
+    }
+  }
 
   void log(const std::string& line) const {
     if (options.rank == 0 && !options.trial) {
@@ -303,6 +314,24 @@ struct Trainer::Impl {
         state.push_back(b);
       }
       group->broadcast(state, "start (weights from rank 0)");
+      if (options.sync_batchnorm && group->size() > 1) {
+        const int n =
+            model::synchronize_batch_norm(*model, [g = group](at::Tensor& t) {
+              g->allreduce_sum_(t, "sync batchnorm");
+            });
+        log(fmt::format(
+            "sync batchnorm: {} BatchNorm layer(s) normalize over the global batch of {} ranks{}",
+            n,
+            group->size(),
+            n == 0 ? fmt::format(" ({} has none)", options.model.name)
+                   : std::string()));
+        if (n > 0 && options.oom_recovery) {
+          // An OOM mid-forward on one rank would leave the others inside a
+          // BatchNorm all-reduce that rank never reaches.
+          options.oom_recovery = false;
+          log("sync batchnorm: OOM recovery is off (find the batch size first: --batch auto)");
+        }
+      }
     }
     const model::ParameterCount count = model::count_parameters(*model);
     log(fmt::format(
@@ -336,6 +365,13 @@ struct Trainer::Impl {
     }
     optimizer =
         std::make_unique<Optimizer>(std::move(groups), options.optimizer);
+    if (group) {
+      dist::ReducerOptions ro;
+      ro.bucket_bytes =
+          static_cast<std::size_t>(options.bucket_mb * 1024 * 1024);
+      ro.overlap = options.overlap_allreduce;
+      reducer = std::make_unique<dist::GradientReducer>(group, params, ro);
+    }
     scaler = std::make_unique<LossScaler>(
         LossScalerOptions{}, device, options.precision == Precision::Fp16);
 
@@ -681,6 +717,7 @@ struct Trainer::Impl {
   MicroBatchesResult run_micro_batches() {
     MicroBatchesResult r;
     for (std::int64_t a = 0; a < accum_steps; ++a) {
+      phase(dist::RankPhase::Data);
       std::optional<data::Batch> b = loader->next();
       r.wait += loader->last_wait_seconds();
       telemetry->end_phase(telemetry::Phase::DataWait);
@@ -696,6 +733,7 @@ struct Trainer::Impl {
           ? b->images.contiguous(at::MemoryFormat::ChannelsLast)
           : b->images;
       at::Tensor logits;
+      phase(dist::RankPhase::Forward);
       {
         AutocastScope autocast(options.precision, device);
         logits = model->forward(images);
@@ -708,6 +746,10 @@ struct Trainer::Impl {
           at::Reduction::Mean,
           -100,
           options.label_smoothing);
+      phase(dist::RankPhase::Backward);
+      if (reducer && a == accum_steps - 1) {
+        reducer->arm(); // the final gradients: buckets start during backward
+      }
       scaler->scale(loss / static_cast<double>(accum_steps)).backward();
       telemetry->end_phase(telemetry::Phase::Backward);
       inject_oom_if_above(inject_oom_above, images.size(0));
@@ -893,9 +935,16 @@ struct Trainer::Impl {
         oom = first_line(e.what());
       }
       bool stopping = stop != nullptr && stop->load();
+      if (oom && !options.oom_recovery) {
+        recover_from_oom(*oom, step_start); // throws: no collective first
+      }
       if (group) {
-        // One all-reduce agrees on what any rank saw: an OOM (all ranks
-        // shrink the micro-batch together) and a stop request.
+        // Every rank starts every gradient bucket, OOM or not, so the
+        // collectives line up; then one all-reduce agrees on what any rank
+        // saw: an OOM (all ranks shrink the micro-batch together) and a stop
+        // request.
+        phase(dist::RankPhase::AllReduce);
+        reducer->launch_rest();
         const std::int64_t agreed = group->allreduce_max(
             (oom ? 1 : 0) | (stopping ? 2 : 0), "step agreement");
         if ((agreed & 1) != 0 && !oom) {
@@ -904,19 +953,17 @@ struct Trainer::Impl {
         stopping = (agreed & 2) != 0;
       }
       if (oom) {
+        if (reducer) {
+          reducer->discard();
+        }
         recover_from_oom(*oom, step_start);
         continue; // the same step again
       }
-      if (group) {
-        std::vector<at::Tensor> grads;
-        for (auto it = params.rbegin(); it != params.rend(); ++it) {
-          if (it->grad().defined()) {
-            grads.push_back(it->grad());
-          }
-        }
-        group->allreduce_mean(grads, "all-reduce");
+      if (reducer) {
+        reducer->finish(); // the mean gradients
         telemetry->end_phase(telemetry::Phase::AllReduce);
       }
+      phase(dist::RankPhase::Optimizer);
       const double wait = micro.wait;
       std::optional<data::Batch>& first_batch = micro.first_batch;
       const double loss_value = micro.loss_sum.item<double>();
@@ -1032,6 +1079,7 @@ struct Trainer::Impl {
            (options.eval_every > 0 ? step % options.eval_every == 0
                                    : epoch_end));
       if (eval_due) {
+        phase(dist::RankPhase::Evaluation);
         const EvalResult r = evaluate();
         write_metrics(
             {{"step", step},
@@ -1051,6 +1099,7 @@ struct Trainer::Impl {
           (options.checkpoint_every > 0 ? step % options.checkpoint_every == 0
                                         : epoch_end);
       if (checkpoint_due) {
+        phase(dist::RankPhase::Checkpoint);
         metrics.flush();
         checkpoint_now();
       }
@@ -1065,6 +1114,7 @@ struct Trainer::Impl {
       }
     }
     progress.finish();
+    phase(dist::RankPhase::Finished);
 
     // Steady state: leave out the first steps (allocator warm-up, cuDNN
     // autotuning, the loader filling its queue).

@@ -1,0 +1,189 @@
+#include "hotloop/dist/rank_status.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+namespace hotloop::dist {
+
+namespace {
+
+std::string key_for(int rank) {
+  return fmt::format("status/{}", rank);
+}
+
+} // namespace
+
+const char* to_string(RankPhase phase) {
+  switch (phase) {
+    case RankPhase::Start:
+      return "start";
+    case RankPhase::Data:
+      return "data";
+    case RankPhase::Forward:
+      return "forward";
+    case RankPhase::Backward:
+      return "backward";
+    case RankPhase::AllReduce:
+      return "all-reduce";
+    case RankPhase::Optimizer:
+      return "optimizer";
+    case RankPhase::Evaluation:
+      return "evaluation";
+    case RankPhase::Checkpoint:
+      return "checkpoint";
+    case RankPhase::Finished:
+      return "finished";
+    case RankPhase::Failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_report(const RankReport& r) {
+  return fmt::format("{} {} {}", r.unix_ms, r.step, r.phase);
+}
+
+std::optional<RankReport> parse_report(const std::string& text) {
+  std::istringstream in(text);
+  RankReport r;
+  if (!(in >> r.unix_ms >> r.step >> r.phase)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::string describe_report(const RankReport& r, std::int64_t now_ms) {
+  return fmt::format(
+      "step {}, {}, {:.1f} s before",
+      r.step + 1,
+      r.phase,
+      static_cast<double>(now_ms - r.unix_ms) / 1e3);
+}
+
+RankStatus::RankStatus(
+    int rank,
+    c10::intrusive_ptr<c10d::Store> store,
+    std::string file,
+    std::chrono::milliseconds interval)
+    : rank_(rank),
+      store_(std::move(store)),
+      file_(std::move(file)),
+      interval_(interval) {
+  publish();
+  thread_ = std::thread([this] { run(); });
+}
+
+RankStatus::~RankStatus() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void RankStatus::publish() {
+  RankReport r;
+  r.unix_ms = unix_ms_now();
+  r.step = step_.load(std::memory_order_relaxed);
+  r.phase = to_string(static_cast<RankPhase>(phase_.load()));
+  const std::string text = format_report(r);
+  if (!file_.empty()) {
+    // Rewritten in place: the launcher reads the last whole line.
+    std::ofstream(file_, std::ios::trunc) << text << '\n';
+  }
+  if (store_) {
+    try {
+      store_->set(
+          key_for(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception&) {
+      store_.reset(); // the store is gone (rank 0 stopped): the file stays
+    }
+  }
+}
+
+void RankStatus::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    publish();
+    lock.lock();
+  }
+}
+
+std::string RankStatus::describe_peers(int world_size) {
+  // Said first, so that ranks that saw the same failure are not blamed for
+  // going quiet while they stop.
+  set_phase(RankPhase::Failed);
+  publish();
+  // A store of our own: the publishing thread keeps using its connection.
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    if (store_) {
+      store = store_->clone();
+      store->setTimeout(std::chrono::seconds(5));
+    }
+  } catch (const std::exception&) {
+    store.reset();
+  }
+  if (!store) {
+    return "the job's store on rank 0 is gone, so rank 0 stopped";
+  }
+  auto read_all = [&](std::map<int, RankReport>& out) {
+    for (int r = 0; r < world_size; ++r) {
+      if (r == rank_ || !store->check({key_for(r)})) {
+        continue;
+      }
+      const std::vector<std::uint8_t> v = store->get(key_for(r));
+      if (auto rep = parse_report(std::string(v.begin(), v.end()))) {
+        out[r] = *rep;
+      }
+    }
+  };
+  try {
+    std::map<int, RankReport> before;
+    std::map<int, RankReport> after;
+    read_all(before);
+    std::this_thread::sleep_for(interval_ * 3);
+    read_all(after);
+    const std::int64_t now = unix_ms_now();
+    std::vector<std::string> silent;
+    for (int r = 0; r < world_size; ++r) {
+      if (r == rank_) {
+        continue;
+      }
+      const auto b = before.find(r);
+      const auto a = after.find(r);
+      if (a == after.end()) {
+        silent.push_back(fmt::format("rank {} (never reported)", r));
+      } else if (
+          a->second.phase != to_string(RankPhase::Failed) &&
+          b != before.end() && a->second.unix_ms == b->second.unix_ms) {
+        silent.push_back(fmt::format(
+            "rank {} (last report: {})", r, describe_report(a->second, now)));
+      }
+    }
+    if (silent.empty()) {
+      return "no other rank stopped reporting without seeing the failure too (look for the cause in the network or the collective library)";
+    }
+    std::string s = "stopped reporting: ";
+    for (std::size_t i = 0; i < silent.size(); ++i) {
+      s += (i > 0 ? "; " : "") + silent[i];
+    }
+    return s;
+  } catch (const std::exception&) {
+    return "the job's store on rank 0 stopped answering, so rank 0 stopped";
+  }
+}
+
+} // namespace hotloop::dist
