@@ -1,10 +1,16 @@
-// `hotloop bench data`: how fast the input pipeline alone delivers batches.
+// `hotloop bench`: the test plan's matrix of short training runs and its
+// report (bench/matrix.h, bench/report.h); `hotloop bench data`: how fast the
+// input pipeline alone delivers batches.
+
+#include <filesystem>
 
 #include <fmt/format.h>
 
+#include "bench_runner.h"
 #include "cli_common.h"
 #include "hotloop/bench/data_bench.h"
 #include "hotloop/errors.h"
+#include "matrix_file.h"
 
 namespace hotloop::cli {
 
@@ -19,8 +25,80 @@ void add_bench_command(CLI::App& app, Action& action) {
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
-  CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
-  bench_cmd->require_subcommand(1);
+  struct MatrixFlags {
+    bench::MatrixOptions options;
+    std::string matrix;
+    std::string model = "resnet18-small";
+    std::string data = "fashion-mnist";
+    std::string out = "runs/bench";
+  };
+  auto mf = std::make_shared<MatrixFlags>();
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench",
+      "The test plan: a matrix of short training runs (device x precision x batch, then larger GPU batches up to the first OOM), with report.md, report.html and results.json");
+  bench_cmd->require_subcommand(0, 1);
+  auto& mo = mf->options;
+  bench_cmd
+      ->add_option(
+          "--matrix",
+          mf->matrix,
+          "A TOML file choosing the rows ([matrix] devices/precisions/batches/models/data, or [[rows]])")
+      ->check(CLI::ExistingFile);
+  bench_cmd->add_option("--steps", mo.steps, "Steps per row")
+      ->capture_default_str();
+  bench_cmd->add_option("--out", mf->out, "Where the report goes")
+      ->capture_default_str();
+  bench_cmd->add_option("--model", mf->model, "The default matrix's model")
+      ->capture_default_str();
+  bench_cmd->add_option("--data", mf->data, "The default matrix's data")
+      ->capture_default_str();
+  bench_cmd
+      ->add_option(
+          "--cpu-row-seconds",
+          mo.cpu_row_seconds,
+          "A CPU row stops after this many seconds (0: all its steps); the row says how many it ran")
+      ->capture_default_str();
+  bench_cmd
+      ->add_option(
+          "--grow-gpu-batch",
+          mo.grow_gpu_batch,
+          "After the rows, doubling GPU batches until the first out-of-memory")
+      ->capture_default_str();
+  bench_cmd
+      ->add_option(
+          "--eval-samples",
+          mo.eval_samples,
+          "Validation images per row (evenly spaced over the held-out split)")
+      ->capture_default_str();
+  bench_cmd->add_option("--threads", mo.threads, "CPU threads (0: all usable)")
+      ->capture_default_str();
+  bench_cmd->footer(
+      "Every row: the same model, data, seed and steps. GPU rows are 'skipped: no GPU' without one.\n"
+      "Example:\n  hotloop bench --steps 100 --cpu-row-seconds 60 --out runs/bench\n"
+      "Exit code: 0 when the report is written (rows that fail say why in it); 2 for a bad matrix file.");
+  bench_cmd->callback([bench_cmd, mf, &action] {
+    if (bench_cmd->got_subcommand("data")) {
+      return; // `bench data` set its own action
+    }
+    action = [mf] {
+      if (mf->options.steps < 1) {
+        throw UsageError("--steps must be at least 1");
+      }
+      mf->options.rows = bench::default_matrix(mf->model, mf->data);
+      if (!mf->matrix.empty()) {
+        read_matrix_file(mf->matrix, mf->options);
+      }
+      mf->options.out_dir = mf->out;
+      const bench::BenchReport report = run_bench_matrix(mf->options, stdout);
+      bench::write_report(mf->out, report);
+      const std::string best = bench::headline(report);
+      fmt::print(
+          "\n{}\nreport: {}\n",
+          best.empty() ? "no row ran" : best,
+          (std::filesystem::path(mf->out) / "report.html").string());
+      return 0;
+    };
+  });
   CLI::App* cmd = bench_cmd->add_subcommand(
       "data",
       "Run the loader alone (decode + augment + batch + copy) for a while; report images/s and MB/s");

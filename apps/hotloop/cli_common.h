@@ -23,6 +23,8 @@ using Action = std::function<int()>;
 // `action`.
 void add_doctor_command(CLI::App& app, Action& action);
 void add_run_command(CLI::App& app, Action& action);
+void add_smoke_command(CLI::App& app, Action& action);
+void add_audit_command(CLI::App& app, Action& action);
 void add_pack_command(CLI::App& app, Action& action);
 void add_data_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include "hotloop/errors.h"
+#include "toml_file.h"
 
 namespace hotloop::cli {
 
@@ -70,22 +71,8 @@ std::vector<std::string> expand_config_file(
   if (file.empty()) {
     return args;
   }
-  toml::table table;
-  try {
-    table = toml::parse_file(file);
-  } catch (const toml::parse_error& e) {
-    throw ConfigError(
-        fmt::format(
-            "{}:{}:{}: {}",
-            file,
-            e.source().begin.line,
-            e.source().begin.column,
-            e.description()),
-        "the file must be TOML: key = value, one per line");
-  } catch (const std::exception& e) {
-    throw ConfigError(
-        fmt::format("cannot read the config file {}: {}", file, e.what()));
-  }
+  const toml::table table = parse_toml_file(
+      file, "config file", "the file must be TOML: key = value, one per line");
   std::vector<std::string> from_file;
   for (const auto& [k, node] : table) {
     const std::string key(k.str());

@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   hotloop::cli::Action action;
   hotloop::cli::add_doctor_command(app, action);
   hotloop::cli::add_run_command(app, action);
+  hotloop::cli::add_smoke_command(app, action);
+  hotloop::cli::add_audit_command(app, action);
   hotloop::cli::add_data_command(app, action);
   hotloop::cli::add_bench_command(app, action);
   hotloop::cli::add_pack_command(app, action);

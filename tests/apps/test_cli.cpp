@@ -12,37 +12,20 @@
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 
+#include "support/cli_run.h"
 #include "support/doctor_fixtures.h"
 #include "support/temp_dir.h"
 
 namespace hotloop {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out; // stdout and stderr together
-};
+using Result = test::CliResult;
 
-// Runs the hotloop binary with `args` under `env` (VAR=value pairs) and
-// captures its output (standard error too unless `stderr_too` is false).
 Result run(
     const std::string& args,
     const std::string& env = {},
     bool stderr_too = true) {
-  const std::string command = env + " " + HOTLOOP_TEST_BINARY + " " + args +
-      (stderr_too ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    return r;
-  }
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
-    r.out += buf.data();
-  }
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_cli(args, env, stderr_too);
 }
 
 std::string fake_nvml(const std::string& scenario) {
@@ -151,14 +134,30 @@ TEST(Cli, NvmlLibFlagOverridesTheEnvironment) {
   EXPECT_EQ(j["checks"][1]["status"], "PASS") << j["checks"][1].dump();
 }
 
-TEST(Cli, RunDoesDoctorAndSaysWhatIsNotBuiltYet) {
+TEST(Cli, RunDoesDoctorSmokeAndBenchAndPointsToTheReport) {
   if (torch::cuda::is_available()) {
-    GTEST_SKIP() << "CUDA works here";
+    GTEST_SKIP() << "CUDA works here: the GPU rows would run";
   }
-  const Result r = run("run --no-color", kNoDriver);
+  test::TempDir dir;
+  const std::string out = (dir.path() / "run").string();
+  const Result r = run(
+      "run --no-color --model cnn-small --data synthetic:256x1x28x28 --steps 8 --out " +
+          out,
+      kNoDriver);
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("[1/4] doctor"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("smoke: not built yet"), std::string::npos) << r.out;
+  for (const char* part :
+       {"[1/3] doctor",
+        "[2/3] smoke: cnn-small",
+        "PASS cpu-step",
+        "PASS overfit",
+        "[3/3] bench: 8 row(s), 8 steps each",
+        "cuda fp32 b32: skipped: no GPU",
+        "Fastest: cpu",
+        "report: "}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  }
+  EXPECT_TRUE(
+      std::filesystem::exists(std::filesystem::path(out) / "report.html"));
 }
 
 TEST(Cli, RunStopsWithExitOneWhenDoctorFails) {

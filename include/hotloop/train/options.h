@@ -106,9 +106,11 @@ struct TrainerOptions {
   std::string out_dir; // "": runs/<timestamp>
   std::int64_t checkpoint_every = 0; // steps; 0: at the end of each epoch
   int keep_checkpoints = 3;
+  bool write_checkpoints = true; // false: none at all (benchmark rows)
   std::string resume; // "" | "auto" | a checkpoint path
   double log_every_s = 10; // plain progress lines when not on a terminal
   bool progress_bar = false; // one updating line (on a terminal)
+  bool quiet = false; // no log lines (a caller reports: hotloop bench)
 
   // The loader (batch_size is set from micro_batch; device from `device`).
   data::LoaderOptions loader;

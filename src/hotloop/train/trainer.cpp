@@ -211,7 +211,7 @@ struct Trainer::Impl {
   }
 
   void log(const std::string& line) const {
-    if (options.rank == 0 && !options.trial) {
+    if (options.rank == 0 && !options.trial && !options.quiet) {
       if (options.progress_bar) {
         // Clear the progress bar's line; its next update redraws it below.
         fmt::print(stderr, "\r\033[K");
@@ -439,7 +439,7 @@ struct Trainer::Impl {
   }
 
   std::string checkpoint_now() {
-    if (options.rank != 0 || options.trial) {
+    if (options.rank != 0 || options.trial || !options.write_checkpoints) {
       return {};
     }
     last_checkpoint = save_checkpoint(

@@ -1,0 +1,84 @@
+// `hotloop smoke`: the ladder (bench/smoke.h), a line per rung as it ends.
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "hotloop/bench/smoke.h"
+
+namespace hotloop::cli {
+
+void add_smoke_command(CLI::App& app, Action& action) {
+  struct Flags {
+    bench::SmokeOptions options;
+    bool json = false;
+    bool no_color = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "smoke",
+      "One batch on the CPU, the same on CUDA, then scale: a ladder that stops at the first failure and says what to fix");
+  auto& o = f->options;
+  cmd->add_option("--device", o.device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--model", o.model, "The model")->capture_default_str();
+  cmd->add_option(
+         "--data",
+         o.data,
+         "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N[xCxHxW]")
+      ->capture_default_str();
+  cmd->add_option("--batch", o.batch, "The one batch's size")
+      ->capture_default_str();
+  cmd->add_option(
+         "--overfit-steps",
+         o.overfit_steps,
+         "Steps on one batch; the loss must fall 10x")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the model's first weights")
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print one JSON object (default: off)");
+  cmd->add_flag(
+      "--no-color",
+      f->no_color,
+      "Plain text even on a terminal (default: off)");
+  cmd->footer(
+      "Rungs: gpu, cpu-step, cuda-step, on-gpu, cpu-vs-gpu, overfit, mixed-precision.\n"
+      "Without a GPU the GPU rungs are SKIP; overfit and mixed-precision (bf16) run on the CPU.\n"
+      "Exit code: 1 when a rung FAILs (the rest are not run), else 0.");
+  cmd->callback([f, &action] {
+    action = [f] {
+      if (const char* inject = std::getenv("HOTLOOP_SMOKE_INJECT")) {
+        f->options.inject_failure = inject;
+      }
+      const bool color = !f->no_color && !f->json && stdout_wants_color();
+      if (!f->json) {
+        fmt::print(
+            "hotloop smoke: {} on {} (batch {})\n",
+            f->options.model,
+            f->options.data,
+            f->options.batch);
+      }
+      const bench::SmokeReport r =
+          bench::run_smoke(f->options, [&](const bench::Rung& rung) {
+            if (!f->json) {
+              fmt::print("{}\n", bench::to_text(rung, color));
+              std::fflush(stdout);
+            }
+          });
+      if (f->json) {
+        fmt::print("{}\n", bench::to_json(r).dump(2));
+      } else {
+        fmt::print(
+            "{}\n",
+            r.failed()
+                ? "smoke: FAILED (fix the first failure, then run it again)"
+                : "smoke: passed");
+      }
+      return bench::exit_code(r);
+    };
+  });
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,549 @@
+#include "hotloop/bench/smoke.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/isfinite.h>
+#include <fmt/format.h>
+
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/data/data_spec.h"
+#include "hotloop/data/loader.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/model.h"
+#include "hotloop/train/loss_scaler.h"
+#include "hotloop/train/optimizer.h"
+#include "hotloop/train/precision.h"
+
+namespace hotloop::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using env::Status;
+
+// A check inside a rung failed: its message and the fix.
+struct RungFailure {
+  std::string detail;
+  std::string fix;
+};
+
+[[noreturn]] void fail(std::string detail, std::string fix) {
+  throw RungFailure{std::move(detail), std::move(fix)};
+}
+
+// The model's weights and buffers, to start every rung from the same state.
+struct Snapshot {
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> buffers;
+};
+
+Snapshot snapshot(model::Model& m) {
+  Snapshot s;
+  for (const auto& p : m.parameters()) {
+    s.params.push_back(p.detach().clone());
+  }
+  for (const auto& b : m.buffers()) {
+    s.buffers.push_back(b.clone());
+  }
+  return s;
+}
+
+void restore(model::Model& m, const Snapshot& s) {
+  at::NoGradGuard no_grad;
+  auto params = m.parameters();
+  auto buffers = m.buffers();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i].copy_(s.params[i]);
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    buffers[i].copy_(s.buffers[i]);
+  }
+}
+
+at::Tensor loss_of(model::Model& m, const data::Batch& b) {
+  return at::cross_entropy_loss(m.forward(b.images).to(at::kFloat), b.labels);
+}
+
+data::Batch to_device(const data::Batch& b, const c10::Device& d) {
+  data::Batch c = b;
+  c.images = b.images.to(d);
+  c.labels = b.labels.to(d);
+  return c;
+}
+
+bool all_finite(const std::vector<at::Tensor>& ts) {
+  for (const auto& t : ts) {
+    if (t.defined() && !at::isfinite(t).all().item<bool>()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<at::Tensor> grads(model::Model& m) {
+  std::vector<at::Tensor> g;
+  for (const auto& p : m.parameters()) {
+    g.push_back(p.grad());
+  }
+  return g;
+}
+
+// One forward + backward + SGD step; returns the loss. Fails the rung on a
+// non-finite loss or gradient, or weights that did not move.
+double one_step(model::Model& m, const data::Batch& b, const char* where) {
+  m.train();
+  m.zero_grad();
+  const at::Tensor loss = loss_of(m, b);
+  const double value = loss.item<double>();
+  if (!std::isfinite(value)) {
+    fail(
+        fmt::format("the loss on {} is {}", where, value),
+        "check the data (labels in range, images normalized) and the model's input size");
+  }
+  loss.backward();
+  if (!all_finite(grads(m))) {
+    fail(
+        fmt::format("a gradient on {} is not finite", where),
+        "check the data and the model; try --precision fp32");
+  }
+  const at::Tensor before = m.parameters().front().detach().clone();
+  {
+    at::NoGradGuard no_grad;
+    for (auto& p : m.parameters()) {
+      if (p.grad().defined()) {
+        p.sub_(p.grad() * 0.01);
+      }
+    }
+  }
+  if (m.parameters().front().detach().equal(before)) {
+    fail(
+        fmt::format(
+            "the optimizer step on {} did not change the weights", where),
+        "the first layer gets no gradient: check that its parameters require grad");
+  }
+  return value;
+}
+
+} // namespace
+
+bool SmokeReport::failed() const {
+  for (const auto& r : rungs) {
+    if (r.status == Status::Fail) {
+      return true;
+    }
+  }
+  return false;
+}
+
+const std::vector<std::string>& smoke_rung_ids() {
+  static const std::vector<std::string> ids = {
+      "gpu",
+      "cpu-step",
+      "cuda-step",
+      "on-gpu",
+      "cpu-vs-gpu",
+      "overfit",
+      "mixed-precision"};
+  return ids;
+}
+
+SmokeReport run_smoke(
+    const SmokeOptions& options,
+    const std::function<void(const Rung&)>& progress) {
+  const auto& ids = smoke_rung_ids();
+  if (!options.inject_failure.empty() &&
+      std::find(ids.begin(), ids.end(), options.inject_failure) == ids.end()) {
+    throw UsageError(fmt::format(
+        "HOTLOOP_SMOKE_INJECT={}: not a rung (gpu, cpu-step, cuda-step, on-gpu, cpu-vs-gpu, overfit, mixed-precision)",
+        options.inject_failure));
+  }
+  if (options.device != "auto" && options.device != "cpu" &&
+      options.device != "cuda") {
+    throw UsageError(
+        fmt::format("--device {}: expected auto, cpu or cuda", options.device));
+  }
+  if (options.batch < 2) {
+    throw UsageError("--batch: the ladder needs at least 2 samples");
+  }
+  // What every rung uses: one batch of the data, and a model's first state.
+  const data::DataSpec spec = data::parse_data_spec(options.data);
+  std::shared_ptr<const data::Dataset> dataset =
+      data::open_dataset(spec, data::Split::Train, options.seed);
+  data::LoaderOptions lo;
+  lo.batch_size = static_cast<std::size_t>(options.batch);
+  lo.workers = 1;
+  lo.prefetch_batches = 1;
+  lo.shuffle = false;
+  lo.train = false;
+  lo.augment = data::Augment::None;
+  data::Loader loader(dataset, lo);
+  loader.start_epoch(0);
+  const std::optional<data::Batch> cpu_batch = loader.next();
+  if (!cpu_batch) {
+    throw DataError(fmt::format(
+        "{}: fewer than {} samples for one batch",
+        options.data,
+        options.batch));
+  }
+  model::ModelOptions mo;
+  mo.name = options.model;
+  mo.num_classes = static_cast<std::int64_t>(dataset->num_classes());
+  mo.in_channels = cpu_batch->images.size(1);
+  mo.image_size = cpu_batch->images.size(2);
+  at::manual_seed(options.seed);
+  std::shared_ptr<model::Model> cpu_model = model::make_model(mo);
+  const Snapshot start = snapshot(*cpu_model);
+
+  SmokeReport report;
+  bool stopped = false;
+  bool gpu = false;
+  const c10::Device cuda(c10::kCUDA, 0);
+  std::shared_ptr<model::Model> gpu_model;
+  std::optional<data::Batch> gpu_batch;
+  auto rung = [&](const std::string& id,
+                  const std::string& title,
+                  const std::function<std::string()>& body) {
+    Rung r;
+    r.id = id;
+    r.title = title;
+    const Clock::time_point t0 = Clock::now();
+    if (stopped) {
+      r.status = Status::Skip;
+      r.detail = "not run: an earlier rung failed";
+    } else {
+      try {
+        r.detail = body();
+        r.status = Status::Pass;
+        if (r.detail.starts_with("SKIP: ")) {
+          r.status = Status::Skip;
+          r.detail = r.detail.substr(6);
+        } else if (options.inject_failure == id) {
+          fail(
+              "injected failure (HOTLOOP_SMOKE_INJECT)",
+              "unset HOTLOOP_SMOKE_INJECT");
+        }
+      } catch (const RungFailure& f) {
+        r.status = Status::Fail;
+        r.detail = f.detail;
+        r.fix = f.fix;
+      } catch (const std::exception& e) {
+        r.status = Status::Fail;
+        r.detail = e.what();
+        r.fix =
+            "the message above says what failed; `hotloop doctor` checks the machine";
+      }
+      stopped = r.status == Status::Fail;
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    report.rungs.push_back(r);
+    if (progress) {
+      progress(r);
+    }
+  };
+  const std::string no_gpu = "SKIP: no usable GPU (the gpu rung says why)";
+
+  rung("gpu", "GPU visible and usable", [&]() -> std::string {
+    if (options.device == "cpu") {
+      return "SKIP: --device cpu";
+    }
+    const env::Report doctor = env::diagnose(options.doctor);
+    std::string problems;
+    std::string fixes;
+    for (const auto& c : doctor.checks) {
+      if (c.status == Status::Fail) {
+        problems += (problems.empty() ? "" : "; ") + c.summary;
+        fixes += (fixes.empty() ? "" : "; ") + c.fix;
+      }
+    }
+    if (doctor.verdict == env::Verdict::Fail) {
+      fail("doctor: " + problems, fixes);
+    }
+    if (doctor.verdict == env::Verdict::CpuOnly) {
+      if (options.device == "cuda") {
+        fail(
+            "--device cuda, but doctor finds no usable NVIDIA GPU",
+            "run `hotloop doctor` for the reason and its fix, or use --device auto");
+      }
+      return "SKIP: no NVIDIA GPU on this machine (doctor: cpu-only); the GPU rungs are skipped";
+    }
+    const cuda::State st = cuda::state();
+    if (!st.available || st.devices.empty()) {
+      fail(
+          "NVML sees a GPU but LibTorch cannot use it: " + st.error,
+          "`hotloop doctor` names the driver/CUDA mismatch and its fix");
+    }
+    const std::string probe = cuda::kernel_probe(0);
+    if (!probe.empty()) {
+      fail(
+          "a kernel on GPU 0 failed: " + probe,
+          "this LibTorch build has no kernels for this GPU: install a build for its compute capability");
+    }
+    gpu = true;
+    return fmt::format(
+        "GPU 0: {} (compute {}.{}, {:.0f} GiB); driver and CUDA compatible; a kernel ran",
+        st.devices[0].name,
+        st.devices[0].major,
+        st.devices[0].minor,
+        static_cast<double>(st.devices[0].total_memory_bytes) / (1 << 30));
+  });
+
+  rung("cpu-step", "one batch on the CPU", [&] {
+    const double loss = one_step(*cpu_model, *cpu_batch, "the CPU");
+    return fmt::format(
+        "{} x {}: forward, backward and step, loss {:.4f}",
+        options.model,
+        options.batch,
+        loss);
+  });
+
+  std::uint64_t allocated_before = 0;
+  rung("cuda-step", "the same batch on CUDA", [&]() -> std::string {
+    if (!gpu) {
+      return no_gpu;
+    }
+    allocated_before = cuda::memory_stats(0).allocated;
+    gpu_model = model::make_model(mo);
+    restore(*gpu_model, start);
+    gpu_model->to(cuda);
+    gpu_batch = to_device(*cpu_batch, cuda);
+    const double loss = one_step(*gpu_model, *gpu_batch, "CUDA");
+    return fmt::format(
+        "forward, backward and step on {}, loss {:.4f}", cuda.str(), loss);
+  });
+
+  rung("on-gpu", "everything on the GPU", [&]() -> std::string {
+    if (!gpu) {
+      return no_gpu;
+    }
+    for (const auto& p : gpu_model->named_parameters()) {
+      if (!p.value().is_cuda() ||
+          (p.value().grad().defined() && !p.value().grad().is_cuda())) {
+        fail(
+            fmt::format("parameter {} or its gradient is on the CPU", p.key()),
+            "move the model with model->to(device) before creating the optimizer");
+      }
+    }
+    for (const auto& b : gpu_model->named_buffers()) {
+      if (!b.value().is_cuda()) {
+        fail(
+            fmt::format("buffer {} is on the CPU", b.key()),
+            "register tensors as buffers (register_buffer) so that to(device) moves them");
+      }
+    }
+    if (!gpu_batch->images.is_cuda() || !gpu_batch->labels.is_cuda()) {
+      fail("the batch is on the CPU", "copy each batch to the device");
+    }
+    const std::uint64_t now = cuda::memory_stats(0).allocated;
+    if (now <= allocated_before) {
+      fail(
+          fmt::format(
+              "GPU memory did not rise ({} -> {} bytes allocated)",
+              allocated_before,
+              now),
+          "the work did not reach the GPU");
+    }
+    return fmt::format(
+        "parameters, buffers, gradients and batch on {}; allocated {:.1f} -> {:.1f} MiB",
+        cuda.str(),
+        static_cast<double>(allocated_before) / (1 << 20),
+        static_cast<double>(now) / (1 << 20));
+  });
+
+  rung("cpu-vs-gpu", "CPU and GPU losses agree", [&]() -> std::string {
+    if (!gpu) {
+      return no_gpu;
+    }
+    const double tolerance = 1e-3;
+    train::configure_math_mode(train::Precision::Fp32, cuda); // TF32 off
+    restore(*cpu_model, start);
+    restore(*gpu_model, start);
+    cpu_model->eval();
+    gpu_model->eval();
+    at::NoGradGuard no_grad;
+    const double a = loss_of(*cpu_model, *cpu_batch).item<double>();
+    const double b = loss_of(*gpu_model, *gpu_batch).item<double>();
+    const double rel = std::abs(a - b) / std::max(std::abs(a), 1e-12);
+    if (!(rel <= tolerance)) {
+      fail(
+          fmt::format(
+              "CPU loss {:.6f} vs GPU loss {:.6f}: {:.2e} relative, over {:.0e}",
+              a,
+              b,
+              rel,
+              tolerance),
+          "a kernel computes something else on the GPU: update the driver and LibTorch, and report it");
+    }
+    return fmt::format(
+        "CPU {:.6f} vs GPU {:.6f}: {:.1e} relative (tolerance {:.0e}, fp32, TF32 off, eval mode)",
+        a,
+        b,
+        rel,
+        tolerance);
+  });
+
+  const c10::Device best = gpu ? cuda : c10::Device(c10::kCPU);
+  rung("overfit", "overfit one batch", [&] {
+    std::shared_ptr<model::Model> m = model::make_model(mo);
+    restore(*m, start);
+    m->to(best);
+    const data::Batch b = to_device(*cpu_batch, best);
+    train::OptimizerOptions oo;
+    oo.kind = train::OptimizerKind::AdamW;
+    std::vector<at::Tensor> params = m->parameters();
+    train::Optimizer opt({{"all", params, 1.0}}, oo);
+    m->train();
+    double first = 0;
+    double last = 0;
+    int steps = 0;
+    for (int s = 0; s < options.overfit_steps; ++s) {
+      opt.zero_grad();
+      const at::Tensor loss = loss_of(*m, b);
+      loss.backward();
+      opt.step(1e-3);
+      last = loss.item<double>();
+      if (s == 0) {
+        first = last;
+      }
+      if (!std::isfinite(last)) {
+        fail(
+            fmt::format("the loss became {} at step {}", last, s + 1),
+            "lower the learning rate; check the data");
+      }
+      steps = s + 1;
+      if (last * options.overfit_factor <= first) {
+        break; // memorized: the rung has its answer
+      }
+    }
+    if (!(last * options.overfit_factor <= first)) {
+      fail(
+          fmt::format(
+              "the loss went {:.4f} -> {:.4f} in {} steps on one batch, less than {:.0f}x",
+              first,
+              last,
+              options.overfit_steps,
+              options.overfit_factor),
+          "a model that cannot memorize one batch has a bug: labels misaligned with images, a detached graph, frozen parameters, or a learning rate far off");
+    }
+    return fmt::format(
+        "on {}: loss {:.4f} -> {:.4f} in {} AdamW steps on one batch ({:.0f}x; {:.0f}x needed within {})",
+        best.str(),
+        first,
+        last,
+        steps,
+        first / std::max(last, 1e-12),
+        options.overfit_factor,
+        options.overfit_steps);
+  });
+
+  rung("mixed-precision", "one mixed-precision step", [&] {
+    const bool bf16 = !gpu || cuda::state().devices[0].major >= 8;
+    const train::Precision p =
+        bf16 ? train::Precision::Bf16 : train::Precision::Fp16;
+    std::shared_ptr<model::Model> m = model::make_model(mo);
+    restore(*m, start);
+    m->to(best);
+    const data::Batch b = to_device(*cpu_batch, best);
+    m->eval();
+    double reference = 0;
+    double mixed = 0;
+    {
+      at::NoGradGuard no_grad;
+      reference = loss_of(*m, b).item<double>();
+      train::AutocastScope autocast(p, best);
+      mixed = loss_of(*m, b).item<double>();
+    }
+    const double tolerance = 5e-2;
+    const double rel = std::abs(mixed - reference) / std::max(reference, 1e-12);
+    if (!(rel <= tolerance)) {
+      fail(
+          fmt::format(
+              "{} loss {:.4f} vs fp32 {:.4f}: {:.2e} relative, over {:.0e}",
+              bf16 ? "bf16" : "fp16",
+              mixed,
+              reference,
+              rel,
+              tolerance),
+          "an op overflows in low precision: use --precision bf16 (or fp32) and report the model");
+    }
+    m->train();
+    train::LossScaler scaler({}, best, !bf16);
+    at::Tensor loss;
+    {
+      train::AutocastScope autocast(p, best);
+      loss = loss_of(*m, b);
+    }
+    scaler.scale(loss).backward();
+    std::vector<at::Tensor> params = m->parameters();
+    const bool found_inf =
+        scaler.enabled() ? scaler.unscale(params) : !all_finite(grads(*m));
+    if (found_inf || !std::isfinite(loss.item<double>())) {
+      fail(
+          fmt::format(
+              "{} step: loss {} with non-finite gradients",
+              bf16 ? "bf16" : "fp16",
+              loss.item<double>()),
+          bf16 ? "use --precision fp32 for this model"
+               : "use bf16 if the GPU has it, else fp32");
+    }
+    return fmt::format(
+        "{} on {}: loss {:.4f} vs fp32 {:.4f} ({:.1e} relative, tolerance {:.0e}); gradients finite{}",
+        bf16 ? "bf16" : "fp16 with loss scaling",
+        best.str(),
+        mixed,
+        reference,
+        rel,
+        tolerance,
+        scaler.enabled() ? fmt::format(" at scale {}", scaler.current_scale())
+                         : std::string());
+  });
+  return report;
+}
+
+nlohmann::json to_json(const SmokeReport& report) {
+  nlohmann::json rungs = nlohmann::json::array();
+  for (const auto& r : report.rungs) {
+    rungs.push_back(
+        {{"id", r.id},
+         {"title", r.title},
+         {"status", env::to_string(r.status)},
+         {"detail", r.detail},
+         {"fix", r.fix},
+         {"seconds", r.seconds}});
+  }
+  return {{"passed", !report.failed()}, {"rungs", rungs}};
+}
+
+std::string to_text(const Rung& r, bool color) {
+  const char* tag = env::to_string(r.status);
+  const char* on = "";
+  const char* off = color ? "\033[0m" : "";
+  if (color) {
+    on = r.status == Status::Pass  ? "\033[32m"
+        : r.status == Status::Fail ? "\033[31m"
+                                   : "\033[2m";
+  }
+  std::string s = fmt::format(
+      "{}{:<4}{} {:<16} {} ({:.1f} s)",
+      on,
+      tag,
+      off,
+      r.id,
+      r.detail,
+      r.seconds);
+  if (!r.fix.empty()) {
+    s += fmt::format("\n     fix: {}", r.fix);
+  }
+  return s;
+}
+
+int exit_code(const SmokeReport& report) {
+  return report.failed() ? 1 : 0;
+}
+
+} // namespace hotloop::bench
