@@ -78,9 +78,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
     m.store = c10::make_intrusive<c10d::PrefixStore>("hotloop", tcp);
     // Its own connection, so that publishing never waits behind a
     // collective library's use of the store.
+    // A short timeout: a master that hangs must not hold the thread (and
+    // this process's exit) for the whole --dist-timeout.
+    auto status_store = tcp->clone();
+    status_store->setTimeout(std::chrono::seconds(5));
     m.status = std::make_unique<RankStatus>(
         env.rank,
-        c10::make_intrusive<c10d::PrefixStore>("hotloop", tcp->clone()),
+        c10::make_intrusive<c10d::PrefixStore>("hotloop", status_store),
         env.status_file);
     if (options.backend == Backend::Nccl) {
       m.backend =
