@@ -39,11 +39,15 @@ struct Planes {
 // Bilinear resize of the `box` region of a (C, H, W) plane stack into (C, oh,
 // ow), with half-pixel centers as torchvision's
 // interpolate(align_corners=False). `flip` mirrors the output horizontally.
-// Separable and fixed-point (10-bit weights): each needed source row is
-// interpolated horizontally once into an integer row and reused by the output
-// rows that share it, then rows are blended vertically. (The float version with
-// std::lround per value ran at ~10 ns per output value; this one is several
-// times faster, measured with `hotloop bench data` on the folder benchmark.)
+// Vertical pass first: for each output row, the two source rows it lies
+// between are blended over the columns the box needs, in float, a
+// contiguous loop the compiler vectorizes (interleaved pixels are one run of
+// bytes); then one horizontal pass per output row gathers the two columns of
+// each output pixel from that blended row. Each output value costs one
+// gather-and-blend, not the two of a horizontal-first pass that downscales.
+// (With the reused batch buffer and the vectorized normalization, 1.48x the
+// images/s of the previous, horizontal-first fixed-point version on the photo
+// benchmark: the README's loader section.)
 void resize_box(
     const Planes& src,
     Box box,
@@ -52,60 +56,59 @@ void resize_box(
     std::int64_t ow,
     bool flip) {
   const std::int64_t c = src.c, h = src.h, w = src.w;
-  constexpr int kBits = 10;
-  constexpr std::int32_t kOne = 1 << kBits;
-  std::vector<std::int32_t> x_lo(ow), x_hi(ow), wx(ow);
+  std::vector<std::int64_t> x_lo(ow), x_hi(ow);
+  std::vector<float> wx(ow);
+  std::int64_t x_min = w, x_max = 0;
   for (std::int64_t x = 0; x < ow; ++x) {
     const double sx = std::clamp(
         box.x0 + (x + 0.5) * box.w / ow - 0.5, 0.0, static_cast<double>(w - 1));
-    const auto lo = static_cast<std::int32_t>(sx);
+    const auto lo = static_cast<std::int64_t>(sx);
     const std::int64_t out_x = flip ? ow - 1 - x : x;
     x_lo[out_x] = lo;
-    x_hi[out_x] =
-        static_cast<std::int32_t>(std::min<std::int64_t>(lo + 1, w - 1));
-    wx[out_x] = static_cast<std::int32_t>((sx - lo) * kOne + 0.5);
+    x_hi[out_x] = std::min<std::int64_t>(lo + 1, w - 1);
+    wx[out_x] = static_cast<float>(sx - static_cast<double>(lo));
+    x_min = std::min(x_min, lo);
+    x_max = std::max(x_max, x_hi[out_x]);
   }
-  std::vector<std::int32_t> y_lo(oh), y_hi(oh), wy(oh);
+  const std::int64_t span = x_max - x_min + 1;
+  // Column offsets into the blended row, which holds [x][channel].
+  for (std::int64_t x = 0; x < ow; ++x) {
+    x_lo[x] = (x_lo[x] - x_min) * c;
+    x_hi[x] = (x_hi[x] - x_min) * c;
+  }
+  std::vector<float> row(static_cast<std::size_t>(span * c));
+  const bool interleaved = src.sx == c && src.sc == 1;
   for (std::int64_t y = 0; y < oh; ++y) {
     const double sy = std::clamp(
         box.y0 + (y + 0.5) * box.h / oh - 0.5, 0.0, static_cast<double>(h - 1));
-    const auto lo = static_cast<std::int32_t>(sy);
-    y_lo[y] = lo;
-    y_hi[y] = static_cast<std::int32_t>(std::min<std::int64_t>(lo + 1, h - 1));
-    wy[y] = static_cast<std::int32_t>((sy - lo) * kOne + 0.5);
-  }
-  std::vector<std::int32_t> row_a(ow), row_b(ow);
-  const std::int64_t sx = src.sx;
-  const auto horizontal = [&](const std::uint8_t* r, std::int32_t* out) {
-    for (std::int64_t x = 0; x < ow; ++x) {
-      out[x] = r[x_lo[x] * sx] * (kOne - wx[x]) + r[x_hi[x] * sx] * wx[x];
-    }
-  };
-  for (std::int64_t ch = 0; ch < c; ++ch) {
-    const std::uint8_t* plane = src.data + ch * src.sc;
-    std::int32_t* top = row_a.data();
-    std::int32_t* bottom = row_b.data();
-    std::int32_t top_row = -1, bottom_row = -1;
-    for (std::int64_t y = 0; y < oh; ++y) {
-      if (top_row != y_lo[y]) {
-        if (bottom_row == y_lo[y]) {
-          std::swap(top, bottom);
-          std::swap(top_row, bottom_row);
-        } else {
-          horizontal(plane + static_cast<std::int64_t>(y_lo[y]) * src.sy, top);
-          top_row = y_lo[y];
+    const auto lo = static_cast<std::int64_t>(sy);
+    const std::int64_t hi = std::min<std::int64_t>(lo + 1, h - 1);
+    const float b = static_cast<float>(sy - static_cast<double>(lo));
+    const std::uint8_t* top = src.data + lo * src.sy + x_min * src.sx;
+    const std::uint8_t* bottom = src.data + hi * src.sy + x_min * src.sx;
+    float* r = row.data();
+    if (interleaved) {
+      for (std::int64_t k = 0; k < span * c; ++k) {
+        const float t = top[k];
+        r[k] = t + (static_cast<float>(bottom[k]) - t) * b;
+      }
+    } else {
+      for (std::int64_t x = 0; x < span; ++x) {
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          const std::int64_t at = x * src.sx + ch * src.sc;
+          const float t = top[at];
+          r[x * c + ch] = t + (static_cast<float>(bottom[at]) - t) * b;
         }
       }
-      if (bottom_row != y_hi[y]) {
-        horizontal(plane + static_cast<std::int64_t>(y_hi[y]) * src.sy, bottom);
-        bottom_row = y_hi[y];
-      }
-      const std::int32_t b = wy[y], a = kOne - b;
+    }
+    for (std::int64_t ch = 0; ch < c; ++ch) {
       std::uint8_t* out = dst + (ch * oh + y) * ow;
+      const float* rc = r + ch;
       for (std::int64_t x = 0; x < ow; ++x) {
+        const float l = rc[x_lo[x]];
+        // In [0, 255]: a blend of bytes. + 0.5 and truncation round it.
         out[x] = static_cast<std::uint8_t>(
-            (top[x] * a + bottom[x] * b + (1 << (2 * kBits - 1))) >>
-            (2 * kBits));
+            static_cast<std::int32_t>(l + (rc[x_hi[x]] - l) * wx[x] + 0.5f));
       }
     }
   }

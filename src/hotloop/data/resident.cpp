@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 
+#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -92,6 +93,8 @@ ResidentBatches::ResidentBatches(
       at::tensor(labels, at::kLong).index_select(0, keep_t).to(options_.device);
   std::tie(scale_, shift_) =
       normalization(options_.mean, options_.std, options_.device);
+  std::tie(host_scale_, host_shift_) =
+      normalization_factors(options_.mean, options_.std);
 }
 
 std::size_t ResidentBatches::rows() const {
@@ -113,6 +116,7 @@ void ResidentBatches::start_epoch(std::size_t epoch, const Sampler& sampler) {
     }
   }
   batch_offsets_.push_back(static_cast<std::int64_t>(rows.size()));
+  const bool cpu = !options_.device.is_cuda();
   epoch_rows_ = at::tensor(rows, at::kLong).to(options_.device);
   if (augment_.mode == AugmentSpec::Mode::Train && augment_.small_images) {
     std::vector<std::int64_t> params(rows.size() * 3);
@@ -130,12 +134,74 @@ void ResidentBatches::start_epoch(std::size_t epoch, const Sampler& sampler) {
     epoch_params_ = at::tensor(params, at::kLong)
                         .view({static_cast<std::int64_t>(rows.size()), 3})
                         .to(options_.device);
+    if (cpu) {
+      host_params_ = std::move(params);
+    }
+  } else {
+    host_params_.clear();
   }
+  if (cpu) {
+    host_rows_ = std::move(rows);
+  }
+}
+
+Batch ResidentBatches::cpu_batch(
+    std::int64_t begin,
+    std::int64_t count,
+    std::size_t b) const {
+  const std::int64_t c = images_.size(1), h = images_.size(2),
+                     w = images_.size(3);
+  at::Tensor images = at::empty({count, c, h, w}, at::kFloat);
+  at::Tensor labels = at::empty({count}, at::kLong);
+  const std::uint8_t* src = images_.data_ptr<std::uint8_t>();
+  const std::int64_t* all_labels = labels_.data_ptr<std::int64_t>();
+  float* out = images.data_ptr<float>();
+  std::int64_t* label_out = labels.data_ptr<std::int64_t>();
+  const bool augment = !host_params_.empty();
+  // Per sample, straight from the resident bytes into normalized floats: the
+  // same pixels as index_select + pad_crop_flip (zero padding) and the same
+  // two rounded float operations as the normalization on a device.
+  at::parallel_for(0, count, 16, [&](std::int64_t k0, std::int64_t k1) {
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const std::int64_t row = host_rows_[static_cast<std::size_t>(begin + k)];
+      label_out[k] = all_labels[row];
+      std::int64_t dy = 0, dx = 0;
+      bool flip = false;
+      if (augment) {
+        const std::size_t p = static_cast<std::size_t>(3 * (begin + k));
+        dy = host_params_[p];
+        dx = host_params_[p + 1];
+        flip = host_params_[p + 2] != 0;
+      }
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        const std::uint8_t* plane = src + (row * c + ch) * h * w;
+        float* o = out + (k * c + ch) * h * w;
+        const float sc = host_scale_[static_cast<std::size_t>(ch)];
+        const float sh = host_shift_[static_cast<std::size_t>(ch)];
+        for (std::int64_t y = 0; y < h; ++y) {
+          const std::int64_t sy = y + dy;
+          const bool row_in = sy >= 0 && sy < h;
+          for (std::int64_t x = 0; x < w; ++x) {
+            const std::int64_t sx = (flip ? w - 1 - x : x) + dx;
+            const float v = row_in && sx >= 0 && sx < w
+                ? static_cast<float>(plane[sy * w + sx])
+                : 0.0f;
+            const float scaled = v * sc;
+            o[y * w + x] = scaled - sh;
+          }
+        }
+      }
+    }
+  });
+  return Batch{images, labels, epoch_, b, 0};
 }
 
 Batch ResidentBatches::batch(std::size_t b, const Sampler& sampler) const {
   const std::int64_t begin = batch_offsets_.at(b);
   const std::int64_t count = batch_offsets_.at(b + 1) - begin;
+  if (!options_.device.is_cuda()) {
+    return cpu_batch(begin, count, b);
+  }
   const at::Tensor rows = epoch_rows_.narrow(0, begin, count);
   at::Tensor x = images_.index_select(0, rows); // (B, C, H, W) uint8
   if (augment_.mode == AugmentSpec::Mode::Train && augment_.small_images) {

@@ -51,7 +51,14 @@ class ResidentBatches {
   at::Tensor epoch_params_; // (M, 3) int64 per row: dy, dx, flip
   std::vector<std::int64_t>
       batch_offsets_; // start of each batch in epoch_rows_
+  // On the CPU the same, in host vectors: batch() then fuses the gather, the
+  // pad-crop-flip and the normalization into one pass per sample.
+  std::vector<std::int64_t> host_rows_;
+  std::vector<std::int64_t> host_params_; // 3 per row: dy, dx, flip
+  std::vector<float> host_scale_, host_shift_;
   std::size_t bad_ = 0;
+
+  Batch cpu_batch(std::int64_t begin, std::int64_t count, std::size_t b) const;
 };
 
 } // namespace hotloop::data
