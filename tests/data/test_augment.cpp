@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/_upsample_bilinear2d_aa.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cos.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/isin.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/upsample_bilinear2d.h>
 
 #include "hotloop/data/augment.h"
 
@@ -86,6 +91,81 @@ TEST(Augment, EvalCenterCropsPhotosLikeResizeThenCenterCrop) {
   // The box is 0.875 of the shorter side (112 px), centered: x from 72 to 184.
   EXPECT_NEAR(out[0][32][0].item<int>(), 73, 2);
   EXPECT_NEAR(out[0][32][63].item<int>(), 183, 2);
+}
+
+} // namespace hotloop::data
+
+namespace hotloop::data {
+namespace {
+
+// A smooth pattern with fine detail, so that shrinking it without
+// antialiasing would alias visibly: (C, H, W) uint8.
+at::Tensor detailed_image(std::int64_t c, std::int64_t h, std::int64_t w) {
+  const at::Tensor y = at::arange(h, at::kFloat).view({1, h, 1});
+  const at::Tensor x = at::arange(w, at::kFloat).view({1, 1, w});
+  const at::Tensor ch = at::arange(c, at::kFloat).view({c, 1, 1});
+  const at::Tensor v = 127.5 + 60 * at::sin(x * 1.7 + ch) * at::cos(y * 0.9) +
+      60 * at::sin((x + y) * 0.05 + ch);
+  return v.round().clamp(0, 255).to(at::kByte);
+}
+
+// augment_into's plain resize of the whole image (square in, square out).
+at::Tensor resized(const at::Tensor& image, std::int64_t out) {
+  AugmentSpec spec;
+  spec.mode = AugmentSpec::Mode::Eval;
+  spec.out_h = spec.out_w = out;
+  spec.eval_crop = 1.0;
+  at::Tensor dst = at::empty({image.size(0), out, out}, at::kByte);
+  augment_into(image, dst.data_ptr<std::uint8_t>(), spec, 0);
+  return dst;
+}
+
+std::int64_t max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kInt) - b.to(at::kInt)).abs().max().item<std::int64_t>();
+}
+
+} // namespace
+
+TEST(Augment, ShrinkingIsAntialiasedLikeTorchvision) {
+  // torchvision resizes with antialias=True (PIL's filter): the reference is
+  // ATen's _upsample_bilinear2d_aa on the same image. Tolerance: 1 level
+  // (hotloop blends in float, rows first; the reference in another order).
+  const at::Tensor planar = detailed_image(3, 97, 97);
+  const at::Tensor interleaved =
+      planar.permute({1, 2, 0}).contiguous().permute({2, 0, 1});
+  for (const std::int64_t out : {40, 23, 64}) {
+    const at::Tensor reference =
+        at::_upsample_bilinear2d_aa(
+            planar.to(at::kFloat).unsqueeze(0), {out, out}, false)
+            .squeeze(0)
+            .round()
+            .clamp(0, 255)
+            .to(at::kByte);
+    EXPECT_LE(max_abs_diff(resized(planar, out), reference), 1) << out;
+    EXPECT_LE(max_abs_diff(resized(interleaved, out), reference), 1) << out;
+  }
+  // Without antialiasing, 97 -> 23 would sample every ~4th pixel of a
+  // pattern that changes every pixel: far from the filtered reference.
+  const at::Tensor naive =
+      at::upsample_bilinear2d(
+          planar.to(at::kFloat).unsqueeze(0), {23, 23}, false)
+          .squeeze(0)
+          .round()
+          .clamp(0, 255)
+          .to(at::kByte);
+  EXPECT_GT(max_abs_diff(resized(planar, 23), naive), 20);
+}
+
+TEST(Augment, EnlargingIsPlainBilinear) {
+  const at::Tensor image = detailed_image(3, 20, 20);
+  const at::Tensor reference =
+      at::upsample_bilinear2d(
+          image.to(at::kFloat).unsqueeze(0), {47, 47}, false)
+          .squeeze(0)
+          .round()
+          .clamp(0, 255)
+          .to(at::kByte);
+  EXPECT_LE(max_abs_diff(resized(image, 47), reference), 1);
 }
 
 } // namespace hotloop::data
