@@ -120,6 +120,11 @@ at::Tensor resized(const at::Tensor& image, std::int64_t out) {
   return dst;
 }
 
+// A (1, C, H, W) float result as the (C, H, W) bytes an image would hold.
+at::Tensor as_bytes(const at::Tensor& batch) {
+  return batch.squeeze(0).round().clamp(0, 255).to(at::kByte);
+}
+
 std::int64_t max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kInt) - b.to(at::kInt)).abs().max().item<std::int64_t>();
 }
@@ -134,37 +139,22 @@ TEST(Augment, ShrinkingIsAntialiasedLikeTorchvision) {
   const at::Tensor interleaved =
       planar.permute({1, 2, 0}).contiguous().permute({2, 0, 1});
   for (const std::int64_t out : {40, 23, 64}) {
-    const at::Tensor reference =
-        at::_upsample_bilinear2d_aa(
-            planar.to(at::kFloat).unsqueeze(0), {out, out}, false)
-            .squeeze(0)
-            .round()
-            .clamp(0, 255)
-            .to(at::kByte);
+    const at::Tensor reference = as_bytes(at::_upsample_bilinear2d_aa(
+        planar.to(at::kFloat).unsqueeze(0), {out, out}, false));
     EXPECT_LE(max_abs_diff(resized(planar, out), reference), 1) << out;
     EXPECT_LE(max_abs_diff(resized(interleaved, out), reference), 1) << out;
   }
   // Without antialiasing, 97 -> 23 would sample every ~4th pixel of a
   // pattern that changes every pixel: far from the filtered reference.
-  const at::Tensor naive =
-      at::upsample_bilinear2d(
-          planar.to(at::kFloat).unsqueeze(0), {23, 23}, false)
-          .squeeze(0)
-          .round()
-          .clamp(0, 255)
-          .to(at::kByte);
+  const at::Tensor naive = as_bytes(at::upsample_bilinear2d(
+      planar.to(at::kFloat).unsqueeze(0), {23, 23}, false));
   EXPECT_GT(max_abs_diff(resized(planar, 23), naive), 20);
 }
 
 TEST(Augment, EnlargingIsPlainBilinear) {
   const at::Tensor image = detailed_image(3, 20, 20);
-  const at::Tensor reference =
-      at::upsample_bilinear2d(
-          image.to(at::kFloat).unsqueeze(0), {47, 47}, false)
-          .squeeze(0)
-          .round()
-          .clamp(0, 255)
-          .to(at::kByte);
+  const at::Tensor reference = as_bytes(at::upsample_bilinear2d(
+      image.to(at::kFloat).unsqueeze(0), {47, 47}, false));
   EXPECT_LE(max_abs_diff(resized(image, 47), reference), 1);
 }
 
