@@ -80,13 +80,25 @@ void add_bench_command(CLI::App& app, Action& action) {
     if (bench_cmd->got_subcommand("data")) {
       return; // `bench data` set its own action
     }
-    action = [mf] {
+    action = [mf, bench_cmd] {
       if (mf->options.steps < 1) {
         throw UsageError("--steps must be at least 1");
       }
       mf->options.rows = bench::default_matrix(mf->model, mf->data);
       if (!mf->matrix.empty()) {
+        // The file's settings, then the flags given on the command line
+        // win over them (as with --config).
+        const bench::MatrixOptions given = mf->options;
         read_matrix_file(mf->matrix, mf->options);
+        if (bench_cmd->count("--steps") > 0) {
+          mf->options.steps = given.steps;
+        }
+        if (bench_cmd->count("--cpu-row-seconds") > 0) {
+          mf->options.cpu_row_seconds = given.cpu_row_seconds;
+        }
+        if (bench_cmd->count("--grow-gpu-batch") > 0) {
+          mf->options.grow_gpu_batch = given.grow_gpu_batch;
+        }
       }
       mf->options.out_dir = mf->out;
       const bench::BenchReport report = run_bench_matrix(mf->options, stdout);

@@ -1,7 +1,7 @@
 #pragma once
 // `hotloop bench --matrix FILE.toml`: which rows to run. Either a product
 //
-//   steps = 100                 # optional: these override the flags' defaults
+//   steps = 100                 # optional: flags given on the command line win
 //   cpu_row_seconds = 60
 //   grow_gpu_batch = true
 //   [matrix]

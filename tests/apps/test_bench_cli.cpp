@@ -60,10 +60,11 @@ TEST(BenchCli, AMatrixFileRunsItsRowsAndTheReportRendersInChromium) {
   test::TempDir dir;
   const fs::path out = dir.path() / "bench";
   const test::CliResult r = test::run_cli(
-      "bench --matrix " + tiny_matrix(dir.path()).string() +
-          " --eval-samples 64 --out " + out.string(),
+      "bench --matrix " + tiny_matrix(dir.path(), 30).string() +
+          " --steps 10 --eval-samples 64 --out " + out.string(),
       kNoDriver);
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The file says 30 steps; --steps 10 on the command line wins.
   EXPECT_NE(r.out.find("bench: 2 row(s), 10 steps each"), std::string::npos)
       << r.out;
   const auto results = nlohmann::json::parse(slurp(out / "results.json"));
