@@ -35,11 +35,6 @@ fs::path tiny_matrix(const fs::path& dir, int steps = 10) {
   return p;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 } // namespace
 
 TEST(BenchCli, SmokeExitsOneAtAnInjectedFailureAndZeroOtherwise) {
@@ -67,14 +62,15 @@ TEST(BenchCli, AMatrixFileRunsItsRowsAndTheReportRendersInChromium) {
   // The file says 30 steps; --steps 10 on the command line wins.
   EXPECT_NE(r.out.find("bench: 2 row(s), 10 steps each"), std::string::npos)
       << r.out;
-  const auto results = nlohmann::json::parse(slurp(out / "results.json"));
+  const auto results = nlohmann::json::parse(test::slurp(out / "results.json"));
   ASSERT_EQ(results["rows"].size(), 2u);
   EXPECT_EQ(results["rows"][1]["resolved_precision"], "bf16");
   EXPECT_TRUE(results["environment"].contains("git_commit"));
   EXPECT_NE(
-      slurp(out / "report.md").find("| cpu bf16 cnn-small b16 | ok | 10 |"),
+      test::slurp(out / "report.md")
+          .find("| cpu bf16 cnn-small b16 | ok | 10 |"),
       std::string::npos)
-      << slurp(out / "report.md");
+      << test::slurp(out / "report.md");
 
   // Headless Chromium draws the page: a screenshot of real size says the
   // SVG rendered (an empty or broken page is a few KB of white).
@@ -116,7 +112,7 @@ TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasTenTimesAsFast) {
   // it does, as if today's driver had cut it to a tenth. ctest runs this
   // test alone (RUN_SERIAL): beside other tests on two cores the reruns
   // spread by 100% and more, and the audit rightly calls that noise.
-  auto j = nlohmann::json::parse(slurp(base / "results.json"));
+  auto j = nlohmann::json::parse(test::slurp(base / "results.json"));
   j["rows"][0]["images_per_s"] =
       j["rows"][0]["images_per_s"].get<double>() * 10;
   const fs::path doctored = dir.path() / "baseline.json";
@@ -127,12 +123,13 @@ TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasTenTimesAsFast) {
           out.string(),
       kNoDriver);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  const auto a = nlohmann::json::parse(slurp(out / "audit.json"));
+  const auto a = nlohmann::json::parse(test::slurp(out / "audit.json"));
   ASSERT_EQ(a["rows"].size(), 2u);
   EXPECT_EQ(a["rows"][0]["verdict"], "slower") << a.dump(2);
   EXPECT_LT(
       a["rows"][0]["change"].get<double>(), -0.5); // -0.9 on a quiet machine
-  EXPECT_NE(slurp(out / "audit.md").find("**slower**"), std::string::npos);
+  EXPECT_NE(
+      test::slurp(out / "audit.md").find("**slower**"), std::string::npos);
 }
 
 } // namespace hotloop

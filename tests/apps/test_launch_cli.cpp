@@ -1,10 +1,8 @@
 // `hotloop launch` with real processes and Gloo over loopback: 2 ranks end
 // where 1 rank with the same global batch ends, and a rank killed with
 // SIGKILL makes the launcher stop the others and exit 1 naming it.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,10 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/train/checkpoint.h"
+#include "support/cli_run.h"
 #include "support/temp_dir.h"
 #include "test_paths.h"
-
-extern char** environ;
 
 namespace hotloop {
 namespace {
@@ -63,23 +60,6 @@ std::vector<std::string> train_args(const std::string& out, int steps) {
       "4",
       "--out",
       out};
-}
-
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const auto& a : args) {
-    argv.push_back(const_cast<char*>(a.c_str()));
-  }
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(
-      &actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
 }
 
 // The exit code, or -1 when it has not exited within `limit`.
@@ -132,11 +112,6 @@ std::vector<std::string> launched(
   return args;
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 } // namespace
 
 TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
@@ -144,16 +119,17 @@ TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
   const auto one = single((dir.path() / "one").string(), 12);
   ASSERT_EQ(
       wait_exit(
-          spawn(one, (dir.path() / "one.log").string()),
+          test::spawn_logged(one, (dir.path() / "one.log").string()),
           std::chrono::seconds(120)),
       0)
-      << slurp(dir.path() / "one.log");
+      << test::slurp(dir.path() / "one.log");
 
   const auto two = launched((dir.path() / "two").string(), 12, 0);
   const std::string log = (dir.path() / "two.log").string();
-  ASSERT_EQ(wait_exit(spawn(two, log), std::chrono::seconds(120)), 0)
-      << slurp(log);
-  const std::string out = slurp(log);
+  ASSERT_EQ(
+      wait_exit(test::spawn_logged(two, log), std::chrono::seconds(120)), 0)
+      << test::slurp(log);
+  const std::string out = test::slurp(log);
   EXPECT_NE(
       out.find("[rank 0] data parallel: 2 rank(s) (torchrun, gloo)"),
       std::string::npos)
@@ -162,9 +138,9 @@ TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
       << out;
 
   const auto s1 =
-      nlohmann::json::parse(slurp(dir.path() / "one" / "summary.json"));
+      nlohmann::json::parse(test::slurp(dir.path() / "one" / "summary.json"));
   const auto s2 =
-      nlohmann::json::parse(slurp(dir.path() / "two" / "summary.json"));
+      nlohmann::json::parse(test::slurp(dir.path() / "two" / "summary.json"));
   const double v1 = s1["val_loss"].get<double>();
   EXPECT_NEAR(s2["val_loss"].get<double>(), v1, 1e-5 * v1);
   EXPECT_EQ(s2["steps"], 12);
@@ -218,10 +194,11 @@ TEST(LaunchCli, SyncBatchNormMakesTwoRanksTrainLikeOneRankWithTheWholeBatch) {
   auto val_loss = [&](const std::string& name,
                       const std::vector<std::string>& args) {
     const std::string log = (dir.path() / (name + ".log")).string();
-    EXPECT_EQ(wait_exit(spawn(args, log), std::chrono::seconds(180)), 0)
-        << slurp(log);
+    EXPECT_EQ(
+        wait_exit(test::spawn_logged(args, log), std::chrono::seconds(180)), 0)
+        << test::slurp(log);
     return nlohmann::json::parse(
-               slurp(dir.path() / name / "summary.json"))["val_loss"]
+               test::slurp(dir.path() / name / "summary.json"))["val_loss"]
         .get<double>();
   };
   const double one =
@@ -235,7 +212,7 @@ TEST(LaunchCli, SyncBatchNormMakesTwoRanksTrainLikeOneRankWithTheWholeBatch) {
       "local", with(launched((dir.path() / "local").string(), 4, 7), resnet));
   EXPECT_NEAR(synced, one, 3e-5 * one);
   EXPECT_GT(std::abs(local - one), 1e-4 * one);
-  const std::string log = slurp(dir.path() / "synced.log");
+  const std::string log = test::slurp(dir.path() / "synced.log");
   EXPECT_NE(
       log.find(
           "sync batchnorm: 20 BatchNorm layer(s) normalize over the global batch of 2 ranks"),
@@ -252,7 +229,7 @@ TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
   const auto one = single((dir.path() / "one").string(), 6);
   ASSERT_EQ(
       wait_exit(
-          spawn(one, (dir.path() / "one.log").string()),
+          test::spawn_logged(one, (dir.path() / "one.log").string()),
           std::chrono::seconds(120)),
       0);
   const auto two = launched(
@@ -262,19 +239,21 @@ TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
       {},
       {"HOTLOOP_INJECT_OOM_ABOVE=16", "HOTLOOP_INJECT_OOM_RANK=1"});
   const std::string log = (dir.path() / "two.log").string();
-  ASSERT_EQ(wait_exit(spawn(two, log), std::chrono::seconds(120)), 0)
-      << slurp(log);
+  ASSERT_EQ(
+      wait_exit(test::spawn_logged(two, log), std::chrono::seconds(120)), 0)
+      << test::slurp(log);
   const auto s1 =
-      nlohmann::json::parse(slurp(dir.path() / "one" / "summary.json"));
+      nlohmann::json::parse(test::slurp(dir.path() / "one" / "summary.json"));
   const auto s2 =
-      nlohmann::json::parse(slurp(dir.path() / "two" / "summary.json"));
-  EXPECT_EQ(s2["oom_recoveries"], 1) << slurp(log);
+      nlohmann::json::parse(test::slurp(dir.path() / "two" / "summary.json"));
+  EXPECT_EQ(s2["oom_recoveries"], 1) << test::slurp(log);
   EXPECT_EQ(s2["micro_batch"], 16);
   EXPECT_EQ(s2["accum_steps"], 2);
   const double v1 = s1["val_loss"].get<double>();
   EXPECT_NEAR(s2["val_loss"].get<double>(), v1, 1e-5 * v1);
-  EXPECT_NE(slurp(log).find("out of memory on another rank"), std::string::npos)
-      << slurp(log);
+  EXPECT_NE(
+      test::slurp(log).find("out of memory on another rank"), std::string::npos)
+      << test::slurp(log);
 }
 
 TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
@@ -293,16 +272,17 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   const std::string full = (dir.path() / "full").string();
   ASSERT_EQ(
       wait_exit(
-          spawn(launch(full, 3, false), full + ".log"),
+          test::spawn_logged(launch(full, 3, false), full + ".log"),
           std::chrono::seconds(120)),
       0)
-      << slurp(full + ".log");
+      << test::slurp(full + ".log");
 
   // Interrupted: SIGTERM to the launcher once training is under way; every
   // rank stops at the same step (the step agreement), rank 0 checkpoints,
   // and all exit 0. Then the same command with --resume auto.
   const std::string split = (dir.path() / "split").string();
-  const pid_t launcher = spawn(launch(split, 4, false), split + ".log");
+  const pid_t launcher =
+      test::spawn_logged(launch(split, 4, false), split + ".log");
   for (int i = 0; i < 600; ++i) {
     const auto metrics = std::filesystem::path(split) / "metrics.jsonl";
     if (std::filesystem::exists(metrics) &&
@@ -313,22 +293,23 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   }
   ::kill(launcher, SIGTERM);
   EXPECT_EQ(wait_exit(launcher, std::chrono::seconds(60)), 0)
-      << slurp(split + ".log");
-  const std::string first = slurp(split + ".log");
+      << test::slurp(split + ".log");
+  const std::string first = test::slurp(split + ".log");
   ASSERT_NE(first.find("[rank 0] stopped at step"), std::string::npos) << first;
   ASSERT_EQ(
       wait_exit(
-          spawn(launch(split, 5, true), split + "2.log"),
+          test::spawn_logged(launch(split, 5, true), split + "2.log"),
           std::chrono::seconds(120)),
       0)
-      << slurp(split + "2.log");
+      << test::slurp(split + "2.log");
   EXPECT_NE(
-      slurp(split + "2.log").find("[rank 0] resumed from"), std::string::npos);
+      test::slurp(split + "2.log").find("[rank 0] resumed from"),
+      std::string::npos);
 
   const auto a = nlohmann::json::parse(
-      slurp(std::filesystem::path(full) / "summary.json"));
+      test::slurp(std::filesystem::path(full) / "summary.json"));
   const auto b = nlohmann::json::parse(
-      slurp(std::filesystem::path(split) / "summary.json"));
+      test::slurp(std::filesystem::path(split) / "summary.json"));
   EXPECT_EQ(b["steps"], 40);
   const double v = a["val_loss"].get<double>();
   EXPECT_NEAR(b["val_loss"].get<double>(), v, 1e-5 * v);
@@ -339,13 +320,13 @@ TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
   const auto args =
       launched((dir.path() / "run").string(), 10000000, 1, {"--grace", "5"});
   const std::string log = (dir.path() / "launch.log").string();
-  const pid_t launcher = spawn(args, log);
+  const pid_t launcher = test::spawn_logged(args, log);
   // Wait until the job trains (rank 0 writes metrics), then kill rank 1.
   pid_t victim = -1;
   const std::regex pid_line(R"(\[launch\] rank 1: pid (\d+))");
   for (int i = 0; i < 600 && victim < 0; ++i) {
     std::smatch m;
-    const std::string text = slurp(log);
+    const std::string text = test::slurp(log);
     if (std::regex_search(text, m, pid_line) &&
         std::filesystem::exists(dir.path() / "run" / "metrics.jsonl") &&
         std::filesystem::file_size(dir.path() / "run" / "metrics.jsonl") > 0) {
@@ -353,7 +334,7 @@ TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_GT(victim, 0) << slurp(log);
+  ASSERT_GT(victim, 0) << test::slurp(log);
   // Long enough for the rank to publish a training phase (twice a second).
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const auto killed = std::chrono::steady_clock::now();
@@ -362,7 +343,7 @@ TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
           .count();
-  const std::string out = slurp(log);
+  const std::string out = test::slurp(log);
   EXPECT_EQ(code, 1) << out;
   EXPECT_LT(took, 60);
   EXPECT_NE(

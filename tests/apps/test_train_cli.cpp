@@ -1,9 +1,7 @@
 // `hotloop train` as users run it: killed with SIGKILL and resumed, stopped
 // with SIGTERM, configured from a TOML file with bad keys.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,11 +12,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "support/cli_run.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"
 #include "test_paths.h"
-
-extern char** environ;
 
 namespace hotloop {
 namespace {
@@ -52,23 +49,6 @@ std::vector<std::string> train_args(const std::string& out) {
       out};
 }
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const auto& a : args) {
-    argv.push_back(const_cast<char*>(a.c_str()));
-  }
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(
-      &actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
-
 int wait_exit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -76,7 +56,7 @@ int wait_exit(pid_t pid) {
 }
 
 int run_to_end(const std::vector<std::string>& args, const std::string& log) {
-  return wait_exit(spawn(args, log));
+  return wait_exit(test::spawn_logged(args, log));
 }
 
 // Waits until `path` has at least `lines` lines (the run is that far).
@@ -95,11 +75,6 @@ nlohmann::json summary(const std::filesystem::path& run) {
   return nlohmann::json::parse(in);
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 } // namespace
 
 TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
@@ -108,7 +83,7 @@ TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
   ASSERT_EQ(
       run_to_end(train_args(full.string()), (dir.path() / "full.log").string()),
       0)
-      << slurp(dir.path() / "full.log");
+      << test::slurp(dir.path() / "full.log");
 
   // Kill it twice at different moments (between and during checkpoints), then
   // let it finish.
@@ -117,7 +92,8 @@ TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
     auto args = train_args(killed.string());
     args.push_back("--resume");
     args.push_back("auto");
-    const pid_t pid = spawn(args, (dir.path() / "killed.log").string());
+    const pid_t pid =
+        test::spawn_logged(args, (dir.path() / "killed.log").string());
     wait_for_lines(killed / "metrics.jsonl", lines);
     ::kill(pid, SIGKILL);
     EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
@@ -126,9 +102,9 @@ TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
   args.push_back("--resume");
   args.push_back("auto");
   ASSERT_EQ(run_to_end(args, (dir.path() / "resumed.log").string()), 0)
-      << slurp(dir.path() / "resumed.log");
+      << test::slurp(dir.path() / "resumed.log");
   EXPECT_NE(
-      slurp(dir.path() / "resumed.log").find("resumed from"),
+      test::slurp(dir.path() / "resumed.log").find("resumed from"),
       std::string::npos);
 
   const auto a = summary(full);
@@ -144,11 +120,12 @@ TEST(TrainCli, SigtermFinishesTheStepCheckpointsAndExitsZeroSayingHowToResume) {
   test::TempDir dir;
   const auto run = dir.path() / "run";
   const std::string log = (dir.path() / "log").string();
-  const pid_t pid = spawn(train_args(run.string()), log);
+  const pid_t pid = test::spawn_logged(train_args(run.string()), log);
   wait_for_lines(run / "metrics.jsonl", 3);
   ::kill(pid, SIGTERM);
-  EXPECT_EQ(wait_exit(pid), 0) << slurp(log);
-  EXPECT_NE(slurp(log).find("--resume auto"), std::string::npos) << slurp(log);
+  EXPECT_EQ(wait_exit(pid), 0) << test::slurp(log);
+  EXPECT_NE(test::slurp(log).find("--resume auto"), std::string::npos)
+      << test::slurp(log);
   EXPECT_TRUE(summary(run)["stopped_early"].get<bool>());
   EXPECT_FALSE(summary(run)["last_checkpoint"].get<std::string>().empty());
 }
@@ -174,7 +151,7 @@ TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
            "1"},
           log),
       0)
-      << slurp(log);
+      << test::slurp(log);
   const auto s = summary(out);
   EXPECT_EQ(s["steps"], 3); // the flag won
   EXPECT_EQ(s["accum_steps"], 4); // from the file
@@ -184,13 +161,15 @@ TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
       run_to_end(
           {HOTLOOP_TEST_BINARY, "train", "--config", bad_key.string()}, log),
       2);
-  EXPECT_NE(slurp(log).find("modle"), std::string::npos) << slurp(log);
+  EXPECT_NE(test::slurp(log).find("modle"), std::string::npos)
+      << test::slurp(log);
   const auto bad_type = dir.write("type.toml", "steps = \"many\"\n");
   EXPECT_EQ(
       run_to_end(
           {HOTLOOP_TEST_BINARY, "train", "--config", bad_type.string()}, log),
       2);
-  EXPECT_NE(slurp(log).find("steps"), std::string::npos) << slurp(log);
+  EXPECT_NE(test::slurp(log).find("steps"), std::string::npos)
+      << test::slurp(log);
   EXPECT_EQ(
       run_to_end(
           {HOTLOOP_TEST_BINARY,
@@ -203,7 +182,8 @@ TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
            "8"},
           log),
       2);
-  EXPECT_NE(slurp(log).find("not divisible"), std::string::npos) << slurp(log);
+  EXPECT_NE(test::slurp(log).find("not divisible"), std::string::npos)
+      << test::slurp(log);
 }
 
 } // namespace hotloop
@@ -235,7 +215,7 @@ TEST(TrainCli, FineTuningFromACheckpointReplacesTheHeadAndFreezesTheBackbone) {
            "1"},
           log),
       0)
-      << slurp(log);
+      << test::slurp(log);
   for (const char* split : {"train", "val"}) {
     for (int c = 0; c < 3; ++c) {
       for (int i = 0; i < 8; ++i) {
@@ -283,8 +263,8 @@ TEST(TrainCli, FineTuningFromACheckpointReplacesTheHeadAndFreezesTheBackbone) {
            "1"},
           log),
       0)
-      << slurp(log);
-  const std::string out = slurp(log);
+      << test::slurp(log);
+  const std::string out = test::slurp(log);
   EXPECT_NE(
       out.find(
           "the head 'fc' was replaced: the file has 10 classes, the model 3"),
@@ -309,8 +289,8 @@ TEST(TrainCli, FineTuningFromACheckpointReplacesTheHeadAndFreezesTheBackbone) {
            (dir.path() / "bad").string()},
           log),
       1);
-  EXPECT_NE(slurp(log).find("missing: conv1.weight"), std::string::npos)
-      << slurp(log);
+  EXPECT_NE(test::slurp(log).find("missing: conv1.weight"), std::string::npos)
+      << test::slurp(log);
 }
 
 } // namespace hotloop

@@ -62,7 +62,6 @@ class ProcessGroup {
   // What this rank is doing, published twice a second (rank_status.h) so
   // that a failure on another rank names this one's last step and phase.
   void set_status(std::int64_t step, RankPhase phase);
-  void set_phase(RankPhase phase);
 
  private:
   ProcessGroup();

@@ -18,6 +18,7 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
+#include "hotloop/train/precision.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::bench {
@@ -79,11 +80,9 @@ std::string resolve_precision(const BenchRow& row) {
   if (row.precision != "mixed") {
     return row.precision;
   }
-  if (row.device == "cpu") {
-    return "bf16";
-  }
-  const cuda::State st = cuda::state();
-  return !st.devices.empty() && st.devices[0].major >= 8 ? "bf16" : "fp16";
+  return train::to_string(train::mixed_precision_for(
+      row.device == "cpu" ? c10::Device(c10::kCPU)
+                          : c10::Device(c10::kCUDA, 0)));
 }
 
 double median(std::vector<double> v) {

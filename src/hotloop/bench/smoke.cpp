@@ -442,9 +442,8 @@ SmokeReport run_smoke(
   });
 
   rung("mixed-precision", "one mixed-precision step", [&] {
-    const bool bf16 = !gpu || cuda::state().devices[0].major >= 8;
-    const train::Precision p =
-        bf16 ? train::Precision::Bf16 : train::Precision::Fp16;
+    const train::Precision p = train::mixed_precision_for(best);
+    const bool bf16 = p == train::Precision::Bf16;
     std::shared_ptr<model::Model> m = model::make_model(mo);
     restore(*m, start);
     m->to(best);

@@ -193,8 +193,4 @@ void ProcessGroup::set_status(std::int64_t step, RankPhase phase) {
   impl_->status->set(step, phase);
 }
 
-void ProcessGroup::set_phase(RankPhase phase) {
-  impl_->status->set_phase(phase);
-}
-
 } // namespace hotloop::dist

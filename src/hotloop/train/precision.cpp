@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
+#include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::train {
@@ -80,6 +81,19 @@ AutocastScope::~AutocastScope() {
   }
   at::autocast::set_autocast_enabled(device_type_, was_enabled_);
   at::autocast::set_autocast_dtype(device_type_, was_dtype_);
+}
+
+Precision mixed_precision_for(const c10::Device& device) {
+  if (!device.is_cuda()) {
+    return Precision::Bf16;
+  }
+  const int index = device.has_index() ? device.index() : 0;
+  for (const auto& d : cuda::state().devices) {
+    if (d.index == index) {
+      return d.major >= 8 ? Precision::Bf16 : Precision::Fp16;
+    }
+  }
+  return Precision::Fp16;
 }
 
 } // namespace hotloop::train

@@ -11,6 +11,10 @@
 
 namespace hotloop::train {
 
+// "Mixed precision" made concrete for `device`: bf16 on the CPU and on GPUs
+// of compute capability 8.0 and up, else fp16 (with loss scaling).
+Precision mixed_precision_for(const c10::Device& device);
+
 // Sets the process's TF32 switches for `p` on CUDA (tf32: matmul and cuDNN
 // convolutions in TF32; everything else: full fp32). No-op on the CPU.
 void configure_math_mode(Precision p, const c10::Device& device);

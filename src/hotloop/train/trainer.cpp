@@ -578,15 +578,9 @@ struct Trainer::Impl {
   }
 
   std::string bf16_advice() const {
-    if (!device.is_cuda()) {
-      return "";
-    }
-    for (const auto& d : cuda::state().devices) {
-      if (d.index == device.index() && d.major >= 8) {
-        return "; this GPU supports bf16: --precision bf16 needs no loss scaling";
-      }
-    }
-    return "";
+    return device.is_cuda() && mixed_precision_for(device) == Precision::Bf16
+        ? "; this GPU supports bf16: --precision bf16 needs no loss scaling"
+        : "";
   }
 
   // One pass over the validation set. Out of memory there halves the
