@@ -130,4 +130,44 @@ TEST(Optimizer, StateRoundTripsAndResumesTheSameTrajectory) {
       second.load_state({{"nope.0.exp_avg", at::zeros({1})}}), DataError);
 }
 
+// The form CUDA graphs capture (LR and step count read from device scalars)
+// against the host-scalar form, over steps whose LR changes, for both
+// optimizers and a group with its own LR scale.
+TEST(Optimizer, TheDeviceScalarStepEqualsTheHostScalarStep) {
+  for (const OptimizerKind kind : {OptimizerKind::Sgd, OptimizerKind::AdamW}) {
+    Twin t;
+    OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = 0.9;
+    o.nesterov = kind == OptimizerKind::Sgd;
+    o.weight_decay = 1e-2;
+    Optimizer host(
+        {{"backbone", {t.ours[0], t.ours[1]}, 1.0},
+         {"head", {t.ours[2]}, 10.0}},
+        o);
+    Optimizer device(
+        {{"backbone", {t.theirs[0], t.theirs[1]}, 1.0},
+         {"head", {t.theirs[2]}, 10.0}},
+        o);
+    for (int step = 0; step < 6; ++step) {
+      t.set_grads(step);
+      const double lr = 0.01 * (1 + step);
+      host.step(lr);
+      device.set_device_scalars(lr);
+      device.step_on_device();
+      device.count_device_step();
+    }
+    EXPECT_EQ(device.steps(), host.steps());
+    // float32 LR and bias-correction scalars vs double: ~1e-7 relative.
+    EXPECT_TRUE(t.close()) << to_string(kind);
+  }
+}
+
+TEST(Optimizer, TheDeviceScalarStepNeedsItsScalarsFirst) {
+  Twin t;
+  Optimizer o({{"all", t.ours, 1.0}}, OptimizerOptions{});
+  t.set_grads(0);
+  EXPECT_THROW(o.step_on_device(), Error);
+}
+
 } // namespace hotloop::train

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
@@ -10,7 +11,10 @@
 #include <ATen/ops/_foreach_lerp.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/_foreach_sub.h>
+#include <ATen/ops/pow.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <fmt/format.h>
 
@@ -154,6 +158,83 @@ void Optimizer::adamw_step(ParamGroup& group, GroupState& state, double lr) {
   at::_foreach_div_(denom, std::sqrt(bias2));
   at::_foreach_add_(denom, options_.eps);
   at::_foreach_addcdiv_(x.params, x.a, denom, -lr / bias1);
+}
+
+void Optimizer::set_device_scalars(double lr) {
+  at::NoGradGuard no_grad;
+  // Before any capture: state buffers must not come from a graph's pool.
+  ensure_state();
+  if (!lr_.defined()) {
+    // float64: 1 - 0.999^t in float32 keeps 3 significant digits at t = 1.
+    at::TensorOptions o = at::TensorOptions().dtype(at::kDouble);
+    for (const auto& g : groups_) {
+      if (!g.params.empty()) {
+        o = o.device(g.params.front().device());
+        break;
+      }
+    }
+    lr_ = at::zeros({}, o);
+    step_count_ = at::zeros({}, o);
+  }
+  lr_.fill_(lr);
+  step_count_.fill_(static_cast<double>(steps_ + 1));
+}
+
+void Optimizer::step_on_device() {
+  at::NoGradGuard no_grad;
+  if (!lr_.defined()) {
+    throw Error("Optimizer::step_on_device before set_device_scalars");
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (options_.kind == OptimizerKind::Sgd) {
+      sgd_step_on_device(groups_[g], state_[g]);
+    } else {
+      adamw_step_on_device(groups_[g], state_[g]);
+    }
+  }
+}
+
+void Optimizer::sgd_step_on_device(ParamGroup& group, GroupState& state) {
+  Active x = active(group.params, &state.momentum, nullptr);
+  if (x.params.empty()) {
+    return;
+  }
+  std::vector<at::Tensor> update = x.grads;
+  if (options_.weight_decay != 0) {
+    update = at::_foreach_add(x.grads, x.params, options_.weight_decay);
+  }
+  if (options_.momentum != 0) {
+    at::_foreach_mul_(x.a, options_.momentum);
+    at::_foreach_add_(x.a, update);
+    update = options_.nesterov
+        ? at::_foreach_add(update, x.a, options_.momentum)
+        : x.a;
+  }
+  const at::Tensor lr = (lr_ * group.lr_scale).to(at::kFloat);
+  at::_foreach_sub_(x.params, at::_foreach_mul(update, lr));
+}
+
+void Optimizer::adamw_step_on_device(ParamGroup& group, GroupState& state) {
+  Active x = active(group.params, &state.exp_avg, &state.exp_avg_sq);
+  if (x.params.empty()) {
+    return;
+  }
+  const at::Tensor lr = lr_ * group.lr_scale; // float64, like the scalars below
+  if (options_.weight_decay != 0) {
+    at::_foreach_mul_(
+        x.params, (1.0 - lr * options_.weight_decay).to(at::kFloat));
+  }
+  at::_foreach_lerp_(x.a, x.grads, 1.0 - options_.beta1);
+  at::_foreach_mul_(x.b, options_.beta2);
+  at::_foreach_addcmul_(x.b, x.grads, x.grads, 1.0 - options_.beta2);
+  const at::Tensor bias1 = 1.0 - at::pow(options_.beta1, step_count_);
+  const at::Tensor bias2 = 1.0 - at::pow(options_.beta2, step_count_);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(x.b);
+  at::_foreach_div_(denom, bias2.sqrt().to(at::kFloat));
+  at::_foreach_add_(denom, options_.eps);
+  std::vector<at::Tensor> move = at::_foreach_div(x.a, denom);
+  at::_foreach_mul_(move, (lr / bias1).to(at::kFloat));
+  at::_foreach_sub_(x.params, move);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Optimizer::state() const {

@@ -31,6 +31,18 @@ class Optimizer {
   // Sets every gradient to None (frees the memory until the next backward).
   void zero_grad();
 
+  // The same update for CUDA graphs: the learning rate and the step count
+  // (AdamW's bias correction) come from 0-dim tensors on the parameters'
+  // device, so that one capture serves every step. set_device_scalars(lr)
+  // fills them for the coming step (a kernel launch, no synchronization);
+  // step_on_device() is the part that may be captured; count_device_step()
+  // counts the step once it has run (eagerly or as a replay).
+  void set_device_scalars(double lr);
+  void step_on_device();
+  void count_device_step() {
+    ++steps_;
+  }
+
   const std::vector<ParamGroup>& groups() const {
     return groups_;
   }
@@ -54,11 +66,15 @@ class Optimizer {
   void ensure_state();
   void sgd_step(ParamGroup& group, GroupState& state, double lr);
   void adamw_step(ParamGroup& group, GroupState& state, double lr);
+  void sgd_step_on_device(ParamGroup& group, GroupState& state);
+  void adamw_step_on_device(ParamGroup& group, GroupState& state);
 
   std::vector<ParamGroup> groups_;
   std::vector<GroupState> state_;
   OptimizerOptions options_;
   std::int64_t steps_ = 0;
+  at::Tensor lr_; // step_on_device: 0-dim float64 on the parameters' device
+  at::Tensor step_count_; // step_on_device: AdamW's t, the same
 };
 
 } // namespace hotloop::train
