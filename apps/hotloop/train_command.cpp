@@ -31,6 +31,7 @@ struct TrainFlags {
   std::string schedule = "cosine";
   std::string freeze = "none";
   std::string activation_checkpointing = "none";
+  std::string cuda_graphs = "auto";
   std::string augment = "default";
   std::string augment_device = "cpu";
   std::string resident = "auto";
@@ -140,6 +141,7 @@ int run_train(TrainFlags& f) {
   o.loader.augment_on_device = parse_augment_device(f.augment_device);
   o.activation_checkpointing =
       model::parse_checkpointing(f.activation_checkpointing);
+  o.cuda_graphs = train::parse_cuda_graphs(f.cuda_graphs);
   o.loader.augment = parse_augment(f.augment);
   o.loader.resident = parse_resident(f.resident);
   o.loader.on_bad_sample = pick<data::BadSamplePolicy>(
@@ -341,6 +343,14 @@ void add_train_command(CLI::App& app, Action& action) {
       "--activation-checkpointing",
       f->activation_checkpointing,
       "none, stages (recompute each ResNet stage in backward) or all (the stem too)");
+  cmd->add_option(
+      "--cuda-graphs",
+      f->cuda_graphs,
+      "auto (capture the whole step as one CUDA graph when the run allows it, else eager with the reason logged), on (an error when it cannot) or off");
+  cmd->add_option(
+      "--readback-every",
+      o.readback_every,
+      "Steps between reading losses back to the host, without waiting for the GPU (metrics lines and the non-finite check see them then); 1: every step, before the update; 0: 1 on the CPU, 16 on CUDA");
   cmd->add_option(
       "--channels-last",
       o.channels_last,

@@ -186,6 +186,23 @@ TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
       << test::slurp(log);
 }
 
+TEST(TrainCli, CudaGraphsFlagsAreCheckedBeforeAnyWork) {
+  test::TempDir dir;
+  const std::string log = (dir.path() / "log").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--cuda-graphs", "maybe"}, "cuda-graphs 'maybe'"},
+      {{"--cuda-graphs", "on", "--device", "cpu"}, "needs a CUDA device"},
+      {{"--readback-every", "-2"}, "readback-every"}};
+  for (const auto& [flags, message] : bad) {
+    std::vector<std::string> args = {
+        HOTLOOP_TEST_BINARY, "train", "--data", "synthetic:64x1x8x8"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    EXPECT_EQ(run_to_end(args, log), 2) << flags[0];
+    EXPECT_NE(test::slurp(log).find(message), std::string::npos)
+        << test::slurp(log);
+  }
+}
+
 } // namespace hotloop
 
 namespace hotloop {

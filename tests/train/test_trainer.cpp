@@ -7,15 +7,20 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <thread>
 
+#include <ATen/Context.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/isfinite.h>
 #include <torch/utils.h>
 
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/checkpoint.h"
+#include "hotloop/train/graph_policy.h"
 #include "hotloop/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
@@ -281,6 +286,145 @@ TEST(Trainer, OptionsThatDoNotFitAreUsageErrorsNamingTheKey) {
   EXPECT_THROW(
       Trainer(make(o), synthetic("synthetic:64x1x8x8"), nullptr, o),
       UsageError);
+}
+
+namespace {
+
+// metrics.jsonl's step lines: step -> the line.
+std::map<std::int64_t, nlohmann::json> step_lines(const std::string& run) {
+  std::map<std::int64_t, nlohmann::json> out;
+  std::ifstream in(run + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("lr")) {
+      out[j["step"].get<std::int64_t>()] = j;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(Trainer, ReadingLossesBackEveryFewStepsWritesTheSameLinesAndWeights) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:256x1x8x8");
+  TrainerOptions every = small_options((dir.path() / "every").string());
+  every.steps = 11; // not a multiple of 4: the end drains a partial block
+  every.clip_grad_norm = 0.5;
+  every.readback_every = 1;
+  TrainerOptions deferred = every;
+  deferred.out_dir = (dir.path() / "deferred").string();
+  deferred.readback_every = 4;
+  auto m1 = make(every);
+  auto m2 = make(deferred);
+  const TrainSummary s1 = Trainer(m1, data, nullptr, every).fit();
+  const TrainSummary s2 = Trainer(m2, data, nullptr, deferred).fit();
+  const auto a = step_lines(every.out_dir);
+  const auto b = step_lines(deferred.out_dir);
+  ASSERT_EQ(a.size(), 11u);
+  ASSERT_EQ(b.size(), 11u);
+  for (const auto& [step, line] : a) {
+    // The same computation in the same order: identical, not just close.
+    EXPECT_EQ(line["loss"].get<double>(), b.at(step)["loss"].get<double>())
+        << "step " << step;
+    EXPECT_EQ(
+        line["grad_norm"].get<double>(), b.at(step)["grad_norm"].get<double>())
+        << "step " << step;
+  }
+  EXPECT_EQ(s1.train_loss, s2.train_loss);
+  const auto w1 = model::state_dict(*m1);
+  const auto w2 = model::state_dict(*m2);
+  for (std::size_t i = 0; i < w1.size(); ++i) {
+    EXPECT_TRUE(at::equal(w1[i].second, w2[i].second)) << w1[i].first;
+  }
+  // On the CPU, the graph decision says why it stays eager.
+  EXPECT_NE(
+      s1.graph_off_reason.find("the device is the CPU"), std::string::npos)
+      << s1.graph_off_reason;
+  EXPECT_EQ(s1.graph_replays, 0);
+}
+
+TEST(Trainer, ADeferredNonFiniteLossStopsNamingItsStepWithoutCheckpointingIt) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 50;
+  o.readback_every = 4;
+  o.checkpoint_every = 1; // a checkpoint is due after every step
+  o.schedule.lr = 1e30;
+  try {
+    Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
+    FAIL() << "a diverging run finished";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the loss is"), std::string::npos) << what;
+    EXPECT_NE(what.find("losses are read every 4 steps"), std::string::npos)
+        << what;
+    EXPECT_NE(e.hint().find("--readback-every 1"), std::string::npos);
+  }
+  // Every checkpoint written holds finite weights: the readback is drained
+  // (and the bad loss found) before a checkpoint is written.
+  for (const auto& path : list_checkpoints(o.out_dir + "/checkpoints")) {
+    for (const auto& [name, t] : load_checkpoint(path).model) {
+      EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << path << " " << name;
+    }
+  }
+}
+
+TEST(Trainer, CudaGraphsOnWithoutAGpuIsAUsageErrorNamingTheOption) {
+  TrainerOptions o = small_options("unused");
+  o.cuda_graphs = CudaGraphs::On;
+  try {
+    o.validate();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda-graphs"), std::string::npos)
+        << e.what();
+  }
+  o.readback_every = -1;
+  o.cuda_graphs = CudaGraphs::Auto;
+  EXPECT_THROW(o.validate(), UsageError);
+}
+
+// GPU only (scripts/gpu-check runs it there): the captured step trains like
+// the eager one. cuDNN's algorithms may differ between the two runs, so the
+// losses are compared with a tolerance rather than bit for bit.
+TEST(Trainer, OnAGpuTheCudaGraphStepReplaysAndTrainsLikeTheEagerStep) {
+  if (!at::hasCUDA()) {
+    GTEST_SKIP() << "no CUDA device here";
+  }
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:512x1x8x8");
+  // The mlp: no dropout (whose masks would differ), no cuDNN.
+  TrainerOptions eager = small_options((dir.path() / "eager").string());
+  eager.device = "cuda";
+  eager.steps = 12;
+  eager.readback_every = 5;
+  eager.clip_grad_norm = 1.0;
+  eager.cuda_graphs = CudaGraphs::Off;
+  TrainerOptions graphs = eager;
+  graphs.out_dir = (dir.path() / "graphs").string();
+  graphs.cuda_graphs = CudaGraphs::On;
+  const TrainSummary a = Trainer(make(eager), data, nullptr, eager).fit();
+  const TrainSummary b = Trainer(make(graphs), data, nullptr, graphs).fit();
+  EXPECT_EQ(a.graph_replays, 0);
+  EXPECT_EQ(b.graph_replays, 12 - kGraphWarmupSteps);
+  EXPECT_EQ(b.graph_off_reason, "");
+  const auto la = step_lines(eager.out_dir);
+  const auto lb = step_lines(graphs.out_dir);
+  ASSERT_EQ(lb.size(), 12u);
+  for (const auto& [step, line] : la) {
+    EXPECT_NEAR(
+        line["loss"].get<double>(), lb.at(step)["loss"].get<double>(), 1e-4)
+        << "step " << step;
+  }
+  // A convolutional model in bf16 with BatchNorm and dropout captures too.
+  TrainerOptions cnn = graphs;
+  cnn.out_dir = (dir.path() / "cnn").string();
+  cnn.model.name = "cnn-small";
+  cnn.precision = Precision::Bf16;
+  const TrainSummary c = Trainer(make(cnn), data, nullptr, cnn).fit();
+  EXPECT_EQ(c.graph_replays, 12 - kGraphWarmupSteps);
+  EXPECT_TRUE(std::isfinite(c.train_loss));
 }
 
 } // namespace hotloop::train

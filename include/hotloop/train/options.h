@@ -17,6 +17,8 @@ namespace hotloop::train {
 enum class Precision { Fp32, Tf32, Bf16, Fp16 };
 enum class OptimizerKind { Sgd, AdamW };
 enum class ScheduleKind { Constant, Cosine, Step, OneCycle };
+// CUDA graph capture of the whole training step (train/graph_policy.h).
+enum class CudaGraphs { Auto, On, Off };
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::Sgd;
@@ -76,6 +78,19 @@ struct TrainerOptions {
   // Recompute activations in backward (ResNets): less memory, one more
   // forward of the recomputed parts.
   model::Checkpointing activation_checkpointing = model::Checkpointing::None;
+  // Capture forward, backward and the optimizer step as one CUDA graph and
+  // replay it every step (static shapes; see train/graph_policy.h for what
+  // rules it out). auto: when the run allows it, else eager with the reason
+  // logged; on: an error when it cannot; off: eager.
+  CudaGraphs cuda_graphs = CudaGraphs::Auto;
+  // Steps between reading the losses back to the host. The device keeps each
+  // step's loss; every N steps they are copied to pinned memory without a
+  // synchronization and read when the copy has landed, so the host never
+  // waits for the GPU in the loop. Metrics lines, the progress line and the
+  // non-finite check see a step's loss then. 1: every step, before the
+  // optimizer (a non-finite loss stops before it is applied); 0: 1 on the CPU
+  // (where reading costs nothing), 16 on CUDA.
+  std::int64_t readback_every = 0;
 
   // Fine-tuning.
   std::string init; // weight file to start from
@@ -131,5 +146,7 @@ OptimizerKind parse_optimizer(const std::string& text);
 const char* to_string(OptimizerKind kind);
 ScheduleKind parse_schedule(const std::string& text);
 const char* to_string(ScheduleKind kind);
+CudaGraphs parse_cuda_graphs(const std::string& text);
+const char* to_string(CudaGraphs mode);
 
 } // namespace hotloop::train

@@ -52,6 +52,10 @@ struct TrainSummary {
   std::int64_t oom_recoveries = 0; // steps redone with a smaller micro-batch
   std::string device;
   std::string precision;
+  // CUDA graphs: steps replayed from the captured graph, and why the run
+  // was (or went) eager; empty when every step after the warm-up replayed.
+  std::int64_t graph_replays = 0;
+  std::string graph_off_reason;
   double wall_s = 0;
   bool stopped_early = false; // SIGINT/SIGTERM: checkpoint written, resumable
   std::string last_checkpoint;

@@ -219,7 +219,13 @@ std::string line_chart(
 // One stacked bar per row: the mean time of each step phase.
 std::string phase_chart(const std::vector<RowResult>& rows) {
   const std::vector<std::string> phases = {
-      "data_wait", "copy", "forward", "backward", "allreduce", "optimizer"};
+      "data_wait",
+      "copy",
+      "forward",
+      "backward",
+      "allreduce",
+      "optimizer",
+      "graph"};
   std::vector<const RowResult*> ok;
   double max = 0;
   for (const auto& r : rows) {

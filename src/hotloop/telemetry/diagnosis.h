@@ -22,6 +22,7 @@ struct PhaseTotals {
   double backward = 0;
   double optimizer = 0;
   double allreduce = 0; // DDP
+  double graph = 0; // CUDA graph replay: forward + backward + optimizer
 };
 
 // One rank's window (data parallel): its busy time per phase; ranks wait for

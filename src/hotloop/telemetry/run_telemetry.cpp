@@ -1,5 +1,6 @@
 #include "hotloop/telemetry/run_telemetry.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -18,8 +19,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kPhases = static_cast<std::size_t>(Phase::Count);
-constexpr const char* kPhaseNames[kPhases] =
-    {"data_wait", "copy", "forward", "backward", "optimizer", "allreduce"};
+constexpr const char* kPhaseNames[kPhases] = {
+    "data_wait",
+    "copy",
+    "forward",
+    "backward",
+    "optimizer",
+    "allreduce",
+    "graph"};
 
 double& at(PhaseTotals& t, std::size_t phase) {
   switch (static_cast<Phase>(phase)) {
@@ -33,6 +40,8 @@ double& at(PhaseTotals& t, std::size_t phase) {
       return t.backward;
     case Phase::AllReduce:
       return t.allreduce;
+    case Phase::Graph:
+      return t.graph;
     default:
       return t.optimizer;
   }
@@ -174,6 +183,17 @@ RunTelemetry::RunTelemetry(
 
 RunTelemetry::~RunTelemetry() = default;
 
+void RunTelemetry::record_loss(std::int64_t step, double loss) {
+  if (!options_.enabled) {
+    return;
+  }
+  last_loss_ = loss;
+  last_record_.loss = loss;
+  if (tensorboard_) {
+    tensorboard_->scalars(step, {{"train/loss", loss}});
+  }
+}
+
 void RunTelemetry::begin_step() {
   if (!options_.enabled) {
     return;
@@ -209,6 +229,11 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
     return out;
   }
   last_record_ = r;
+  if (std::isnan(r.loss)) {
+    last_record_.loss = last_loss_;
+  } else {
+    last_loss_ = r.loss;
+  }
   // The phases: CPU clocks on the CPU. On a GPU the data wait is the host's
   // and the rest comes from the events of the previous step.
   double seconds[kPhases] = {};
@@ -244,10 +269,12 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
 
   if (tensorboard_) {
     std::vector<std::pair<std::string, double>> v = {
-        {"train/loss", r.loss},
         {"train/lr", r.lr},
         {"train/images_per_s", r.images_per_s},
         {"train/step_time_ms", r.step_time_s * 1e3}};
+    if (!std::isnan(r.loss)) {
+      v.emplace_back("train/loss", r.loss);
+    }
     if (have) {
       for (std::size_t i = 0; i < kPhases; ++i) {
         v.emplace_back(
@@ -355,7 +382,8 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
     const auto me = static_cast<std::size_t>(options_.rank);
     v[2 * me] = window_phases_.data_wait;
     v[2 * me + 1] = window_phases_.copy + window_phases_.forward +
-        window_phases_.backward + window_phases_.optimizer;
+        window_phases_.backward + window_phases_.optimizer +
+        window_phases_.graph;
     v = options_.sum_over_ranks(v);
     for (std::size_t r = 0; r < n; ++r) {
       in.ranks.push_back({static_cast<int>(r), v[2 * r], v[2 * r + 1]});

@@ -36,6 +36,7 @@ enum class Phase : std::size_t {
   Backward,
   Optimizer,
   AllReduce, // data parallel: gradients averaged across ranks
+  Graph, // CUDA graphs: forward + backward + optimizer as one replay
   Count
 };
 
@@ -56,7 +57,7 @@ struct RunTelemetryOptions {
 
 struct StepRecord {
   std::int64_t step = 0;
-  double loss = 0;
+  double loss = 0; // NaN: not read back yet (record_loss brings it later)
   double lr = 0;
   double step_time_s = 0;
   double images_per_s = 0;
@@ -84,6 +85,9 @@ class RunTelemetry {
   // Closes the interval since the previous mark as phase `p`.
   void end_phase(Phase p);
   StepOutput end_step(const StepRecord& r);
+  // A step's loss read back after its end_step (the trainer reads losses
+  // every N steps on CUDA): TensorBoard's train/loss and the metrics gauge.
+  void record_loss(std::int64_t step, double loss);
   // The last partial window's diagnosis, the overhead and the verdicts seen;
   // for summary.json.
   nlohmann::json finish(double run_wall_s);
@@ -119,6 +123,7 @@ class RunTelemetry {
   std::vector<RankWindow> last_ranks_;
   std::map<std::string, int> verdict_windows_;
   StepRecord last_record_;
+  double last_loss_ = 0; // the latest loss read back
 };
 
 } // namespace hotloop::telemetry

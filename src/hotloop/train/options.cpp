@@ -108,6 +108,14 @@ void TrainerOptions::validate() const {
   if (trial && !resume.empty()) {
     bad("resume", "a batch-size trial cannot resume");
   }
+  if (readback_every < 0) {
+    bad("readback-every", "is negative (0: 1 on the CPU, 16 on CUDA)");
+  }
+  if (cuda_graphs == CudaGraphs::On && device == "cpu") {
+    throw UsageError(
+        "cuda-graphs: --cuda-graphs on needs a CUDA device, and --device is cpu",
+        "use --device cuda, or --cuda-graphs auto (eager where graphs cannot run)");
+  }
   // model: not validated here; a C++ user's own model has its own name.
 }
 
@@ -163,6 +171,8 @@ nlohmann::json TrainerOptions::to_json() const {
         {"tensorboard", tensorboard},
         {"metrics_port", metrics_port}}},
       {"activation_checkpointing", model::to_string(activation_checkpointing)},
+      {"cuda_graphs", to_string(cuda_graphs)},
+      {"readback_every", readback_every},
       {"init", init},
       {"init_strict", init_strict},
       {"freeze", freeze_backbone ? "backbone" : "none"},

@@ -51,7 +51,7 @@ void configure_math_mode(Precision p, const c10::Device& device) {
   at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
-AutocastScope::AutocastScope(Precision p, const c10::Device& device)
+AutocastScope::AutocastScope(Precision p, const c10::Device& device, bool cache)
     : device_type_(device.type()) {
   if (p != Precision::Bf16 && p != Precision::Fp16) {
     return;
@@ -64,6 +64,8 @@ AutocastScope::AutocastScope(Precision p, const c10::Device& device)
   active_ = true;
   was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
   was_dtype_ = at::autocast::get_autocast_dtype(device_type_);
+  was_caching_ = at::autocast::is_autocast_cache_enabled();
+  at::autocast::set_autocast_cache_enabled(cache);
   at::autocast::set_autocast_dtype(
       device_type_, p == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
   at::autocast::set_autocast_enabled(device_type_, true);
@@ -81,6 +83,7 @@ AutocastScope::~AutocastScope() {
   }
   at::autocast::set_autocast_enabled(device_type_, was_enabled_);
   at::autocast::set_autocast_dtype(device_type_, was_dtype_);
+  at::autocast::set_autocast_cache_enabled(was_caching_);
 }
 
 Precision mixed_precision_for(const c10::Device& device) {

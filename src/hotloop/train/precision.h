@@ -22,9 +22,12 @@ void configure_math_mode(Precision p, const c10::Device& device);
 // Turns autocast on for `device` in bf16 or fp16 for its lifetime (no-op for
 // fp32 and tf32), and restores the previous state after. Throws UsageError for
 // fp16 on the CPU (no CPU fp16 autocast worth having: use bf16).
+// `cache` false: weights are cast anew at each use instead of once per region
+// (what a CUDA graph capture needs: the cache would hand the graph tensors
+// freed at the region's end).
 class AutocastScope {
  public:
-  AutocastScope(Precision p, const c10::Device& device);
+  AutocastScope(Precision p, const c10::Device& device, bool cache = true);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
@@ -33,6 +36,7 @@ class AutocastScope {
   c10::DeviceType device_type_;
   bool active_ = false;
   bool was_enabled_ = false;
+  bool was_caching_ = true;
   c10::ScalarType was_dtype_ = c10::kFloat;
 };
 

@@ -3,6 +3,10 @@
 //   backward) -> unscale + inf check (fp16) -> clip -> optimizer step at the
 //   schedule's LR -> scaler update -> metrics line -> eval / checkpoint when
 //   due.
+// With CUDA graphs (graph_policy.h): loader.next -> copy into the static
+// batch -> set the LR on the device -> replay (zero_grad, forward, backward,
+// clip, optimizer step). Losses come back every --readback-every steps
+// (step_readback.h); metrics lines wait for theirs.
 
 #include "hotloop/train/trainer.h"
 
@@ -18,17 +22,22 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/bincount.h>
+#include <ATen/ops/clamp.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -38,6 +47,7 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/first_line.h"
 #include "hotloop/core/progress.h"
+#include "hotloop/cuda/cuda_graph.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/dist/gradient_reducer.h"
 #include "hotloop/dist/process_group.h"
@@ -47,11 +57,14 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/telemetry/run_telemetry.h"
 #include "hotloop/train/checkpoint.h"
+#include "hotloop/train/graph_policy.h"
+#include "hotloop/train/graph_step.h"
 #include "hotloop/train/loss_scaler.h"
 #include "hotloop/train/oom.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/schedule.h"
+#include "hotloop/train/step_readback.h"
 
 namespace hotloop::train {
 
@@ -120,6 +133,30 @@ struct MicroBatchesResult {
   at::Tensor loss_sum; // mean loss of the step (0-dim, on the device)
   std::optional<data::Batch> first_batch; // for the first step's device check
   double wait = 0; // seconds spent waiting for the loader
+  bool updated = false; // the optimizer step ran inside (the graph's body)
+};
+
+// A metrics line waiting for its step's loss to be read back (or, for a
+// diagnosis window's line, for the step lines before it).
+struct PendingLine {
+  nlohmann::json line;
+  std::int64_t step = 0;
+  bool needs_loss = false;
+};
+
+// cuda::Graph as what GraphedStep captures with.
+class CudaGraphBackend final : public GraphBackend {
+ public:
+  explicit CudaGraphBackend(int device) : graph_(device) {}
+  void capture(const std::function<void()>& body) override {
+    graph_.capture(body);
+  }
+  void replay() override {
+    graph_.replay();
+  }
+
+ private:
+  cuda::Graph graph_;
 };
 
 } // namespace
@@ -148,6 +185,8 @@ nlohmann::json TrainSummary::to_json() const {
       {"device", device},
       {"precision", precision},
       {"wall_s", wall_s},
+      {"cuda_graphs",
+       {{"replays", graph_replays}, {"off_reason", graph_off_reason}}},
       {"stopped_early", stopped_early},
       {"last_checkpoint", last_checkpoint}};
   j["telemetry"] = telemetry;
@@ -193,6 +232,21 @@ struct Trainer::Impl {
   std::vector<std::uint8_t> saved_cuda_rng;
   std::int64_t eval_batch = 0;
   std::unique_ptr<telemetry::RunTelemetry> telemetry;
+
+  // CUDA graphs: the captured step and the tensors it reads and writes at
+  // fixed addresses. Null `graphed`: every step eager.
+  std::unique_ptr<cuda::StreamScope> graph_stream;
+  std::unique_ptr<GraphedStep> graphed;
+  at::Tensor static_images, static_labels, static_loss, static_grad_norm;
+  std::string graph_decision_reason; // why not captured (plan_graphs)
+
+  // Losses and gradient norms on their way back to the host, and the
+  // metrics lines waiting for them.
+  std::unique_ptr<StepReadback> readback;
+  std::deque<PendingLine> pending_lines;
+  std::vector<double> recent_losses; // the last 50 read back
+  double last_loss = std::nan("");
+  at::Tensor zero_norm; // the grad-norm column when clipping is off
 
   // Progress through the run.
   std::int64_t step = 0;
@@ -559,7 +613,10 @@ struct Trainer::Impl {
     expect("the labels", batch.labels);
   }
 
-  double clip_gradients() {
+  // Scales the gradients to a global norm of at most --clip-grad-norm on the
+  // device, without a synchronization (as torch's foreach clip_grad_norm_
+  // does); returns the norm before clipping (0-dim, float, on the device).
+  at::Tensor clip_gradients() {
     std::vector<at::Tensor> grads;
     for (auto& [name, p] : named_params) {
       if (p.grad().defined()) {
@@ -567,14 +624,14 @@ struct Trainer::Impl {
       }
     }
     if (grads.empty()) {
-      return 0;
+      return zero_norm;
     }
-    const at::Tensor total = at::stack(at::_foreach_norm(grads)).norm();
-    const double norm = total.item<double>();
-    if (options.clip_grad_norm > 0 && norm > options.clip_grad_norm) {
-      at::_foreach_mul_(grads, options.clip_grad_norm / (norm + 1e-6));
-    }
-    return norm;
+    const at::Tensor total =
+        at::stack(at::_foreach_norm(grads)).norm().to(at::kFloat);
+    const at::Tensor coef =
+        (options.clip_grad_norm / (total + 1e-6)).clamp_max(1.0);
+    at::_foreach_mul_(grads, coef);
+    return total;
   }
 
   std::string bf16_advice() const {
@@ -711,18 +768,7 @@ struct Trainer::Impl {
   MicroBatchesResult run_micro_batches() {
     MicroBatchesResult r;
     for (std::int64_t a = 0; a < accum_steps; ++a) {
-      phase(dist::RankPhase::Data);
-      std::optional<data::Batch> b = loader->next();
-      r.wait += loader->last_wait_seconds();
-      telemetry->end_phase(telemetry::Phase::DataWait);
-      if (!b) {
-        throw Error(fmt::format(
-            "the loader ended epoch {} at batch {}, before the {} batches an epoch should have",
-            epoch,
-            next_batch,
-            steps_per_epoch * accum_steps));
-      }
-      ++next_batch;
+      std::optional<data::Batch> b = next_train_batch(r);
       at::Tensor images = options.channels_last
           ? b->images.contiguous(at::MemoryFormat::ChannelsLast)
           : b->images;
@@ -754,6 +800,184 @@ struct Trainer::Impl {
       }
     }
     return r;
+  }
+
+  // The next training batch; an error when the epoch ends early.
+  data::Batch next_train_batch(MicroBatchesResult& r) {
+    phase(dist::RankPhase::Data);
+    std::optional<data::Batch> b = loader->next();
+    r.wait += loader->last_wait_seconds();
+    telemetry->end_phase(telemetry::Phase::DataWait);
+    if (!b) {
+      throw Error(fmt::format(
+          "the loader ended epoch {} at batch {}, before the {} batches an epoch should have",
+          epoch,
+          next_batch,
+          steps_per_epoch * accum_steps));
+    }
+    ++next_batch;
+    return std::move(*b);
+  }
+
+  // What a CUDA graph captures: one whole step on the static batch, from
+  // zeroing the gradients (set to None: backward allocates them from the
+  // graph's pool) to the optimizer's update with the LR on the device. Run
+  // eagerly for the warm-up steps and after a fallback.
+  void graph_body() {
+    optimizer->zero_grad();
+    at::Tensor logits;
+    {
+      AutocastScope autocast(options.precision, device, /*cache=*/false);
+      logits = model->forward(static_images);
+    }
+    const at::Tensor loss = at::cross_entropy_loss(
+        logits.to(at::kFloat),
+        static_labels,
+        {},
+        at::Reduction::Mean,
+        -100,
+        options.label_smoothing);
+    loss.backward();
+    at::NoGradGuard no_grad;
+    static_loss.copy_(loss.detach());
+    if (options.clip_grad_norm > 0) {
+      static_grad_norm.copy_(clip_gradients());
+    }
+    optimizer->step_on_device();
+  }
+
+  // One step through the graph: the batch is copied into the static tensors
+  // (new ones, and the end of replays, when its shape changes), the LR is
+  // written on the device, and the captured step replays.
+  MicroBatchesResult run_graphed_step(double lr) {
+    MicroBatchesResult r;
+    data::Batch b = next_train_batch(r);
+    const at::Tensor images = options.channels_last
+        ? b.images.contiguous(at::MemoryFormat::ChannelsLast)
+        : b.images;
+    phase(dist::RankPhase::Forward);
+    if (!static_images.defined() || static_images.sizes() != images.sizes() ||
+        static_labels.sizes() != b.labels.sizes()) {
+      if (static_images.defined()) {
+        graphed->fall_back(fmt::format(
+            "the batch changed shape from {} to {} (dynamic shapes)",
+            fmt::join(static_images.sizes(), "x"),
+            fmt::join(images.sizes(), "x")));
+      }
+      static_images = at::empty_like(images);
+      static_labels = at::empty_like(b.labels);
+    }
+    if (!static_loss.defined()) {
+      const auto o = at::TensorOptions().dtype(at::kFloat).device(device);
+      static_loss = at::zeros({}, o);
+      static_grad_norm = at::zeros({}, o);
+    }
+    static_images.copy_(images);
+    static_labels.copy_(b.labels);
+    optimizer->set_device_scalars(lr);
+    graphed->run([this] { graph_body(); });
+    telemetry->end_phase(telemetry::Phase::Graph);
+    inject_oom_if_above(inject_oom_above, images.size(0));
+    r.loss_sum = static_loss;
+    r.updated = true;
+    r.first_batch = std::move(b);
+    return r;
+  }
+
+  // Decides at the start of fit() whether the step is captured (and logs
+  // why not on a GPU); sets up the stream the graph lives on.
+  void plan_graphs() {
+    GraphConditions c;
+    c.cuda_device = device.is_cuda();
+    c.precision = options.precision;
+    c.accum_steps = accum_steps;
+    c.world_size = options.world_size;
+    c.trial = options.trial;
+    c.steps_to_run = total_steps - step;
+    const GraphDecision d = decide_graph_capture(options.cuda_graphs, c);
+    graph_decision_reason = d.reason;
+    if (!d.capture) {
+      if (options.cuda_graphs == CudaGraphs::On) {
+        throw UsageError(
+            "cuda-graphs: --cuda-graphs on, but " + d.reason,
+            "use --cuda-graphs auto to run eagerly where graphs cannot");
+      }
+      if (device.is_cuda() && options.cuda_graphs == CudaGraphs::Auto) {
+        log("CUDA graphs: off: " + d.reason);
+      }
+      return;
+    }
+    graph_stream = std::make_unique<cuda::StreamScope>(device.index());
+    GraphStepOptions go;
+    go.warmup_steps = kGraphWarmupSteps;
+    go.required = options.cuda_graphs == CudaGraphs::On;
+    const int index = device.index();
+    graphed = std::make_unique<GraphedStep>(
+        go,
+        [index] { return std::make_unique<CudaGraphBackend>(index); },
+        [this](const std::string& line) { log(line); });
+  }
+
+  bool graph_path() const {
+    return graphed && graphed->state() != GraphedStep::State::Eager;
+  }
+
+  // Puts read-back losses into their metrics lines and writes every line
+  // that is complete, in order. A non-finite loss found here stops the run;
+  // it has been applied already (no checkpoint is written: the newest one
+  // is the last good state).
+  void take_losses(const std::vector<StepReadback::Row>& rows) {
+    for (const auto& row : rows) {
+      const double loss = row.values[0];
+      // fp16: an overflowing loss is the scaler's business (it skips the
+      // step), not an error.
+      if (!std::isfinite(loss) && !scaler->enabled()) {
+        throw Error(
+            fmt::format(
+                "step {}: the loss is {} (read back at step {}: losses are read every {} steps, so the update was applied; the last good state is the newest checkpoint{})",
+                row.step,
+                loss,
+                step,
+                readback->every(),
+                last_checkpoint.empty() ? std::string()
+                                        : ", " + last_checkpoint),
+            "lower the learning rate, add --clip-grad-norm or --warmup-steps, and check the data for bad labels; --readback-every 1 stops before a non-finite loss is applied");
+      }
+      for (auto& p : pending_lines) {
+        if (p.needs_loss && p.step == row.step) {
+          p.line["loss"] = loss;
+          if (options.clip_grad_norm > 0) {
+            p.line["grad_norm"] = row.values[1];
+          }
+          p.needs_loss = false;
+          break;
+        }
+      }
+      note_loss(loss);
+      telemetry->record_loss(row.step, loss);
+    }
+    write_ready_lines();
+  }
+
+  // The latest loss read back, for the progress line.
+  std::string loss_text() const {
+    return std::isnan(last_loss) ? std::string("-")
+                                 : fmt::format("{:.4f}", last_loss);
+  }
+
+  void note_loss(double loss) {
+    last_loss = loss;
+    recent_losses.push_back(loss);
+    if (recent_losses.size() > 50) {
+      recent_losses.erase(recent_losses.begin());
+    }
+  }
+
+  void write_ready_lines() {
+    while (!pending_lines.empty() && !pending_lines.front().needs_loss) {
+      write_metrics(pending_lines.front().line);
+      pending_lines.pop_front();
+    }
   }
 
   // The step that began at batch `step_start` ran out of memory: its
@@ -880,12 +1104,18 @@ struct Trainer::Impl {
     }
     telemetry = std::make_unique<telemetry::RunTelemetry>(
         to, device, options.rank == 0 ? run_dir : std::string());
+    readback = std::make_unique<StepReadback>(
+        options.readback_every > 0 ? options.readback_every
+                                   : (device.is_cuda() ? 16 : 1),
+        2);
+    zero_norm =
+        at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+    plan_graphs();
 
     TrainSummary s;
     s.device = device.str();
     s.precision = to_string(options.precision);
     std::vector<double> step_times;
-    std::vector<double> recent_losses;
     double wait_total = 0;
     double time_total = 0;
     bool checked_devices =
@@ -920,8 +1150,13 @@ struct Trainer::Impl {
       telemetry->begin_step();
       MicroBatchesResult micro;
       std::optional<std::string> oom;
+      // The graph's step applies the update inside, at this LR (graphs run
+      // without a loss scaler, so no step is skipped).
+      const bool graph = graph_path();
+      const double graph_lr =
+          graph ? learning_rate(options.schedule, step, total_steps) : 0;
       try {
-        micro = run_micro_batches();
+        micro = graph ? run_graphed_step(graph_lr) : run_micro_batches();
       } catch (const c10::OutOfMemoryError& e) {
         if (options.trial) {
           throw; // the batch finder's answer
@@ -951,6 +1186,11 @@ struct Trainer::Impl {
           reducer->discard();
         }
         recover_from_oom(*oom, step_start);
+        if (graphed && accum_steps > 1) {
+          graphed->fall_back(fmt::format(
+              "OOM recovery split the batch into {} micro-batches",
+              accum_steps));
+        }
         continue; // the same step again
       }
       if (reducer) {
@@ -960,7 +1200,11 @@ struct Trainer::Impl {
       phase(dist::RankPhase::Optimizer);
       const double wait = micro.wait;
       std::optional<data::Batch>& first_batch = micro.first_batch;
-      const double loss_value = micro.loss_sum.item<double>();
+      // Read now (before the update, so that a non-finite loss is never
+      // applied) or later through the readback (no synchronization).
+      const bool immediate = readback->every() == 1 && !micro.updated;
+      const double loss_value =
+          immediate ? micro.loss_sum.item<double>() : std::nan("");
       bool skip = false;
       if (scaler->enabled()) {
         skip = scaler->update(scaler->unscale(params));
@@ -977,7 +1221,7 @@ struct Trainer::Impl {
               "lower the learning rate or enable --clip-grad-norm" +
                   bf16_advice());
         }
-      } else if (!std::isfinite(loss_value)) {
+      } else if (immediate && !std::isfinite(loss_value)) {
         const std::string first = first_non_finite_gradient(named_params);
         optimizer->zero_grad();
         const std::string saved = checkpoint_now();
@@ -990,9 +1234,13 @@ struct Trainer::Impl {
                 saved.empty() ? std::string("rank 0's checkpoint") : saved),
             "lower the learning rate, add --clip-grad-norm or --warmup-steps, and check the data for bad labels");
       }
-      double grad_norm = 0;
+      at::Tensor grad_norm = zero_norm;
       double lr = 0;
-      if (!skip) {
+      if (micro.updated) {
+        lr = graph_lr;
+        grad_norm = static_grad_norm;
+        optimizer->count_device_step();
+      } else if (!skip) {
         if (options.clip_grad_norm > 0) {
           grad_norm = clip_gradients();
         }
@@ -1004,22 +1252,19 @@ struct Trainer::Impl {
         check_devices(*first_batch);
         checked_devices = true;
       }
-      optimizer->zero_grad();
-      telemetry->end_phase(telemetry::Phase::Optimizer);
+      if (!micro.updated) {
+        optimizer->zero_grad(); // a graph's body zeroes them as it starts
+        telemetry->end_phase(telemetry::Phase::Optimizer);
+      }
       ++step;
 
       const double dt = seconds_since(t0);
       step_times.push_back(dt);
       wait_total += wait;
       time_total += dt;
-      recent_losses.push_back(loss_value);
-      if (recent_losses.size() > 50) {
-        recent_losses.erase(recent_losses.begin());
-      }
       nlohmann::json line = {
           {"step", step},
           {"epoch", epoch},
-          {"loss", loss_value},
           {"lr", lr},
           {"step_time_ms", dt * 1e3},
           {"images_per_s", static_cast<double>(images_per_step) / dt},
@@ -1028,8 +1273,12 @@ struct Trainer::Impl {
         line["loss_scale"] = scaler->current_scale();
         line["skipped"] = skip;
       }
-      if (options.clip_grad_norm > 0) {
-        line["grad_norm"] = grad_norm;
+      if (immediate) {
+        line["loss"] = loss_value;
+        note_loss(loss_value);
+        if (options.clip_grad_norm > 0) {
+          line["grad_norm"] = grad_norm.item<double>();
+        }
       }
       const telemetry::StepOutput t = telemetry->end_step(
           {step,
@@ -1040,9 +1289,16 @@ struct Trainer::Impl {
       if (!t.phases_ms.is_null()) {
         line["phases_ms"] = t.phases_ms;
       }
-      write_metrics(line);
+      pending_lines.push_back({std::move(line), step, !immediate});
       if (t.window) {
-        write_metrics(*t.window);
+        pending_lines.push_back({*t.window, step, false});
+      }
+      if (immediate) {
+        write_ready_lines();
+      } else {
+        readback->record(step, {micro.loss_sum, grad_norm});
+        take_losses(
+            readback->every() == 1 ? readback->drain() : readback->poll());
       }
       if (!t.log.empty()) {
         log(t.log);
@@ -1050,18 +1306,18 @@ struct Trainer::Impl {
       progress.update(
           static_cast<std::uint64_t>(step),
           fmt::format(
-              "loss {:.4f}  {:.0f} img/s",
-              loss_value,
+              "loss {}  {:.0f} img/s",
+              loss_text(),
               static_cast<double>(images_per_step) / dt));
       if (!options.progress_bar && options.log_every_s > 0 &&
           seconds_since(last_log) >= options.log_every_s) {
         last_log = Clock::now();
         log(fmt::format(
-            "step {}/{}  epoch {}  loss {:.4f}  lr {:.3g}  {:.0f} img/s",
+            "step {}/{}  epoch {}  loss {}  lr {:.3g}  {:.0f} img/s",
             step,
             total_steps,
             epoch,
-            loss_value,
+            loss_text(),
             lr,
             static_cast<double>(images_per_step) / dt));
       }
@@ -1073,6 +1329,7 @@ struct Trainer::Impl {
            (options.eval_every > 0 ? step % options.eval_every == 0
                                    : epoch_end));
       if (eval_due) {
+        take_losses(readback->drain());
         phase(dist::RankPhase::Evaluation);
         const EvalResult r = evaluate();
         write_metrics(
@@ -1093,6 +1350,7 @@ struct Trainer::Impl {
           (options.checkpoint_every > 0 ? step % options.checkpoint_every == 0
                                         : epoch_end);
       if (checkpoint_due) {
+        take_losses(readback->drain()); // a non-finite loss stops before it
         phase(dist::RankPhase::Checkpoint);
         metrics.flush();
         checkpoint_now();
@@ -1107,6 +1365,7 @@ struct Trainer::Impl {
         break;
       }
     }
+    take_losses(readback->drain());
     progress.finish();
     phase(dist::RankPhase::Finished);
 
@@ -1147,6 +1406,14 @@ struct Trainer::Impl {
     s.last_checkpoint = last_checkpoint;
     s.telemetry = telemetry->finish(s.wall_s);
     telemetry.reset();
+    if (graphed) {
+      s.graph_replays = graphed->replays();
+      s.graph_off_reason = graphed->fallback_reason();
+    } else {
+      s.graph_off_reason = graph_decision_reason;
+    }
+    graphed.reset();
+    graph_stream.reset();
     if (options.rank == 0 && !options.trial) {
       std::ofstream(fs::path(run_dir) / "summary.json")
           << s.to_json().dump(2) << '\n';

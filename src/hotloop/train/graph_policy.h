@@ -1,0 +1,45 @@
+#pragma once
+// Whether a run can capture its training step as one CUDA graph. A graph
+// replays the same kernels on the same memory, so the step must have static
+// shapes and take no decision on the host between its kernels. What rules it
+// out, each with the reason the log gives:
+// - the CPU (graphs are a CUDA feature);
+// - fp16: loss scaling decides on the host whether to skip each step (bf16
+//   needs no scaler);
+// - gradient accumulation: the capture covers one micro-batch per step;
+// - data parallel: gradients are all-reduced from autograd hooks and the
+//   ranks agree on each step (OOM, stop) over the network;
+// - a run shorter than the warm-up plus one step, and batch-size trials.
+// Found only at run time, and then a fallback to eager: a batch of another
+// shape (dynamic shapes), an OOM recovery that splits the batch, a model
+// that cannot be captured (a CPU op or a host read in its forward: the
+// capture throws). See graph_step.h.
+
+#include <cstdint>
+#include <string>
+
+#include "hotloop/train/options.h"
+
+namespace hotloop::train {
+
+struct GraphConditions {
+  bool cuda_device = false;
+  Precision precision = Precision::Fp32;
+  std::int64_t accum_steps = 1;
+  int world_size = 1;
+  bool trial = false;
+  std::int64_t steps_to_run = 0; // steps this process will still run
+};
+
+// Eager steps before the capture: lazy initialization (cuDNN's autotuner,
+// cuBLAS workspaces, optimizer state) happens there, not inside the graph.
+constexpr std::int64_t kGraphWarmupSteps = 3;
+
+struct GraphDecision {
+  bool capture = false;
+  std::string reason; // why not; empty when capture
+};
+
+GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c);
+
+} // namespace hotloop::train
