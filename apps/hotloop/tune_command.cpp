@@ -84,7 +84,7 @@ void add_tune_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--activation-checkpointing",
       f->activation_checkpointing,
-      "none, stages or all");
+      "none, stages, all or blocks");
   cmd->add_option(
       "--channels-last",
       o.channels_last,

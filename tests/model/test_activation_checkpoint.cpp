@@ -31,24 +31,38 @@ std::vector<at::Tensor> gradients(
 
 } // namespace
 
-TEST(ActivationCheckpointing, StagesAndAllGiveThePlainGradients) {
-  torch::manual_seed(0);
-  const auto m = make_model(ModelOptions()
-                                .set_name("resnet18-small")
-                                .set_in_channels(1)
-                                .set_num_classes(10));
-  const at::Tensor x = at::randn({4, 1, 16, 16});
-  const at::Tensor y = at::randint(10, {4});
-  const auto plain = gradients(*m, Checkpointing::None, x, y);
-  for (const Checkpointing mode : {Checkpointing::Stages, Checkpointing::All}) {
-    const auto recomputed = gradients(*m, mode, x, y);
-    ASSERT_EQ(recomputed.size(), plain.size());
-    for (std::size_t i = 0; i < plain.size(); ++i) {
-      // The recompute runs the same kernels on the same inputs (train-mode
-      // BatchNorm normalizes with the batch's statistics, which the running
-      // statistics do not affect): equal up to float32 summation order.
-      EXPECT_TRUE(at::allclose(recomputed[i], plain[i], 1e-5, 1e-7))
-          << to_string(mode) << " parameter " << i;
+TEST(ActivationCheckpointing, StagesAllAndBlocksGiveThePlainGradients) {
+  // BasicBlock (resnet18: every mode) and Bottleneck (resnet50: the mode
+  // that calls the blocks one by one; small inputs, it is a big model).
+  struct Case {
+    const char* name;
+    std::int64_t size;
+    std::vector<Checkpointing> modes;
+  };
+  for (const Case& c :
+       {Case{
+            "resnet18-small",
+            16,
+            {Checkpointing::Stages, Checkpointing::All, Checkpointing::Blocks}},
+        Case{"resnet50-small", 8, {Checkpointing::Blocks}}}) {
+    const char* name = c.name;
+    torch::manual_seed(0);
+    const auto m = make_model(
+        ModelOptions().set_name(name).set_in_channels(1).set_num_classes(10));
+    const at::Tensor x = at::randn({2, 1, c.size, c.size});
+    const at::Tensor y = at::randint(10, {2});
+    const auto plain = gradients(*m, Checkpointing::None, x, y);
+    for (const Checkpointing mode : c.modes) {
+      const auto recomputed = gradients(*m, mode, x, y);
+      ASSERT_EQ(recomputed.size(), plain.size());
+      for (std::size_t i = 0; i < plain.size(); ++i) {
+        // The recompute runs the same kernels on the same inputs (train-mode
+        // BatchNorm normalizes with the batch's statistics, which the
+        // running statistics do not affect): equal up to float32 summation
+        // order.
+        EXPECT_TRUE(at::allclose(recomputed[i], plain[i], 1e-5, 1e-7))
+            << name << " " << to_string(mode) << " parameter " << i;
+      }
     }
   }
 }
@@ -58,6 +72,7 @@ TEST(ActivationCheckpointing, ModelsWithoutStagesRefuseIt) {
   EXPECT_NO_THROW(m->set_checkpointing(Checkpointing::None));
   EXPECT_THROW(m->set_checkpointing(Checkpointing::Stages), UsageError);
   EXPECT_EQ(parse_checkpointing("all"), Checkpointing::All);
+  EXPECT_EQ(parse_checkpointing("blocks"), Checkpointing::Blocks);
   EXPECT_THROW(parse_checkpointing("some"), UsageError);
 }
 

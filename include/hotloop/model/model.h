@@ -19,8 +19,12 @@ enum class Checkpointing {
   None,
   Stages, // each residual stage (layer1..layer4)
   All, // the stem too: everything but the head
+  // Each residual block on its own: only the blocks' inputs are kept, and
+  // backward recomputes one block at a time (the most memory saved).
+  Blocks,
 };
-Checkpointing parse_checkpointing(const std::string& text); // none|stages|all
+// none|stages|all|blocks
+Checkpointing parse_checkpointing(const std::string& text);
 const char* to_string(Checkpointing mode);
 
 class Model : public torch::nn::Module {

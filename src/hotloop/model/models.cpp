@@ -20,8 +20,12 @@ Checkpointing parse_checkpointing(const std::string& text) {
   if (text == "all") {
     return Checkpointing::All;
   }
+  if (text == "blocks") {
+    return Checkpointing::Blocks;
+  }
   throw UsageError(fmt::format(
-      "--activation-checkpointing {}: expected none, stages or all", text));
+      "--activation-checkpointing {}: expected none, stages, all or blocks",
+      text));
 }
 
 const char* to_string(Checkpointing mode) {
@@ -32,6 +36,8 @@ const char* to_string(Checkpointing mode) {
       return "stages";
     case Checkpointing::All:
       return "all";
+    case Checkpointing::Blocks:
+      return "blocks";
   }
   return "?";
 }

@@ -213,12 +213,26 @@ at::Tensor ResNet::forward(const at::Tensor& images) {
             images)
       : stem(images);
   for (auto& stage : stages_) {
-    x = checkpoint(
-        *stage,
-        [](torch::nn::Module& m, const at::Tensor& in) {
-          return static_cast<torch::nn::SequentialImpl&>(m).forward(in);
-        },
-        x);
+    if (checkpointing_ != Checkpointing::Blocks) {
+      x = checkpoint(
+          *stage,
+          [](torch::nn::Module& m, const at::Tensor& in) {
+            return static_cast<torch::nn::SequentialImpl&>(m).forward(in);
+          },
+          x);
+      continue;
+    }
+    for (const auto& block : stage->children()) {
+      x = checkpoint(
+          *block,
+          [](torch::nn::Module& m, const at::Tensor& in) {
+            if (auto* basic = dynamic_cast<BasicBlock*>(&m)) {
+              return basic->forward(in);
+            }
+            return dynamic_cast<Bottleneck&>(m).forward(in);
+          },
+          x);
+    }
   }
   return head(x);
 }
