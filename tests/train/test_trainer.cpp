@@ -360,6 +360,10 @@ TEST(Trainer, ADeferredNonFiniteLossStopsNamingItsStepWithoutCheckpointingIt) {
     EXPECT_NE(what.find("losses are read every 4 steps"), std::string::npos)
         << what;
     EXPECT_NE(e.hint().find("--readback-every 1"), std::string::npos);
+    // "step K: the loss is ...": the K - 1 steps before it have their lines.
+    const std::int64_t bad = std::stoll(what.substr(what.find("step ") + 5));
+    EXPECT_EQ(step_lines(o.out_dir).size(), static_cast<std::size_t>(bad - 1))
+        << what;
   }
   // Every checkpoint written holds finite weights: the readback is drained
   // (and the bad loss found) before a checkpoint is written.

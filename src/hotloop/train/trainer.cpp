@@ -932,6 +932,7 @@ struct Trainer::Impl {
       // fp16: an overflowing loss is the scaler's business (it skips the
       // step), not an error.
       if (!std::isfinite(loss) && !scaler->enabled()) {
+        write_ready_lines(); // the steps before it keep their lines
         throw Error(
             fmt::format(
                 "step {}: the loss is {} (read back at step {}: losses are read every {} steps, so the update was applied; the last good state is the newest checkpoint{})",
