@@ -7,13 +7,15 @@ import shutil
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
 
-def torchvision_fashion_mnist(root):
-    """Unpacks Debian's Fashion-MNIST into root/FashionMNIST/raw, where torchvision's FashionMNIST(root,
-    download=False) reads it. Returns root."""
+def torchvision_fashion_mnist(root, source=FMNIST):
+    """Unpacks Debian's Fashion-MNIST (the .gz files in source) into root/FashionMNIST/raw, where
+    torchvision's FashionMNIST(root, download=False) reads it. Returns root."""
     raw = os.path.join(root, "FashionMNIST", "raw")
     os.makedirs(raw, exist_ok=True)
-    for f in os.listdir(FMNIST):
-        with gzip.open(os.path.join(FMNIST, f)) as src, open(os.path.join(raw, f[:-3]), "wb") as dst:
+    for f in os.listdir(source):
+        if not f.endswith(".gz"):
+            continue
+        with gzip.open(os.path.join(source, f)) as src, open(os.path.join(raw, f[:-3]), "wb") as dst:
             shutil.copyfileobj(src, dst)
     return root
 

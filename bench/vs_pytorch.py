@@ -116,10 +116,10 @@ def train_flops_per_image(name, w, device):
     return counter.get_total_flops() / 2
 
 
-def resident_data(w, device):
+def resident_data(w, device, source):
     """The data set as uint8 on the device, with its labels."""
     if w["data"] == "fmnist":
-        root = torchvision_fashion_mnist(tempfile.mkdtemp(prefix="fmnist-"))
+        root = torchvision_fashion_mnist(tempfile.mkdtemp(prefix="fmnist-"), source)
         ds = torchvision.datasets.FashionMNIST(root, train=True, download=False)
         return ds.data.unsqueeze(1).to(device), ds.targets.to(device)
     g = torch.Generator().manual_seed(0)
@@ -166,8 +166,8 @@ def run_loop(net, batches, steps, warmup, device, read_loss_every_step):
     return BATCH * steps / (time.perf_counter() - t0), first
 
 
-def p0(name, w, device, steps, warmup):
-    root = torchvision_fashion_mnist(tempfile.mkdtemp(prefix="fmnist-"))
+def p0(name, w, device, steps, warmup, source):
+    root = torchvision_fashion_mnist(tempfile.mkdtemp(prefix="fmnist-"), source)
     tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))])
     ds = torchvision.datasets.FashionMNIST(root, train=True, download=False, transform=tf)
     workers = min(8, os.cpu_count() or 1)
@@ -250,6 +250,8 @@ def main():
     ap.add_argument("--data", default=FMNIST, help="Fashion-MNIST's folder (default %(default)s)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    args.data = os.path.abspath(args.data)
+    args.hotloop = os.path.abspath(args.hotloop)
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -261,10 +263,10 @@ def main():
         w = WORKLOADS[name]
         print(f"vs_pytorch: {name} ...", file=sys.stderr, flush=True)
         flops = train_flops_per_image(name, w, device)
-        data = resident_data(w, device)
+        data = resident_data(w, device, args.data)
         rows = {}
         if w["data"] == "fmnist":
-            rows["p0"] = p0(name, w, device, args.steps, args.warmup)
+            rows["p0"] = p0(name, w, device, args.steps, args.warmup, args.data)
         rows["p1"] = p1(name, w, device, args.steps, args.warmup, data)
         if w["target_p2"] is not None and not args.no_compile:
             rows["p2"] = p1(name, w, device, args.steps, args.warmup, data, compile_model=True)
