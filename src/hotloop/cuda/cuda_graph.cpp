@@ -70,6 +70,13 @@ StreamScope::StreamScope(int device) : impl_(std::make_unique<Impl>()) {
       c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index));
 }
 
-StreamScope::~StreamScope() = default;
+StreamScope::~StreamScope() {
+  // What ran on the side stream is done before the previous stream (and
+  // whatever the caller does next on it) takes over.
+  try {
+    impl_->guard->current_stream().synchronize();
+  } catch (...) {
+  }
+}
 
 } // namespace hotloop::cuda

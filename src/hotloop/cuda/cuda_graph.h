@@ -36,7 +36,8 @@ class Graph {
 // Makes a stream from LibTorch's pool the current stream of `device` until
 // destruction (capture cannot use the legacy default stream; warming up on
 // the stream that captures lets the allocator and the libraries' handles
-// settle there first). Waits for the device's pending work on entry.
+// settle there first). Waits for the device's pending work on entry, and for
+// the side stream's on exit.
 class StreamScope {
  public:
   explicit StreamScope(int device);
