@@ -342,7 +342,7 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--activation-checkpointing",
       f->activation_checkpointing,
-      "none, stages (recompute each ResNet stage in backward), all (the stem too) or blocks (each residual block on its own: the least memory)");
+      "none, stages (recompute each ResNet stage in backward), all (the stem too) or blocks (each residual block on its own)");
   cmd->add_option(
       "--cuda-graphs",
       f->cuda_graphs,

@@ -20,7 +20,7 @@ enum class Checkpointing {
   Stages, // each residual stage (layer1..layer4)
   All, // the stem too: everything but the head
   // Each residual block on its own: only the blocks' inputs are kept, and
-  // backward recomputes one block at a time (the most memory saved).
+  // backward recomputes one block at a time.
   Blocks,
 };
 // none|stages|all|blocks
