@@ -114,6 +114,34 @@ Active active(
   return out;
 }
 
+// SGD's direction (the step is -lr times it): the gradient plus weight
+// decay, through the momentum buffers (advanced here), Nesterov or not.
+std::vector<at::Tensor> sgd_direction(
+    const Active& x,
+    const OptimizerOptions& o) {
+  std::vector<at::Tensor> update = x.grads;
+  if (o.weight_decay != 0) {
+    // grad + wd * param, without touching the gradient itself.
+    update = at::_foreach_add(x.grads, x.params, o.weight_decay);
+  }
+  if (o.momentum != 0) {
+    // buf = momentum * buf + update; torch.optim seeds buf with the first
+    // update, which is the same as starting from zeros.
+    at::_foreach_mul_(x.a, o.momentum);
+    at::_foreach_add_(x.a, update);
+    update = o.nesterov ? at::_foreach_add(update, x.a, o.momentum) : x.a;
+  }
+  return update;
+}
+
+// AdamW's moments: exp_avg moves toward the gradient, exp_avg_sq decays and
+// takes in its square.
+void adamw_moments(const Active& x, const OptimizerOptions& o) {
+  at::_foreach_lerp_(x.a, x.grads, 1.0 - o.beta1);
+  at::_foreach_mul_(x.b, o.beta2);
+  at::_foreach_addcmul_(x.b, x.grads, x.grads, 1.0 - o.beta2);
+}
+
 } // namespace
 
 void Optimizer::sgd_step(ParamGroup& group, GroupState& state, double lr) {
@@ -121,23 +149,7 @@ void Optimizer::sgd_step(ParamGroup& group, GroupState& state, double lr) {
   if (x.params.empty()) {
     return;
   }
-  std::vector<at::Tensor> update = x.grads;
-  if (options_.weight_decay != 0) {
-    // grad + wd * param, without touching the gradient itself.
-    update = at::_foreach_add(x.grads, x.params, options_.weight_decay);
-  }
-  if (options_.momentum != 0) {
-    // buf = momentum * buf + update; torch.optim seeds buf with the first
-    // update, which is the same as starting from zeros.
-    at::_foreach_mul_(x.a, options_.momentum);
-    at::_foreach_add_(x.a, update);
-    if (options_.nesterov) {
-      update = at::_foreach_add(update, x.a, options_.momentum);
-    } else {
-      update = x.a;
-    }
-  }
-  at::_foreach_add_(x.params, update, -lr);
+  at::_foreach_add_(x.params, sgd_direction(x, options_), -lr);
 }
 
 void Optimizer::adamw_step(ParamGroup& group, GroupState& state, double lr) {
@@ -149,9 +161,7 @@ void Optimizer::adamw_step(ParamGroup& group, GroupState& state, double lr) {
   if (options_.weight_decay != 0) {
     at::_foreach_mul_(x.params, 1.0 - lr * options_.weight_decay);
   }
-  at::_foreach_lerp_(x.a, x.grads, 1.0 - options_.beta1);
-  at::_foreach_mul_(x.b, options_.beta2);
-  at::_foreach_addcmul_(x.b, x.grads, x.grads, 1.0 - options_.beta2);
+  adamw_moments(x, options_);
   const double bias1 = 1.0 - std::pow(options_.beta1, t);
   const double bias2 = 1.0 - std::pow(options_.beta2, t);
   std::vector<at::Tensor> denom = at::_foreach_sqrt(x.b);
@@ -199,19 +209,8 @@ void Optimizer::sgd_step_on_device(ParamGroup& group, GroupState& state) {
   if (x.params.empty()) {
     return;
   }
-  std::vector<at::Tensor> update = x.grads;
-  if (options_.weight_decay != 0) {
-    update = at::_foreach_add(x.grads, x.params, options_.weight_decay);
-  }
-  if (options_.momentum != 0) {
-    at::_foreach_mul_(x.a, options_.momentum);
-    at::_foreach_add_(x.a, update);
-    update = options_.nesterov
-        ? at::_foreach_add(update, x.a, options_.momentum)
-        : x.a;
-  }
   const at::Tensor lr = (lr_ * group.lr_scale).to(at::kFloat);
-  at::_foreach_sub_(x.params, at::_foreach_mul(update, lr));
+  at::_foreach_sub_(x.params, at::_foreach_mul(sgd_direction(x, options_), lr));
 }
 
 void Optimizer::adamw_step_on_device(ParamGroup& group, GroupState& state) {
@@ -224,9 +223,7 @@ void Optimizer::adamw_step_on_device(ParamGroup& group, GroupState& state) {
     at::_foreach_mul_(
         x.params, (1.0 - lr * options_.weight_decay).to(at::kFloat));
   }
-  at::_foreach_lerp_(x.a, x.grads, 1.0 - options_.beta1);
-  at::_foreach_mul_(x.b, options_.beta2);
-  at::_foreach_addcmul_(x.b, x.grads, x.grads, 1.0 - options_.beta2);
+  adamw_moments(x, options_);
   const at::Tensor bias1 = 1.0 - at::pow(options_.beta1, step_count_);
   const at::Tensor bias2 = 1.0 - at::pow(options_.beta2, step_count_);
   std::vector<at::Tensor> denom = at::_foreach_sqrt(x.b);

@@ -22,7 +22,6 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/bincount.h>
-#include <ATen/ops/clamp.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -133,7 +132,6 @@ struct MicroBatchesResult {
   at::Tensor loss_sum; // mean loss of the step (0-dim, on the device)
   std::optional<data::Batch> first_batch; // for the first step's device check
   double wait = 0; // seconds spent waiting for the loader
-  bool updated = false; // the optimizer step ran inside (the graph's body)
 };
 
 // A metrics line waiting for its step's loss to be read back (or, for a
@@ -879,7 +877,6 @@ struct Trainer::Impl {
     telemetry->end_phase(telemetry::Phase::Graph);
     inject_oom_if_above(inject_oom_above, images.size(0));
     r.loss_sum = static_loss;
-    r.updated = true;
     r.first_batch = std::move(b);
     return r;
   }
@@ -1203,7 +1200,7 @@ struct Trainer::Impl {
       std::optional<data::Batch>& first_batch = micro.first_batch;
       // Read now (before the update, so that a non-finite loss is never
       // applied) or later through the readback (no synchronization).
-      const bool immediate = readback->every() == 1 && !micro.updated;
+      const bool immediate = readback->every() == 1 && !graph;
       const double loss_value =
           immediate ? micro.loss_sum.item<double>() : std::nan("");
       bool skip = false;
@@ -1237,7 +1234,7 @@ struct Trainer::Impl {
       }
       at::Tensor grad_norm = zero_norm;
       double lr = 0;
-      if (micro.updated) {
+      if (graph) { // the graph's body ran the optimizer step
         lr = graph_lr;
         grad_norm = static_grad_norm;
         optimizer->count_device_step();
@@ -1253,7 +1250,7 @@ struct Trainer::Impl {
         check_devices(*first_batch);
         checked_devices = true;
       }
-      if (!micro.updated) {
+      if (!graph) {
         optimizer->zero_grad(); // a graph's body zeroes them as it starts
         telemetry->end_phase(telemetry::Phase::Optimizer);
       }
