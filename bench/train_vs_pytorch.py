@@ -1,6 +1,7 @@
 """hotloop train's step rate on the CPU against two PyTorch loops, in one run on the same machine.
 
-usage: .venv/bin/python bench/train_vs_pytorch.py [--steps 25] [--threads 2] [--model resnet18-small] [--out FILE.json]
+usage: .venv/bin/python bench/train_vs_pytorch.py [--steps 25] [--rounds 1] [--threads 2] [--model resnet18-small]
+                                                  [--out FILE.json]
 
 All three train the same model (torchvision's resnet18 with the -small stem: conv1 3x3 stride 1, no
 max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, the same number of threads:
@@ -12,11 +13,16 @@ max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, 
    shuffle=True) with PyTorch's defaults (num_workers=0).
 Each figure is images/s from the median step time over the steps after the first 3 (hotloop: the median
 of its per-step rates after its warm-up steps). Ratios are hotloop / baseline.
+
+With --rounds R > 1 the four loops run R times, interleaved, each round in a rotated order, so that a slow
+spell of a shared machine falls on all of them rather than on one; each loop's figure is then the median of
+its R rounds, and every round's rates and ratios are kept under "per_round".
 """
 import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,9 +81,20 @@ def loader_batches(loader):
         yield from loader
 
 
+def hotloop_rate(a, run_dir):
+    """Runs `hotloop train` for a.steps steps into a fresh run_dir and returns its summary's images/s."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    subprocess.run([HOTLOOP, "train", "--data", "fashion-mnist", "--model", a.model, "--batch", str(BATCH),
+                    "--steps", str(a.steps), "--threads", str(a.threads), "--augment", "none", "--no-eval",
+                    "--lr", "0.05", "--out", run_dir, "--log-every", "0"], check=True, capture_output=True, text=True)
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)["images_per_s"]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; each figure is their median")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--model", default="resnet18-small")
     p.add_argument("--out", default="")
@@ -85,30 +102,46 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     results = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "torch": torch.__version__,
-               "model": a.model, "batch": BATCH, "threads": a.threads, "steps": a.steps,
+               "model": a.model, "batch": BATCH, "threads": a.threads, "steps": a.steps, "rounds": a.rounds,
                "command": "python bench/train_vs_pytorch.py " + " ".join(sys.argv[1:])}
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([HOTLOOP, "train", "--data", "fashion-mnist", "--model", a.model, "--batch", str(BATCH),
-                              "--steps", str(a.steps), "--threads", str(a.threads), "--augment", "none", "--no-eval",
-                              "--lr", "0.05", "--out", os.path.join(tmp, "run"), "--log-every", "0"],
-                             check=True, capture_output=True, text=True)
-        with open(os.path.join(tmp, "run", "summary.json")) as f:
-            hotloop_rate = json.load(f)["images_per_s"]
-
         torchvision_fashion_mnist(tmp)
         norm = transforms.Normalize((0.2860,), (0.3530,))
         ds = torchvision.datasets.FashionMNIST(tmp, train=True, download=False,
                                                transform=transforms.Compose([transforms.ToTensor(), norm]))
         images = ds.data.unsqueeze(1).float().div(255).sub(0.2860).div(0.3530).contiguous()
-        tuned_nchw = timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps)
-        tuned_nhwc = timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps, channels_last=True)
-        tuned_rate = max(tuned_nchw, tuned_nhwc)
-        idiomatic_rate = timed_loop(model(a.model), loader_batches(DataLoader(ds, batch_size=BATCH, shuffle=True)),
-                                    a.steps)
-    results.update({"hotloop_images_per_s": hotloop_rate, "tuned_pytorch_nchw_images_per_s": tuned_nchw,
-                    "tuned_pytorch_channels_last_images_per_s": tuned_nhwc, "tuned_pytorch_images_per_s": tuned_rate,
-                    "idiomatic_pytorch_images_per_s": idiomatic_rate,
-                    "ratio_vs_tuned": hotloop_rate / tuned_rate, "ratio_vs_idiomatic": hotloop_rate / idiomatic_rate})
+        loops = {
+            "hotloop": lambda: hotloop_rate(a, os.path.join(tmp, "run")),
+            "tuned_pytorch_nchw": lambda: timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps),
+            "tuned_pytorch_channels_last": lambda: timed_loop(model(a.model), tuned_batches(images, ds.targets),
+                                                              a.steps, channels_last=True),
+            "idiomatic_pytorch": lambda: timed_loop(model(a.model),
+                                                    loader_batches(DataLoader(ds, batch_size=BATCH, shuffle=True)),
+                                                    a.steps),
+        }
+        names = list(loops)
+        rounds = []
+        for r in range(a.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            rates = {}
+            for name in order:
+                print(f"round {r + 1}/{a.rounds}: {name} ...", file=sys.stderr, flush=True)
+                rates[name] = loops[name]()
+            rounds.append({"order": order, **{f"{n}_images_per_s": rates[n] for n in names}})
+    rate = {n: statistics.median(r[f"{n}_images_per_s"] for r in rounds) for n in names}
+    tuned_rate = max(rate["tuned_pytorch_nchw"], rate["tuned_pytorch_channels_last"])
+    results.update({"hotloop_images_per_s": rate["hotloop"],
+                    "tuned_pytorch_nchw_images_per_s": rate["tuned_pytorch_nchw"],
+                    "tuned_pytorch_channels_last_images_per_s": rate["tuned_pytorch_channels_last"],
+                    "tuned_pytorch_images_per_s": tuned_rate, "idiomatic_pytorch_images_per_s": rate["idiomatic_pytorch"],
+                    "ratio_vs_tuned": rate["hotloop"] / tuned_rate,
+                    "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"]})
+    if a.rounds > 1:
+        for r in rounds:
+            best = max(r["tuned_pytorch_nchw_images_per_s"], r["tuned_pytorch_channels_last_images_per_s"])
+            r["ratio_vs_tuned"] = r["hotloop_images_per_s"] / best
+            r["ratio_vs_idiomatic"] = r["hotloop_images_per_s"] / r["idiomatic_pytorch_images_per_s"]
+        results["per_round"] = rounds
     report(results, a.out)
 
 
