@@ -3,7 +3,7 @@
 usage: .venv/bin/python bench/train_vs_pytorch.py [--steps 25] [--rounds 1] [--threads 2] [--model resnet18-small]
                                                   [--out FILE.json]
 
-All three train the same model (torchvision's resnet18 with the -small stem: conv1 3x3 stride 1, no
+All the loops train the same model (torchvision's resnet18 with the -small stem: conv1 3x3 stride 1, no
 max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, the same number of threads:
 1. hotloop: `hotloop train --augment none --no-eval` (its loader, its multi-tensor SGD).
 2. a tuned PyTorch eager loop: the whole data set as one normalized tensor in memory, index_select
@@ -91,6 +91,14 @@ def hotloop_rate(a, run_dir):
         return json.load(f)["images_per_s"]
 
 
+def figures(rate):
+    """The images/s of each loop (rate: loop name -> images/s) and hotloop's ratios to the baselines; the
+    tuned baseline is the faster of its two layouts."""
+    tuned = max(rate["tuned_pytorch_nchw"], rate["tuned_pytorch_channels_last"])
+    return {**{f"{n}_images_per_s": v for n, v in rate.items()}, "tuned_pytorch_images_per_s": tuned,
+            "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"]}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=25)
@@ -127,21 +135,11 @@ def main():
             for name in order:
                 print(f"round {r + 1}/{a.rounds}: {name} ...", file=sys.stderr, flush=True)
                 rates[name] = loops[name]()
-            rounds.append({"order": order, **{f"{n}_images_per_s": rates[n] for n in names}})
-    rate = {n: statistics.median(r[f"{n}_images_per_s"] for r in rounds) for n in names}
-    tuned_rate = max(rate["tuned_pytorch_nchw"], rate["tuned_pytorch_channels_last"])
-    results.update({"hotloop_images_per_s": rate["hotloop"],
-                    "tuned_pytorch_nchw_images_per_s": rate["tuned_pytorch_nchw"],
-                    "tuned_pytorch_channels_last_images_per_s": rate["tuned_pytorch_channels_last"],
-                    "tuned_pytorch_images_per_s": tuned_rate, "idiomatic_pytorch_images_per_s": rate["idiomatic_pytorch"],
-                    "ratio_vs_tuned": rate["hotloop"] / tuned_rate,
-                    "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"]})
+            rounds.append((order, rates))
+    rate = {n: statistics.median(rates[n] for _, rates in rounds) for n in names}
+    results.update(figures(rate))
     if a.rounds > 1:
-        for r in rounds:
-            best = max(r["tuned_pytorch_nchw_images_per_s"], r["tuned_pytorch_channels_last_images_per_s"])
-            r["ratio_vs_tuned"] = r["hotloop_images_per_s"] / best
-            r["ratio_vs_idiomatic"] = r["hotloop_images_per_s"] / r["idiomatic_pytorch_images_per_s"]
-        results["per_round"] = rounds
+        results["per_round"] = [{"order": order, **figures(rates)} for order, rates in rounds]
     report(results, a.out)
 
 
