@@ -1,6 +1,7 @@
 // `hotloop bench`: the test plan's matrix of short training runs and its
 // report (bench/matrix.h, bench/report.h); `hotloop bench data`: how fast the
-// input pipeline alone delivers batches.
+// input pipeline alone delivers batches; `hotloop bench conv`: oneDNN against
+// im2col + GEMM per convolution shape on the CPU (--cpu-conv).
 
 #include <filesystem>
 
@@ -8,6 +9,7 @@
 
 #include "bench_runner.h"
 #include "cli_common.h"
+#include "hotloop/bench/conv_bench.h"
 #include "hotloop/bench/data_bench.h"
 #include "hotloop/errors.h"
 #include "matrix_file.h"
@@ -77,8 +79,9 @@ void add_bench_command(CLI::App& app, Action& action) {
       "Example:\n  hotloop bench --steps 100 --cpu-row-seconds 60 --out runs/bench\n"
       "Exit code: 0 when the report is written (rows that fail say why in it); 2 for a bad matrix file.");
   bench_cmd->callback([bench_cmd, mf, &action] {
-    if (bench_cmd->got_subcommand("data")) {
-      return; // `bench data` set its own action
+    if (bench_cmd->got_subcommand("data") ||
+        bench_cmd->got_subcommand("conv")) {
+      return; // the subcommand set its own action
     }
     action = [mf, bench_cmd] {
       if (mf->options.steps < 1) {
@@ -176,6 +179,47 @@ void add_bench_command(CLI::App& app, Action& action) {
             r.setup_seconds,
             100 * r.wait_fraction);
       }
+      return 0;
+    };
+  });
+
+  struct ConvFlags {
+    bench::ConvBenchOptions options;
+    bool json = false;
+  };
+  auto cf = std::make_shared<ConvFlags>();
+  CLI::App* conv_cmd = bench_cmd->add_subcommand(
+      "conv",
+      "Time each convolution shape of a ResNet -small on the CPU, forward + backward, through oneDNN and through im2col + GEMM, and show which one --cpu-conv auto takes");
+  conv_cmd->add_option("--batch", cf->options.batch, "Batch size")
+      ->capture_default_str();
+  conv_cmd
+      ->add_option(
+          "--size", cf->options.size, "Input height and width, in pixels")
+      ->capture_default_str();
+  conv_cmd
+      ->add_option(
+          "--threads",
+          cf->options.threads,
+          "Intra-op threads (0: the usable cores)")
+      ->capture_default_str();
+  conv_cmd
+      ->add_option(
+          "--repeats",
+          cf->options.repeats,
+          "Timed passes per shape and algorithm (the median counts)")
+      ->capture_default_str();
+  conv_cmd->add_flag(
+      "--json", cf->json, "Print one JSON object (default: off)");
+  conv_cmd->footer(
+      "Shapes: the -small stem's stages at S, S/2, S/4, S/8 pixels (64..512 channels), with each stage's strided entry and 1x1 downsample.\n"
+      "Example:\n  hotloop bench conv --batch 64 --size 28 --threads 2\n"
+      "Exit code: 0; 2 for a bad option.");
+  conv_cmd->callback([cf, &action] {
+    action = [cf] {
+      const bench::ConvBenchResult r = bench::bench_conv(cf->options);
+      fmt::print(
+          "{}", cf->json ? bench::to_json(r).dump(2) + "\n" : bench::render(r));
       return 0;
     };
   });

@@ -32,6 +32,7 @@ struct TrainFlags {
   std::string freeze = "none";
   std::string activation_checkpointing = "none";
   std::string cuda_graphs = "auto";
+  std::string cpu_conv = "auto";
   std::string augment = "default";
   std::string augment_device = "cpu";
   std::string resident = "auto";
@@ -142,6 +143,7 @@ int run_train(TrainFlags& f) {
   o.activation_checkpointing =
       model::parse_checkpointing(f.activation_checkpointing);
   o.cuda_graphs = train::parse_cuda_graphs(f.cuda_graphs);
+  o.cpu_conv = model::parse_cpu_conv(f.cpu_conv);
   o.loader.augment = parse_augment(f.augment);
   o.loader.resident = parse_resident(f.resident);
   o.loader.on_bad_sample = pick<data::BadSamplePolicy>(
@@ -343,6 +345,10 @@ void add_train_command(CLI::App& app, Action& action) {
       "--activation-checkpointing",
       f->activation_checkpointing,
       "none, stages (recompute each ResNet stage in backward), all (the stem too) or blocks (each residual block on its own)");
+  cmd->add_option(
+      "--cpu-conv",
+      f->cpu_conv,
+      "Convolutions on the CPU: auto (im2col + GEMM where the output map is at most 4x4 pixels, oneDNN elsewhere), onednn, or gemm (wherever the layer allows)");
   cmd->add_option(
       "--cuda-graphs",
       f->cuda_graphs,

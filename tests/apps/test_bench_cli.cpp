@@ -98,6 +98,28 @@ TEST(BenchCli, AnUnknownMatrixKeyIsBadUsageNamingIt) {
       << r.out;
 }
 
+// `bench conv` on tiny shapes: one row per shape of a ResNet -small, both
+// algorithms timed, and auto's choice exactly where the output map has at
+// most 16 pixels. A size below 8 is bad usage.
+TEST(BenchCli, ConvTimesBothAlgorithmsForEachShapeAndShowsAutosChoice) {
+  const test::CliResult r = test::run_cli(
+      "bench conv --batch 2 --size 8 --threads 1 --repeats 1 --json",
+      kNoDriver);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j["rows"].size(), 10u) << j.dump(2);
+  for (const auto& row : j["rows"]) {
+    EXPECT_GT(row["onednn_ms"].get<double>(), 0) << row.dump();
+    EXPECT_GT(row["gemm_ms"].get<double>(), 0) << row.dump();
+    const auto pixels = row["out_size"].get<int>() * row["out_size"].get<int>();
+    EXPECT_EQ(row["auto_takes"], pixels <= 16 ? "gemm" : "onednn")
+        << row.dump();
+  }
+  EXPECT_EQ(j["rows"][0]["layer"], "layer1 3x3");
+  EXPECT_EQ(j["rows"][0]["auto_takes"], "onednn"); // 8x8
+  EXPECT_EQ(test::run_cli("bench conv --size 4", kNoDriver).exit_code, 2);
+}
+
 TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasTenTimesAsFast) {
   test::TempDir dir;
   const fs::path base = dir.path() / "base";

@@ -203,6 +203,59 @@ TEST(TrainCli, CudaGraphsFlagsAreCheckedBeforeAnyWork) {
   }
 }
 
+// --cpu-conv: a bad value is bad usage naming the flag; a good one trains
+// (resnet18-small, whose 16 px input puts layer3 and layer4 on maps of at
+// most 4x4, so `gemm` and `auto` both use the GEMM path) and is written to
+// the resolved configuration.
+TEST(TrainCli, CpuConvFlagIsCheckedTrainsAndIsRecorded) {
+  test::TempDir dir;
+  const std::string log = (dir.path() / "log").string();
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--data",
+           "synthetic:64x1x8x8",
+           "--cpu-conv",
+           "winograd"},
+          log),
+      2);
+  EXPECT_NE(
+      test::slurp(log).find(
+          "--cpu-conv winograd: expected auto, onednn or gemm"),
+      std::string::npos)
+      << test::slurp(log);
+  for (const std::string mode : {"gemm", "onednn"}) {
+    const auto out = (dir.path() / mode).string();
+    ASSERT_EQ(
+        run_to_end(
+            {HOTLOOP_TEST_BINARY,
+             "train",
+             "--data",
+             "synthetic:32x1x16x16",
+             "--model",
+             "resnet18-small",
+             "--batch",
+             "8",
+             "--steps",
+             "2",
+             "--threads",
+             "1",
+             "--no-eval",
+             "--cpu-conv",
+             mode,
+             "--out",
+             out},
+            log),
+        0)
+        << test::slurp(log);
+    const auto config = nlohmann::json::parse(
+        test::slurp(std::filesystem::path(out) / "config.json"));
+    EXPECT_EQ(config["cpu_conv"], mode);
+    EXPECT_EQ(summary(out)["steps"], 2);
+  }
+}
+
 } // namespace hotloop
 
 namespace hotloop {

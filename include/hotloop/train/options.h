@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/data/loader.h"
+#include "hotloop/model/cpu_conv.h"
 #include "hotloop/model/model.h"
 
 namespace hotloop::train {
@@ -78,6 +79,10 @@ struct TrainerOptions {
   // Recompute activations in backward (ResNets): less memory, one more
   // forward of the recomputed parts.
   model::Checkpointing activation_checkpointing = model::Checkpointing::None;
+  // The built-in models' convolutions on the CPU (model/cpu_conv.h): auto
+  // takes im2col + GEMM for output maps of at most 4x4 pixels, where oneDNN's
+  // direct kernels are slow, and oneDNN elsewhere.
+  model::CpuConv cpu_conv = model::CpuConv::Auto;
   // Capture forward, backward and the optimizer step as one CUDA graph and
   // replay it every step (static shapes; see train/graph_policy.h for what
   // rules it out). auto: when the run allows it, else eager with the reason

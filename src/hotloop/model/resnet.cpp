@@ -17,15 +17,15 @@ namespace {
 
 namespace nn = torch::nn;
 
-nn::Conv2d conv(
+Conv2d conv(
     std::int64_t in,
     std::int64_t out,
     std::int64_t kernel,
     std::int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel)
-                        .stride(stride)
-                        .padding(kernel / 2)
-                        .bias(false));
+  return Conv2d(nn::Conv2dOptions(in, out, kernel)
+                    .stride(stride)
+                    .padding(kernel / 2)
+                    .bias(false));
 }
 
 // torchvision's BasicBlock: two 3x3 convolutions.
@@ -57,9 +57,9 @@ class BasicBlock : public nn::Module {
   }
 
  private:
-  nn::Conv2d conv1_;
+  Conv2d conv1_;
   BatchNorm2d bn1_;
-  nn::Conv2d conv2_;
+  Conv2d conv2_;
   BatchNorm2d bn2_;
   nn::Sequential downsample_;
 };
@@ -97,11 +97,11 @@ class Bottleneck : public nn::Module {
   }
 
  private:
-  nn::Conv2d conv1_;
+  Conv2d conv1_;
   BatchNorm2d bn1_;
-  nn::Conv2d conv2_;
+  Conv2d conv2_;
   BatchNorm2d bn2_;
-  nn::Conv2d conv3_;
+  Conv2d conv3_;
   BatchNorm2d bn3_;
   nn::Sequential downsample_;
 };

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "hotloop/model/batch_norm.h"
+#include "hotloop/model/conv2d.h"
 #include "hotloop/model/model.h"
 
 namespace hotloop::model {
@@ -41,7 +42,7 @@ class ResNet : public Model {
  private:
   ResNetOptions options_;
   Checkpointing checkpointing_ = Checkpointing::None;
-  torch::nn::Conv2d conv1_{nullptr};
+  Conv2d conv1_{nullptr};
   BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::Sequential> stages_;
   torch::nn::Linear fc_{nullptr};

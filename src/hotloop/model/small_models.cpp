@@ -1,6 +1,7 @@
 #include "hotloop/model/small_models.h"
 
 #include "hotloop/model/batch_norm.h"
+#include "hotloop/model/conv2d.h"
 
 #include <ATen/ops/adaptive_avg_pool2d.h>
 #include <ATen/ops/dropout.h>
@@ -29,7 +30,7 @@ CnnSmall::CnnSmall(std::int64_t in_channels, std::int64_t num_classes) {
   nn::Sequential features;
   const std::int64_t widths[] = {in_channels, 32, 64};
   for (int b = 0; b < 2; ++b) {
-    features->push_back(nn::Conv2d(
+    features->push_back(Conv2d(
         nn::Conv2dOptions(widths[b], widths[b + 1], 3).padding(1).bias(false)));
     features->push_back(BatchNorm2d(widths[b + 1]));
     features->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));

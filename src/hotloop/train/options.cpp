@@ -171,6 +171,7 @@ nlohmann::json TrainerOptions::to_json() const {
         {"tensorboard", tensorboard},
         {"metrics_port", metrics_port}}},
       {"activation_checkpointing", model::to_string(activation_checkpointing)},
+      {"cpu_conv", model::to_string(cpu_conv)},
       {"cuda_graphs", to_string(cuda_graphs)},
       {"readback_every", readback_every},
       {"init", init},

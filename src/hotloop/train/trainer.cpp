@@ -347,6 +347,7 @@ struct Trainer::Impl {
       model::freeze_backbone(*model);
     }
     model->set_checkpointing(options.activation_checkpointing);
+    model::set_cpu_conv(*model, options.cpu_conv);
     model->to(device);
     if (options.channels_last) {
       at::NoGradGuard no_grad;
