@@ -5,7 +5,9 @@ usage: .venv/bin/python bench/train_vs_pytorch.py [--steps 25] [--rounds 1] [--t
 
 All the loops train the same model (torchvision's resnet18 with the -small stem: conv1 3x3 stride 1, no
 max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, the same number of threads:
-1. hotloop: `hotloop train --augment none --no-eval` (its loader, its multi-tensor SGD).
+1. hotloop: `hotloop train --augment none --no-eval` (its loader, its multi-tensor SGD), as it runs by
+   default (--cpu-conv auto: im2col + GEMM for the 4x4 maps of layer4), and again with --cpu-conv onednn
+   (every convolution through oneDNN, as PyTorch's): the GEMM path's share of the result.
 2. a tuned PyTorch eager loop: the whole data set as one normalized tensor in memory, index_select
    batches, zero_grad(set_to_none=True), foreach SGD; measured both in NCHW and in channels_last (what
    hotloop uses by default), and the faster of the two is the baseline.
@@ -81,12 +83,13 @@ def loader_batches(loader):
         yield from loader
 
 
-def hotloop_rate(a, run_dir):
+def hotloop_rate(a, run_dir, cpu_conv="auto"):
     """Runs `hotloop train` for a.steps steps into a fresh run_dir and returns its summary's images/s."""
     shutil.rmtree(run_dir, ignore_errors=True)
     subprocess.run([HOTLOOP, "train", "--data", "fashion-mnist", "--model", a.model, "--batch", str(BATCH),
                     "--steps", str(a.steps), "--threads", str(a.threads), "--augment", "none", "--no-eval",
-                    "--lr", "0.05", "--out", run_dir, "--log-every", "0"], check=True, capture_output=True, text=True)
+                    "--lr", "0.05", "--cpu-conv", cpu_conv, "--out", run_dir, "--log-every", "0"],
+                   check=True, capture_output=True, text=True)
     with open(os.path.join(run_dir, "summary.json")) as f:
         return json.load(f)["images_per_s"]
 
@@ -96,7 +99,9 @@ def figures(rate):
     tuned baseline is the faster of its two layouts."""
     tuned = max(rate["tuned_pytorch_nchw"], rate["tuned_pytorch_channels_last"])
     return {**{f"{n}_images_per_s": v for n, v in rate.items()}, "tuned_pytorch_images_per_s": tuned,
-            "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"]}
+            "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"],
+            "hotloop_onednn_ratio_vs_tuned": rate["hotloop_onednn"] / tuned,
+            "gemm_conv_speedup": rate["hotloop"] / rate["hotloop_onednn"]}
 
 
 def main():
@@ -120,6 +125,7 @@ def main():
         images = ds.data.unsqueeze(1).float().div(255).sub(0.2860).div(0.3530).contiguous()
         loops = {
             "hotloop": lambda: hotloop_rate(a, os.path.join(tmp, "run")),
+            "hotloop_onednn": lambda: hotloop_rate(a, os.path.join(tmp, "run"), "onednn"),
             "tuned_pytorch_nchw": lambda: timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps),
             "tuned_pytorch_channels_last": lambda: timed_loop(model(a.model), tuned_batches(images, ds.targets),
                                                               a.steps, channels_last=True),
