@@ -203,10 +203,9 @@ TEST(TrainCli, CudaGraphsFlagsAreCheckedBeforeAnyWork) {
   }
 }
 
-// --cpu-conv: a bad value is bad usage naming the flag; a good one trains
-// (resnet18-small, whose 16 px input puts layer3 and layer4 on maps of at
-// most 4x4, so `gemm` and `auto` both use the GEMM path) and is written to
-// the resolved configuration.
+// --cpu-conv: a bad value is bad usage naming the flag; `gemm` (every
+// layer through im2col + GEMM) and `onednn` (none) both train resnet18-small
+// on 16 px images, and the choice is written to the resolved configuration.
 TEST(TrainCli, CpuConvFlagIsCheckedTrainsAndIsRecorded) {
   test::TempDir dir;
   const std::string log = (dir.path() / "log").string();

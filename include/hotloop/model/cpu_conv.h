@@ -22,7 +22,8 @@ const char* to_string(CpuConv mode);
 
 // Auto's threshold: output maps of at most 4x4 pixels. Measured on a 2-core
 // Ice Lake (bench/results/cpu-conv-2026-11-30-cpu2.json): GEMM is faster
-// at 4x4 and oneDNN from 7x7 up.
+// on 4x4 maps, the two are about even on 7x7, and oneDNN is far faster on
+// larger ones.
 inline constexpr std::int64_t kGemmMaxOutputPixels = 16;
 
 // Sets the algorithm of every hotloop convolution layer in `module` (the

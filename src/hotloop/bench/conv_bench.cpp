@@ -90,13 +90,8 @@ ConvBenchResult bench_conv(const ConvBenchOptions& options) {
     const at::Tensor x =
         at::randn({options.batch, s.in_channels, s.in_size, s.in_size})
             .contiguous(cl);
-    ConvBenchRow row;
-    row.layer = s.layer;
-    row.in_channels = s.in_channels;
-    row.out_channels = s.out_channels;
-    row.kernel = s.kernel;
-    row.stride = s.stride;
-    row.in_size = s.in_size;
+    ConvBenchRow row{
+        s.layer, s.in_channels, s.out_channels, s.kernel, s.stride, s.in_size};
     row.auto_takes_gemm = conv->uses_gemm(x);
     const at::Tensor grad = at::randn_like(conv(x).detach());
     row.out_size = grad.size(2);

@@ -5,10 +5,11 @@
 //
 // Why: oneDNN's direct kernels block over the output's width, so with a
 // few output pixels per row most of each register block is wasted. On the
-// development machine (2 Ice Lake cores, AVX-512, fp32, batch 64), a
-// 512->512 3x3 convolution on a 4x4 map runs at about half of what MKL's
-// SGEMM reaches on the same product, while from 7x7 up oneDNN is as fast or
-// faster (bench/results/cpu-conv-<date>-cpu2.json, `hotloop bench-conv`).
+// development machine (2 Ice Lake cores, AVX-512, fp32, batch 64), the
+// GEMM path runs layer4's 4x4 convolutions of resnet18-small 1.2-1.6x as fast
+// (forward + backward); on 7x7 maps the two are about even, and on larger
+// ones oneDNN is far faster (bench/results/cpu-conv-2026-11-30-cpu2.json,
+// `hotloop bench conv`).
 //
 // The layout is NHWC (channels_last): a row of the column matrix is one
 // output pixel's receptive field, kernel row by kernel column by channel, so
