@@ -45,7 +45,7 @@ void add_audit_command(CLI::App& app, Action& action) {
   cmd->add_option(
          "--noise-factor",
          f->options.noise_factor,
-         "A change is flagged beyond this many times the reruns' relative spread")
+         "A change is flagged beyond the reruns' max/min ratio to this power, up or down")
       ->capture_default_str();
   cmd->footer(
       "The rows rerun with the baseline's steps and budget (no GPU batch growth: the baseline's grown rows are rerun as rows).\n"

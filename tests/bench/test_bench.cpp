@@ -4,6 +4,8 @@
 // audit's verdicts (an injected slowdown is flagged, noise is not).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 
@@ -294,6 +296,12 @@ TEST(Audit, NoiseIsIgnoredAndAnInjectedSlowdownIsFlagged) {
   EXPECT_NEAR(a.change, -0.4, 1e-9);
   a = audit_row(base, reruns({1500, 1510, 1490}), o);
   EXPECT_EQ(a.verdict, "faster");
+  // Ten times slower on a noisy machine (reruns spread 1.54x, as a loaded
+  // 2-core VM gave): the band is a ratio (1.54^2 = 2.37x), so a 91% drop is
+  // still flagged, where "2 x the spread in percent" (97%) would not.
+  a = audit_row(base, reruns({137.6, 123.5, 190.1}), o);
+  EXPECT_EQ(a.verdict, "slower") << a.tolerance;
+  EXPECT_NEAR(a.tolerance, std::pow(190.1 / 123.5, 2) - 1, 1e-9);
   // A row that ran before and now runs out of memory.
   std::vector<RowResult> oom = reruns({0, 0});
   oom[0].status = "oom";

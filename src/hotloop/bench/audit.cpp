@@ -40,12 +40,15 @@ AuditRow audit_row(
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   a.median = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  a.noise = a.median > 0 ? (v.back() - v.front()) / a.median : 0;
+  a.noise = v.front() > 0 ? v.back() / v.front() - 1 : 0;
   a.change = a.median / a.baseline_images_per_s - 1;
-  a.tolerance = std::max(options.min_change, options.noise_factor * a.noise);
-  if (a.change < -a.tolerance) {
+  const double band = std::max(
+      1 + options.min_change, std::pow(1 + a.noise, options.noise_factor));
+  a.tolerance = band - 1;
+  const double ratio = 1 + a.change;
+  if (ratio < 1 / band) {
     a.verdict = "slower";
-  } else if (a.change > a.tolerance) {
+  } else if (ratio > band) {
     a.verdict = "faster";
   } else {
     a.verdict = "within noise";
@@ -74,7 +77,7 @@ std::string audit_markdown(
   std::ostringstream o;
   o << "# hotloop audit\n\nBaseline: `" << baseline_path
     << "`\n\nNow: " << environment
-    << "\n\n| row | baseline img/s | now img/s (median) | change | noise (spread) | tolerance | verdict |\n"
+    << "\n\n| row | baseline img/s | now img/s (median) | change | noise (max/min) | flagged beyond | verdict |\n"
        "|---|---|---|---|---|---|---|\n";
   for (const auto& r : rows) {
     if (r.verdict == "status changed" || r.verdict == "not comparable") {
@@ -90,12 +93,13 @@ std::string audit_markdown(
     }
     const bool flag = r.verdict != "within noise";
     o << fmt::format(
-        "| {} | {:.0f} | {:.0f} | {:+.1f}% | {:.1f}% | ±{:.1f}% | {}{}{} |\n",
+        "| {} | {:.0f} | {:.0f} | {:+.1f}% | {:.2f}x | {:+.1f}% / {:+.1f}% | {}{}{} |\n",
         r.id,
         r.baseline_images_per_s,
         r.median,
         100 * r.change,
-        100 * r.noise,
+        1 + r.noise,
+        100 * (1 / (1 + r.tolerance) - 1),
         100 * r.tolerance,
         flag ? "**" : "",
         r.verdict,

@@ -15,8 +15,11 @@ namespace hotloop::bench {
 
 struct AuditOptions {
   int repeats = 3; // reruns per row: the noise is their spread
-  // A change must exceed max(min_change, noise_factor x the reruns'
-  // relative spread) to be flagged.
+  // Changes are ratios, so the band is too: a row is flagged when its
+  // median moved by more than a factor F = max(1 + min_change,
+  // (max / min of the reruns) ^ noise_factor), up or down. (A band of
+  // "2 x the spread" in percent would pass a 10x slowdown as noise once the
+  // reruns spread by 50%; as a ratio it cannot.)
   double min_change = 0.05;
   double noise_factor = 2.0;
 };
@@ -29,8 +32,8 @@ struct AuditRow {
   std::vector<double> images_per_s; // each rerun
   double median = 0;
   double change = 0; // median / baseline - 1
-  double noise = 0; // (max - min) / median of the reruns
-  double tolerance = 0; // what a change had to exceed
+  double noise = 0; // max / min - 1 of the reruns
+  double tolerance = 0; // F - 1: flagged below median/baseline = 1/F, above F
   std::string verdict; // "slower", "faster", "within noise", "status changed",
                        // "not comparable"
 };
