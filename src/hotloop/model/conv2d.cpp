@@ -61,14 +61,10 @@ bool Conv2dImpl::uses_gemm(const at::Tensor& input) const {
   if (!eligible || cpu_conv_ == CpuConv::Gemm) {
     return eligible;
   }
-  const std::int64_t oh =
-      (input.size(2) + 2 * (**padding)[0] - (*o.kernel_size())[0]) /
-          (*o.stride())[0] +
-      1;
-  const std::int64_t ow =
-      (input.size(3) + 2 * (**padding)[1] - (*o.kernel_size())[1]) /
-          (*o.stride())[1] +
-      1;
+  const std::int64_t oh = conv_output_size(
+      input.size(2), (*o.kernel_size())[0], (*o.stride())[0], (**padding)[0]);
+  const std::int64_t ow = conv_output_size(
+      input.size(3), (*o.kernel_size())[1], (*o.stride())[1], (**padding)[1]);
   return oh * ow <= kGemmMaxOutputPixels;
 }
 

@@ -44,8 +44,8 @@ Shape shape_of(
       input.size(3),
       kernel_h,
       kernel_w,
-      (input.size(2) + 2 * g.pad_h - kernel_h) / g.stride_h + 1,
-      (input.size(3) + 2 * g.pad_w - kernel_w) / g.stride_w + 1};
+      conv_output_size(input.size(2), kernel_h, g.stride_h, g.pad_h),
+      conv_output_size(input.size(3), kernel_w, g.stride_w, g.pad_w)};
   if (s.oh <= 0 || s.ow <= 0) {
     throw UsageError(fmt::format(
         "convolution: a {}x{} kernel with padding {}x{} does not fit a {}x{} input",

@@ -45,6 +45,15 @@ at::Tensor gemm_conv2d(
     const at::Tensor& bias,
     const ConvGeometry& geometry);
 
+// A convolution's output length along one axis (zero padding, dilation 1).
+inline std::int64_t conv_output_size(
+    std::int64_t input,
+    std::int64_t kernel,
+    std::int64_t stride,
+    std::int64_t pad) {
+  return (input + 2 * pad - kernel) / stride + 1;
+}
+
 // The column matrix of an NHWC-contiguous input (exposed for the tests).
 at::Tensor im2col_nhwc(
     const at::Tensor& input_nhwc,
