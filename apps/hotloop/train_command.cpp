@@ -27,6 +27,7 @@ struct TrainFlags {
   train::TrainerOptions options;
   std::string data = "fashion-mnist";
   std::string precision = "fp32";
+  std::string loss_scaling = "auto";
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
   std::string freeze = "none";
@@ -134,6 +135,7 @@ std::optional<train::BatchFinderResult> resolve_auto_batch(
 int run_train(TrainFlags& f) {
   train::TrainerOptions& o = f.options;
   o.precision = train::parse_precision(f.precision);
+  o.loss_scaling = train::parse_loss_scaling(f.loss_scaling);
   o.optimizer.kind = train::parse_optimizer(f.optimizer);
   o.schedule.kind = train::parse_schedule(f.schedule);
   o.freeze_backbone = model::parse_freeze(f.freeze) == model::Freeze::Backbone;
@@ -306,6 +308,10 @@ void add_train_command(CLI::App& app, Action& action) {
       "--precision",
       f->precision,
       "fp32, tf32, bf16 (autocast; CPU too) or fp16 (autocast + loss scaling; CUDA)");
+  cmd->add_option(
+      "--loss-scaling",
+      f->loss_scaling,
+      "Dynamic loss scaling: auto (fp16 only), on (any precision: overflow check and skip) or off");
   cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N");
   cmd->add_option(
       "--threads", o.threads, "CPU threads for the math; 0: the usable cores");

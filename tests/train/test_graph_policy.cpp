@@ -18,7 +18,6 @@ namespace {
 GraphConditions capturable() {
   GraphConditions c;
   c.cuda_device = true;
-  c.precision = Precision::Bf16;
   c.accum_steps = 1;
   c.world_size = 1;
   c.steps_to_run = 100;
@@ -84,7 +83,7 @@ TEST(GraphPolicy, EachObstacleGivesItsReason) {
   c.cuda_device = false;
   cases.push_back({"cpu", c, "the device is the CPU"});
   c = capturable();
-  c.precision = Precision::Fp16;
+  c.loss_scaling = true;
   cases.push_back({"fp16", c, "fp16 loss scaling"});
   c = capturable();
   c.accum_steps = 4;

@@ -20,6 +20,11 @@ enum class OptimizerKind { Sgd, AdamW };
 enum class ScheduleKind { Constant, Cosine, Step, OneCycle };
 // CUDA graph capture of the whole training step (train/graph_policy.h).
 enum class CudaGraphs { Auto, On, Off };
+// Dynamic loss scaling (train/loss_scaler.h): auto scales fp16 only; on scales
+// any precision (as torch.amp.GradScaler(enabled=True) would: the gradients
+// are unscaled before the update, so fp32/bf16 train as without it, with the
+// overflow check and skip); off never scales (fp16 gradients may underflow).
+enum class LossScaling { Auto, On, Off };
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::Sgd;
@@ -62,6 +67,7 @@ struct TrainerOptions {
   double bucket_mb = 25;
 
   Precision precision = Precision::Fp32;
+  LossScaling loss_scaling = LossScaling::Auto;
   std::string device = "auto"; // auto | cpu | cuda[:N]
   int threads = 0; // intra-op threads on the CPU; 0: the usable cores
   std::uint64_t seed = 0;
@@ -153,5 +159,9 @@ ScheduleKind parse_schedule(const std::string& text);
 const char* to_string(ScheduleKind kind);
 CudaGraphs parse_cuda_graphs(const std::string& text);
 const char* to_string(CudaGraphs mode);
+LossScaling parse_loss_scaling(const std::string& text);
+const char* to_string(LossScaling mode);
+// Whether a run in precision `p` scales its loss under `mode`.
+bool scales_loss(LossScaling mode, Precision p);
 
 } // namespace hotloop::train

@@ -45,9 +45,9 @@ GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c) {
   if (c.trial) {
     return no("a batch-size trial is too short to repay a capture");
   }
-  if (c.precision == Precision::Fp16) {
+  if (c.loss_scaling) {
     return no(
-        "fp16 loss scaling decides on the host whether to skip each step (bf16 needs no loss scaling)");
+        "fp16 loss scaling (or --loss-scaling on) decides on the host whether to skip each step (bf16 needs no loss scaling)");
   }
   if (c.world_size > 1) {
     return no(

@@ -4,8 +4,8 @@
 // shapes and take no decision on the host between its kernels. What rules it
 // out, each with the reason the log gives:
 // - the CPU (graphs are a CUDA feature);
-// - fp16: loss scaling decides on the host whether to skip each step (bf16
-//   needs no scaler);
+// - loss scaling (fp16, or --loss-scaling on): the scaler decides on the host
+//   whether to skip each step (bf16 needs no scaler);
 // - gradient accumulation: the capture covers one micro-batch per step;
 // - data parallel: gradients are all-reduced from autograd hooks and the
 //   ranks agree on each step (OOM, stop) over the network;
@@ -24,7 +24,7 @@ namespace hotloop::train {
 
 struct GraphConditions {
   bool cuda_device = false;
-  Precision precision = Precision::Fp32;
+  bool loss_scaling = false;
   std::int64_t accum_steps = 1;
   int world_size = 1;
   bool trial = false;

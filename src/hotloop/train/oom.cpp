@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -73,6 +74,33 @@ std::optional<std::int64_t> injected_oom_limit() {
         "unset it, or give the largest micro-batch that may run");
   }
   return n;
+}
+
+std::vector<std::int64_t> injected_overflow_steps() {
+  const char* text = std::getenv("HOTLOOP_INJECT_OVERFLOW_STEPS");
+  std::vector<std::int64_t> steps;
+  if (text == nullptr || *text == '\0') {
+    return steps;
+  }
+  const std::string all(text);
+  std::size_t at = 0;
+  while (at <= all.size()) {
+    const std::size_t comma = std::min(all.find(',', at), all.size());
+    std::int64_t n = 0;
+    const char* begin = all.data() + at;
+    const char* end = all.data() + comma;
+    const auto [ptr, ec] = std::from_chars(begin, end, n);
+    if (ec != std::errc() || ptr != end || n < 1) {
+      throw UsageError(
+          fmt::format(
+              "HOTLOOP_INJECT_OVERFLOW_STEPS={}: expected step numbers (1-based) separated by commas",
+              text),
+          "unset it, or give the steps whose gradients overflow: 3,4");
+    }
+    steps.push_back(n);
+    at = comma + 1;
+  }
+  return steps;
 }
 
 void inject_oom_if_above(

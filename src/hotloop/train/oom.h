@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,13 @@ std::optional<std::int64_t> injected_oom_limit();
 void inject_oom_if_above(
     const std::optional<std::int64_t>& limit,
     std::int64_t samples);
+
+// HOTLOOP_INJECT_OVERFLOW_STEPS=N[,M...]: after the backward of optimizer step
+// N (1-based), the first trainable parameter's gradient is set to +inf, as an
+// fp16 overflow leaves it: the loss scaler skips the step (without one, the
+// update makes the weights non-finite). For tests; empty when unset. Throws
+// UsageError for a value that is not a list of positive integers.
+std::vector<std::int64_t> injected_overflow_steps();
 
 // The largest micro-batch of at most half of `micro` that divides
 // `per_rank_batch` (so that micro x accumulation stays the batch): micro / 2

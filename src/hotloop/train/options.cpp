@@ -14,6 +14,37 @@ namespace {
 
 } // namespace
 
+LossScaling parse_loss_scaling(const std::string& text) {
+  if (text == "auto") {
+    return LossScaling::Auto;
+  }
+  if (text == "on") {
+    return LossScaling::On;
+  }
+  if (text == "off") {
+    return LossScaling::Off;
+  }
+  throw UsageError(
+      fmt::format("loss-scaling '{}': expected auto, on or off", text));
+}
+
+const char* to_string(LossScaling mode) {
+  switch (mode) {
+    case LossScaling::Auto:
+      return "auto";
+    case LossScaling::On:
+      return "on";
+    case LossScaling::Off:
+      return "off";
+  }
+  return "?";
+}
+
+bool scales_loss(LossScaling mode, Precision p) {
+  return mode == LossScaling::On ||
+      (mode == LossScaling::Auto && p == Precision::Fp16);
+}
+
 void TrainerOptions::validate() const {
   if (epochs < 1 && steps < 1) {
     bad("epochs", "give --epochs or --steps of at least 1");
@@ -140,6 +171,7 @@ nlohmann::json TrainerOptions::to_json() const {
       {"overlap_allreduce", overlap_allreduce},
       {"bucket_mb", bucket_mb},
       {"precision", to_string(precision)},
+      {"loss_scaling", to_string(loss_scaling)},
       {"device", device},
       {"threads", threads},
       {"seed", seed},

@@ -39,6 +39,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <numeric>
 
@@ -223,6 +224,7 @@ struct Trainer::Impl {
   // statistics, the generators dropout draws from), saved at each step's
   // start.
   std::optional<std::int64_t> inject_oom_above; // HOTLOOP_INJECT_OOM_ABOVE
+  std::vector<std::int64_t> inject_overflow; // HOTLOOP_INJECT_OVERFLOW_STEPS
   std::int64_t oom_recoveries = 0;
   std::vector<at::Tensor> buffers;
   std::vector<at::Tensor> saved_buffers;
@@ -322,6 +324,7 @@ struct Trainer::Impl {
     accum_steps = options.batch / (micro_batch * options.world_size);
     eval_batch = std::max<std::int64_t>(micro_batch, 256);
     inject_oom_above = injected_oom_limit();
+    inject_overflow = injected_overflow_steps();
     if (options.memory_fraction > 0) {
       if (!device.is_cuda()) {
         throw UsageError(
@@ -426,7 +429,9 @@ struct Trainer::Impl {
       reducer = std::make_unique<dist::GradientReducer>(group, params, ro);
     }
     scaler = std::make_unique<LossScaler>(
-        LossScalerOptions{}, device, options.precision == Precision::Fp16);
+        LossScalerOptions{},
+        device,
+        scales_loss(options.loss_scaling, options.precision));
 
     make_loader();
     steps_per_epoch =
@@ -792,6 +797,13 @@ struct Trainer::Impl {
       scaler->scale(loss / static_cast<double>(accum_steps)).backward();
       telemetry->end_phase(telemetry::Phase::Backward);
       inject_oom_if_above(inject_oom_above, images.size(0));
+      if (a == accum_steps - 1 &&
+          std::find(inject_overflow.begin(), inject_overflow.end(), step + 1) !=
+              inject_overflow.end()) {
+        at::NoGradGuard no_grad;
+        params.front().mutable_grad().fill_(
+            std::numeric_limits<float>::infinity());
+      }
       const at::Tensor l = loss.detach() / static_cast<double>(accum_steps);
       r.loss_sum = r.loss_sum.defined() ? r.loss_sum + l : l;
       if (!r.first_batch) {
@@ -887,7 +899,7 @@ struct Trainer::Impl {
   void plan_graphs() {
     GraphConditions c;
     c.cuda_device = device.is_cuda();
-    c.precision = options.precision;
+    c.loss_scaling = scaler->enabled();
     c.accum_steps = accum_steps;
     c.world_size = options.world_size;
     c.trial = options.trial;
