@@ -2,7 +2,7 @@
 // data-parallel job with torchrun's environment, prefixes each output line
 // with its rank, forwards SIGINT/SIGTERM, and when a rank fails stops the
 // others and exits 1 naming it and its last step and phase (each rank
-// rewrites HOTLOOP_RANK_STATUS_FILE twice a second: dist/rank_status.h).
+// rewrites HOTLOOP_RANK_STATUS_FILE twice a second: parallel/rank_status.h).
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +21,7 @@
 
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
-#include "hotloop/dist/rank_status.h"
+#include "hotloop/parallel/rank_status.h"
 
 namespace hotloop::cli {
 
@@ -53,9 +53,9 @@ std::string last_report(const Rank& r) {
   std::ifstream in(r.status_file);
   std::string line;
   std::getline(in, line);
-  const auto report = dist::parse_report(line);
+  const auto report = parallel::parse_report(line);
   return report ? "; its last report: " +
-          dist::describe_report(*report, dist::unix_ms_now())
+          parallel::describe_report(*report, parallel::unix_ms_now())
                 : std::string();
 }
 

@@ -46,10 +46,18 @@ void fit_model_to_data(
   o.validate();
 }
 
-train::BatchFinderResult find_batch(
-    train::BatchFinderOptions finder,
-    const std::shared_ptr<const data::Dataset>& train,
-    std::FILE* progress) {
+namespace {
+
+train::ModelFactory model_factory(const train::TrainerOptions& o) {
+  const model::ModelOptions model_options = o.model;
+  const std::uint64_t seed = o.seed;
+  return [model_options, seed] {
+    torch::manual_seed(seed);
+    return model::make_model(model_options);
+  };
+}
+
+void announce(const train::BatchFinderOptions& finder, std::FILE* progress) {
   const train::TrainerOptions& o = finder.trainer;
   fmt::print(
       progress,
@@ -60,28 +68,66 @@ train::BatchFinderResult find_batch(
       finder.trial_steps,
       finder.max_batch);
   std::fflush(progress);
-  const model::ModelOptions model_options = o.model;
-  const std::uint64_t seed = o.seed;
-  auto make = [model_options, seed] {
-    torch::manual_seed(seed);
-    return model::make_model(model_options);
+}
+
+train::TrialCallback print_trials(std::FILE* progress) {
+  return [progress](const train::BatchTrial& t) {
+    fmt::print(
+        progress,
+        "  batch {:>5}: {}\n",
+        t.size,
+        t.ok ? fmt::format(
+                   "ok   {:>8.0f} images/s{}  ({:.1f} s)",
+                   t.images_per_s,
+                   t.peak_reserved_bytes > 0 ? "  peak reserved " +
+                           format_bytes(t.peak_reserved_bytes)
+                                             : std::string(),
+                   t.seconds)
+             : fmt::format("out of memory  ({:.1f} s)", t.seconds));
+    std::fflush(progress);
   };
+}
+
+} // namespace
+
+train::BatchFinderResult find_batch(
+    train::BatchFinderOptions finder,
+    const std::shared_ptr<const data::Dataset>& train,
+    std::FILE* progress) {
+  announce(finder, progress);
   return train::find_batch_size(
-      make, train, finder, [progress](const train::BatchTrial& t) {
-        fmt::print(
-            progress,
-            "  batch {:>5}: {}\n",
-            t.size,
-            t.ok ? fmt::format(
-                       "ok   {:>8.0f} images/s{}  ({:.1f} s)",
-                       t.images_per_s,
-                       t.peak_reserved_bytes > 0 ? "  peak reserved " +
-                               format_bytes(t.peak_reserved_bytes)
-                                                 : std::string(),
-                       t.seconds)
-                 : fmt::format("out of memory  ({:.1f} s)", t.seconds));
-        std::fflush(progress);
-      });
+      model_factory(finder.trainer), train, finder, print_trials(progress));
+}
+
+train::ResolvedBatch resolve_auto_batch(
+    const train::BatchRequest& request,
+    const train::TrainerOptions& o,
+    const std::shared_ptr<const data::Dataset>& train,
+    parallel::ProcessGroup* group) {
+  train::BatchFinderOptions finder;
+  finder.trainer = o;
+  const bool talk = o.rank == 0;
+  std::FILE* progress = talk ? stdout : nullptr;
+  const bool finds = !request.batch || !request.micro_batch;
+  if (finds && talk) {
+    announce(finder, progress);
+  }
+  train::ResolvedBatch r = train::resolve_batch(
+      request,
+      finder,
+      model_factory(o),
+      train,
+      group,
+      talk ? print_trials(progress) : train::TrialCallback{});
+  if (talk && r.found) {
+    fmt::print("{}", batch_finder_table(*r.found));
+  }
+  for (const auto& note : r.notes) {
+    if (talk) {
+      fmt::print("{}\n", note);
+    }
+  }
+  return r;
 }
 
 std::string batch_finder_table(const train::BatchFinderResult& r) {

@@ -1,7 +1,7 @@
 #pragma once
 // What `hotloop train` and `hotloop tune batch` share: opening the data, the
 // model's shape from the data, and running the batch-size finder with a line
-// per trial.
+// per trial and its table.
 
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +11,10 @@
 #include "hotloop/data/dataset.h"
 #include "hotloop/train/batch_finder.h"
 #include "hotloop/train/options.h"
+
+namespace hotloop::parallel {
+class ProcessGroup;
+}
 
 namespace hotloop::cli {
 
@@ -43,5 +47,14 @@ train::BatchFinderResult find_batch(
 
 // The trials as a table, with the result and the reason.
 std::string batch_finder_table(const train::BatchFinderResult& r);
+
+// --batch / --micro-batch as asked (nullopt: auto) through the library's
+// resolve_batch on `o`'s model and data path, printing the finder's trials,
+// its table and what was decided (rank 0 of a data-parallel job).
+train::ResolvedBatch resolve_auto_batch(
+    const train::BatchRequest& request,
+    const train::TrainerOptions& o,
+    const std::shared_ptr<const data::Dataset>& train,
+    parallel::ProcessGroup* group);
 
 } // namespace hotloop::cli

@@ -7,6 +7,7 @@
 #include "hotloop/model/model.h"
 #include "hotloop/train/batch_finder.h"
 #include "train_setup.h"
+#include "training_flags.h"
 
 namespace hotloop::cli {
 
@@ -14,28 +15,16 @@ namespace {
 
 struct TuneFlags {
   train::BatchFinderOptions finder;
-  std::string data = "fashion-mnist";
-  std::string precision = "fp32";
-  std::string optimizer = "sgd";
-  std::string activation_checkpointing = "none";
-  std::string resident = "auto";
-  std::string augment_device = "cpu";
-  std::int64_t num_classes = 0;
-  std::int64_t in_channels = 0;
+  TrainingFlags common;
   bool json = false;
 };
 
 int run_tune_batch(TuneFlags& f) {
   train::TrainerOptions& o = f.finder.trainer;
-  o.precision = train::parse_precision(f.precision);
-  o.optimizer.kind = train::parse_optimizer(f.optimizer);
-  o.activation_checkpointing =
-      model::parse_checkpointing(f.activation_checkpointing);
-  o.loader.resident = parse_resident(f.resident);
-  o.loader.augment_on_device = parse_augment_device(f.augment_device);
+  f.common.apply(o);
   o.batch = 1;
-  const TrainData data = open_train_data(f.data, o.seed, false);
-  fit_model_to_data(o, *data.train, f.in_channels, f.num_classes);
+  const TrainData data = open_train_data(f.common.data, o.seed, false);
+  fit_model_to_data(o, *data.train, f.common.in_channels, f.common.num_classes);
   const train::BatchFinderResult r =
       find_batch(f.finder, data.train, f.json ? stderr : stdout);
   if (f.json) {
@@ -62,37 +51,7 @@ void add_tune_command(CLI::App& app, Action& action) {
   CLI::App* cmd = tune->add_subcommand(
       "batch",
       "The largest micro-batch whose training step fits in memory (powers of two, then a binary search), and the size to train with");
-  cmd->add_option(
-      "--model", o.model.name, "mlp, cnn-small, resnet18|34|50[-small]");
-  cmd->add_option(
-      "--data",
-      f->data,
-      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]");
-  cmd->add_option(
-      "--num-classes", f->num_classes, "Outputs; 0: the data set's");
-  cmd->add_option(
-      "--in-channels", f->in_channels, "Input channels; 0: the data set's");
-  cmd->add_option(
-      "--precision", f->precision, "fp32, tf32, bf16 or fp16 (CUDA)");
-  cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N");
-  cmd->add_option(
-      "--size",
-      o.loader.size,
-      "Input height and width; 0: the data's native size (224 for photos)");
-  cmd->add_option(
-      "--optimizer", f->optimizer, "sgd or adamw (its state counts)");
-  cmd->add_option(
-      "--activation-checkpointing",
-      f->activation_checkpointing,
-      "none, stages, all or blocks");
-  cmd->add_option(
-      "--channels-last",
-      o.channels_last,
-      "NHWC memory format for convolutions");
-  cmd->add_option(
-      "--memory-fraction",
-      o.memory_fraction,
-      "Cap this process's share of the GPU's memory; 0: no cap");
+  add_training_flags(cmd, f->common, o);
   cmd->add_option(
       "--margin",
       f->finder.margin,
@@ -102,15 +61,6 @@ void add_tune_command(CLI::App& app, Action& action) {
       "--trial-steps",
       f->finder.trial_steps,
       "Training steps per size (the first 2 are warm-up)");
-  cmd->add_option(
-      "--threads", o.threads, "CPU threads for the math; 0: the usable cores");
-  cmd->add_option(
-      "--workers", o.loader.workers, "Decode threads; 0: the usable cores");
-  cmd->add_option("--resident", f->resident, "auto, on or off (as in train)");
-  cmd->add_option(
-      "--augment-device", f->augment_device, "cpu or gpu (as in train)");
-  cmd->add_option(
-      "--seed", o.seed, "Seed of each trial's model and data order");
   cmd->add_flag(
       "--json",
       f->json,

@@ -104,7 +104,6 @@ int main(int argc, char** argv) {
     options.loader.mean = {0.5f};
     options.loader.std = {0.25f};
     options.out_dir = argc > 1 ? argv[1] : "runs/custom_model";
-    options.log_every_s = 0;
 
     torch::manual_seed(0);
     auto model = std::make_shared<TinyNet>();

@@ -14,8 +14,8 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/sin.h>
 
-#include "hotloop/dist/process_group.h"
 #include "hotloop/model/batch_norm.h"
+#include "hotloop/parallel/process_group.h"
 
 namespace hotloop::model {
 namespace {
@@ -68,14 +68,14 @@ TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachMatchOneRankWithAllOfIt) {
 
   const int port = 24000 + static_cast<int>(::getpid() % 20000);
   auto rank = [&](int r) {
-    dist::DistEnv env;
+    parallel::DistEnv env;
     env.rank = r;
     env.world_size = 2;
     env.master_port = port;
     env.source = "test";
-    dist::GroupOptions o;
+    parallel::GroupOptions o;
     o.timeout = std::chrono::seconds(60);
-    auto g = dist::ProcessGroup::create(env, o);
+    auto g = parallel::ProcessGroup::create(env, o);
     BatchNorm2d bn(3);
     bn->set_sync(
         [g](at::Tensor& t) { g->allreduce_sum_(t, "sync batchnorm"); });

@@ -97,16 +97,22 @@ train::TrainSummary train_cnn(
   o.device = "cpu";
   o.threads = 1;
   o.out_dir = out;
-  o.log_every_s = 0;
-  o.evaluate = false;
-  o.diagnosis_window = 10;
-  o.telemetry_interval_s = 0.05;
   o.loader.workers = 1;
   o.loader.prefetch_batches = 1;
   o.loader.augment = data::Augment::None;
   o.loader.resident = data::Resident::Off;
+  train::CallbackOptions c;
+  c.telemetry.diagnosis_window = 10;
+  c.telemetry.interval_s = 0.05;
+  c.console.log_every_s = 0;
   torch::manual_seed(0);
-  return train::Trainer(model::make_model(o.model), data, nullptr, o).fit();
+  return train::Trainer(
+             model::make_model(o.model),
+             data,
+             nullptr,
+             o,
+             {train::standard_callbacks(c), nullptr})
+      .fit();
 }
 
 std::string http_get(int port, const std::string& path) {
@@ -204,11 +210,12 @@ TEST(Telemetry, AnArtificiallySlowedLoaderIsInputBoundAndANormalOneIsNot) {
   const train::TrainSummary slow = train_cnn(
       std::make_shared<SlowDataset>(data, std::chrono::microseconds(3000)),
       (dir.path() / "slow").string());
-  EXPECT_NE(normal.telemetry["diagnosis"]["verdict"], "input-bound")
-      << normal.telemetry.dump();
-  EXPECT_EQ(slow.telemetry["diagnosis"]["verdict"], "input-bound")
-      << slow.telemetry.dump();
-  EXPECT_EQ(slow.telemetry["verdict_windows"]["input-bound"], 2);
+  EXPECT_NE(
+      normal.callbacks["telemetry"]["diagnosis"]["verdict"], "input-bound")
+      << normal.callbacks.dump();
+  EXPECT_EQ(slow.callbacks["telemetry"]["diagnosis"]["verdict"], "input-bound")
+      << slow.callbacks.dump();
+  EXPECT_EQ(slow.callbacks["telemetry"]["verdict_windows"]["input-bound"], 2);
 
   // The run directory has the sampler's lines, the diagnosis lines in
   // metrics.jsonl, per-step phases, and a TensorBoard event file.

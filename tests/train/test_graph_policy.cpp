@@ -93,9 +93,6 @@ TEST(GraphPolicy, EachObstacleGivesItsReason) {
   c.world_size = 2;
   cases.push_back({"data parallel", c, "data parallel"});
   c = capturable();
-  c.trial = true;
-  cases.push_back({"trial", c, "batch-size trial"});
-  c = capturable();
   c.steps_to_run = kGraphWarmupSteps;
   cases.push_back({"short", c, "3 step(s) to run"});
   for (const auto& k : cases) {

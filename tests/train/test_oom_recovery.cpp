@@ -14,6 +14,7 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/train/fault_injection.h"
 #include "hotloop/train/oom.h"
 #include "hotloop/train/trainer.h"
 #include "support/scoped_env.h"
@@ -40,7 +41,6 @@ TrainerOptions cnn_options(const std::string& out) {
   o.threads = 1;
   o.seed = 11;
   o.out_dir = out;
-  o.log_every_s = 0;
   o.optimizer.kind = OptimizerKind::AdamW;
   o.schedule.kind = ScheduleKind::Cosine;
   o.schedule.lr = 2e-3;
@@ -173,7 +173,6 @@ TEST(OomRecovery, ResumingWithAnotherMicroBatchContinuesAtTheSameSample) {
   o.device = "cpu";
   o.threads = 1;
   o.seed = 3;
-  o.log_every_s = 0;
   o.schedule.kind = ScheduleKind::Constant;
   o.schedule.lr = 0.05;
   o.loader.workers = 1;
@@ -213,19 +212,43 @@ TEST(OomRecovery, SmallerMicroBatchKeepsMicroTimesAccumulationEqualToTheBatch) {
   EXPECT_EQ(smaller_micro_batch(90, 45), 18);
 }
 
-TEST(OomRecovery, TheInjectionHookRejectsAValueThatIsNotACount) {
+TEST(FaultInjection, EachVariableParsesOrIsAUsageErrorNamingIt) {
   {
     test::ScopedEnv inject("HOTLOOP_INJECT_OOM_ABOVE", "lots");
-    EXPECT_THROW(injected_oom_limit(), UsageError);
+    EXPECT_THROW(read_fault_injection(), UsageError);
   }
   {
     test::ScopedEnv inject("HOTLOOP_INJECT_OOM_ABOVE", std::nullopt);
-    EXPECT_FALSE(injected_oom_limit().has_value());
+    EXPECT_FALSE(read_fault_injection().oom_above.has_value());
   }
-  test::ScopedEnv inject("HOTLOOP_INJECT_OOM_ABOVE", "12");
-  EXPECT_EQ(injected_oom_limit(), 12);
-  EXPECT_NO_THROW(inject_oom_if_above(12, 12));
-  EXPECT_THROW(inject_oom_if_above(12, 13), c10::OutOfMemoryError);
+  {
+    test::ScopedEnv inject("HOTLOOP_INJECT_OOM_ABOVE", "12");
+    const FaultInjection f = read_fault_injection();
+    EXPECT_EQ(f.oom_above, 12);
+    EXPECT_NO_THROW(f.oom_if_above(12));
+    EXPECT_THROW(f.oom_if_above(13), c10::OutOfMemoryError);
+  }
+  {
+    test::ScopedEnv inject("HOTLOOP_INJECT_OVERFLOW_STEPS", "3,5");
+    const FaultInjection f = read_fault_injection();
+    EXPECT_TRUE(f.overflow_at(3));
+    EXPECT_FALSE(f.overflow_at(4));
+    EXPECT_TRUE(f.overflow_at(5));
+  }
+  for (const char* bad : {"3,", "0", "x", "3,,4"}) {
+    test::ScopedEnv inject("HOTLOOP_INJECT_OVERFLOW_STEPS", bad);
+    EXPECT_THROW(read_fault_injection(), UsageError) << bad;
+  }
+  for (const char* bad : {"step", "step:x", "final-checkpoint:3", "nowhere"}) {
+    test::ScopedEnv inject("HOTLOOP_INJECT_KILL", bad);
+    EXPECT_THROW(read_fault_injection(), UsageError) << bad;
+  }
+  test::ScopedEnv inject("HOTLOOP_INJECT_KILL", "checkpoint:4");
+  const FaultInjection f = read_fault_injection();
+  EXPECT_EQ(f.kill, KillPoint::Checkpoint);
+  EXPECT_EQ(f.kill_step, 4);
+  EXPECT_NO_THROW(f.kill_at(KillPoint::Checkpoint, 3)); // not step 4: alive
+  EXPECT_NO_THROW(f.kill_at(KillPoint::Step, 4));
 }
 
 } // namespace hotloop::train

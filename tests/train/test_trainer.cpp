@@ -42,7 +42,6 @@ TrainerOptions small_options(const std::string& out) {
   o.threads = 1;
   o.seed = 5;
   o.out_dir = out;
-  o.log_every_s = 0;
   o.optimizer.kind = OptimizerKind::Sgd;
   o.schedule.kind = ScheduleKind::Constant;
   o.schedule.lr = 0.05;

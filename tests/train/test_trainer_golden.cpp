@@ -110,7 +110,6 @@ TrainerOptions golden_options(const fs::path& out) {
   o.threads = 1;
   o.seed = 5;
   o.out_dir = out.string();
-  o.log_every_s = 0;
   o.optimizer.kind = OptimizerKind::AdamW;
   o.optimizer.weight_decay = 0.01;
   o.schedule.kind = ScheduleKind::Cosine;

@@ -79,7 +79,18 @@ struct LoaderStats {
       0; // batch buffers in the pool; constant across epochs
 };
 
-class Loader {
+// Where a training step takes its batches from: the Loader, or one batch
+// over and over (smoke's ladder, tests).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // The next batch, or nullopt when there is none (the epoch ended).
+  virtual std::optional<Batch> next() = 0;
+  // Seconds the latest next() waited for its batch.
+  virtual double last_wait_seconds() const = 0;
+};
+
+class Loader final : public BatchSource {
  public:
   // Starts the decode threads. Throws UsageError for bad options (batch 0, rank
   // out of range, fewer samples than one batch), EnvError for a CUDA device
@@ -95,13 +106,13 @@ class Loader {
   // The next batch of the epoch, in order, or nullopt at its end. With
   // on_bad_sample=Fail, throws the DataError of the first bad sample (naming
   // it).
-  std::optional<Batch> next();
+  std::optional<Batch> next() override;
 
   std::size_t batches_per_epoch() const;
   // Where a checkpoint should record the position: (epoch, next batch index).
   std::pair<std::size_t, std::size_t> position() const;
   LoaderStats stats() const;
-  double last_wait_seconds() const; // of the latest next()
+  double last_wait_seconds() const override; // of the latest next()
   bool resident()
       const; // batches come from the resident copy, not the decode threads
   const LoaderOptions& options() const;

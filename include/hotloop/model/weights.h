@@ -4,6 +4,7 @@
 // module with a clear report of what did not match.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -44,11 +45,13 @@ WeightFile parse_weight_file(
 // temporary file renamed into place. Tensors may be on any device and in any
 // layout; they are written contiguous and little-endian. Safetensors files get
 // a CRC-32 of their data in the metadata ("hotloop.crc32"), which
-// read_weight_file verifies.
+// read_weight_file verifies. `before_commit` (may be empty) runs when the
+// temporary file is complete, before it is renamed into place.
 void write_weights(
     const std::string& path,
     const StateDict& weights,
-    const std::map<std::string, std::string>& metadata = {});
+    const std::map<std::string, std::string>& metadata = {},
+    const std::function<void()>& before_commit = {});
 
 // A module's parameters and buffers by their dotted names, the same names
 // torch's state_dict() gives.

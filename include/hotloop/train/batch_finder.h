@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@
 #include "hotloop/data/dataset.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/options.h"
+
+namespace hotloop::parallel {
+class ProcessGroup;
+}
 
 namespace hotloop::train {
 
@@ -76,5 +81,33 @@ BatchFinderResult find_batch_size(
 void recommend_batch_size(
     BatchFinderResult& r,
     const BatchFinderOptions& options);
+
+// --batch and --micro-batch as given: a number, or nullopt for "auto".
+struct BatchRequest {
+  std::optional<std::int64_t> batch;
+  std::optional<std::int64_t> micro_batch; // 0: the whole batch
+};
+
+struct ResolvedBatch {
+  std::int64_t batch = 0; // global, per optimizer step
+  std::int64_t micro_batch = 0; // 0: the whole batch
+  std::optional<BatchFinderResult> found; // when the finder ran
+  std::vector<std::string> notes; // what was decided, for the log
+};
+
+// Resolves "auto": --batch auto trains at the finder's recommendation (times
+// the ranks); --batch N --micro-batch auto keeps the effective batch N with
+// the largest micro-batch up to the recommendation that divides each rank's
+// share. In a data-parallel job (`group`) every rank runs the finder and all
+// take the smallest rank's finding. Without "auto", the numbers as given.
+// Throws UsageError for --batch auto with a fixed micro-batch,
+// OutOfMemoryError when not even one sample fits.
+ResolvedBatch resolve_batch(
+    const BatchRequest& request,
+    BatchFinderOptions finder,
+    const ModelFactory& make_model,
+    const std::shared_ptr<const data::Dataset>& train,
+    parallel::ProcessGroup* group,
+    const TrialCallback& on_trial = {});
 
 } // namespace hotloop::train

@@ -4,6 +4,7 @@
 // what does not fit, naming the key.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -114,34 +115,24 @@ struct TrainerOptions {
   bool oom_recovery = true;
   // Caps this process's share of the GPU's memory (shared GPUs); 0: no cap.
   double memory_fraction = 0;
-  // A batch-size trial (BatchFinder): no run directory, checkpoints or log
-  // lines, and an OOM propagates as c10::OutOfMemoryError.
-  bool trial = false;
 
-  // Telemetry: the NVML/host sampler (telemetry.jsonl), step phases, a
-  // diagnosis every `diagnosis_window` steps, TensorBoard event files, and a
-  // Prometheus endpoint on 127.0.0.1:metrics_port (0: off).
-  bool telemetry = true;
-  double telemetry_interval_s = 1.0;
-  std::int64_t diagnosis_window = 50;
-  bool tensorboard = true;
-  int metrics_port = 0;
-
-  bool evaluate = true; // false: no evaluation at all (benchmarks)
   std::int64_t eval_every = 0; // steps; 0: at the end of each epoch
-  std::string out_dir; // "": runs/<timestamp>
+  // The run directory (config.json, metrics.jsonl, checkpoints, summary.json,
+  // telemetry); "": the run writes no files (`hotloop train` defaults to
+  // runs/<timestamp>: default_run_dir()).
+  std::string out_dir;
   std::int64_t checkpoint_every = 0; // steps; 0: at the end of each epoch
-  int keep_checkpoints = 3;
-  bool write_checkpoints = true; // false: none at all (benchmark rows)
+  int keep_checkpoints = 3; // the newest kept; 0: none written
   std::string resume; // "" | "auto" | a checkpoint path
-  double log_every_s = 10; // plain progress lines when not on a terminal
-  bool progress_bar = false; // one updating line (on a terminal)
-  bool quiet = false; // no log lines (a caller reports: hotloop bench)
 
   // The loader (batch_size is set from micro_batch; device from `device`).
   data::LoaderOptions loader;
   // The model as built (recorded in the config and checkpoints).
   model::ModelOptions model;
+
+  // Where each option's value came from, as the caller knows it (option name
+  // -> "default" | "recipe" | "config file" | "flag"): config.json records it.
+  std::map<std::string, std::string> option_sources;
 
   // Throws UsageError naming the option for values out of range and options
   // that do not fit together (batch not divisible, fp16 without CUDA, ...).
@@ -163,5 +154,7 @@ LossScaling parse_loss_scaling(const std::string& text);
 const char* to_string(LossScaling mode);
 // Whether a run in precision `p` scales its loss under `mode`.
 bool scales_loss(LossScaling mode, Precision p);
+// runs/<local time: YYYYmmdd-HHMMSS>, `hotloop train`'s run directory.
+std::string default_run_dir();
 
 } // namespace hotloop::train

@@ -1,14 +1,11 @@
 #include "hotloop/bench/matrix.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <mutex>
 #include <numeric>
-#include <thread>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -16,8 +13,12 @@
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/env/gpu_probe.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
+#include "hotloop/train/callbacks/metrics_file.h"
+#include "hotloop/train/callbacks/telemetry_callback.h"
+#include "hotloop/train/callbacks/time_budget.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/trainer.h"
 
@@ -94,104 +95,115 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// The per-step figures and the GPU samples the row's run directory holds.
-void read_run(RowResult& r) {
-  std::ifstream metrics(fs::path(r.run_dir) / "metrics.jsonl");
-  std::vector<double> times;
-  std::map<std::string, std::vector<double>> phases;
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("loss") || !j.contains("step_time_ms")) {
-      continue;
+// What a row reports, taken from its run as it goes: each step's time,
+// phases and loss, and GPU 0's samples (the loss curves and GPU charts).
+class RowRecorder final : public train::Callback {
+ public:
+  explicit RowRecorder(std::shared_ptr<const train::TelemetryCallback> t)
+      : telemetry_(std::move(t)) {}
+  std::string name() const override {
+    return "bench-row";
+  }
+  void on_step_end(const train::RunState&, const train::StepEnd& e) override {
+    step_ms_.push_back(e.seconds * 1e3);
+    const telemetry::RunTelemetry* t = telemetry_->run();
+    const auto& phases = telemetry_->last_step().phases_ms;
+    if (phases.is_object()) {
+      for (const auto& [k, v] : phases.items()) {
+        phases_[k].push_back(v.get<double>());
+      }
     }
-    r.losses.push_back(j["loss"].get<double>());
-    times.push_back(j["step_time_ms"].get<double>());
-    if (j.contains("phases_ms")) {
-      for (const auto& [k, v] : j["phases_ms"].items()) {
-        phases[k].push_back(v.get<double>());
+    if (t->samples_taken() != samples_seen_) {
+      samples_seen_ = t->samples_taken();
+      if (const auto sample = t->latest_sample();
+          sample && !sample->gpus.empty()) {
+        add_gpu_sample(sample->unix_time, sample->gpus.front());
       }
     }
   }
-  // Steady state: the trainer's rule (leave out the first tenth + 2).
-  const std::size_t warm =
-      std::min(times.size() / 10 + 2, times.size() > 3 ? times.size() - 3 : 0);
-  const std::vector<double> steady(
-      times.begin() + static_cast<std::ptrdiff_t>(warm), times.end());
-  if (!steady.empty()) {
-    r.mean_step_ms = std::accumulate(steady.begin(), steady.end(), 0.0) /
-        static_cast<double>(steady.size());
-    r.median_step_ms = median(steady);
-  }
-  r.phases_ms = nlohmann::json::object();
-  for (auto& [k, v] : phases) {
-    const auto begin =
-        v.begin() + static_cast<std::ptrdiff_t>(std::min(warm, v.size()));
-    const double n = static_cast<double>(v.end() - begin);
-    r.phases_ms[k] = n > 0 ? std::accumulate(begin, v.end(), 0.0) / n : 0.0;
+  void on_loss(const train::RunState&, const train::StepLoss& l) override {
+    losses_.push_back(l.loss);
   }
 
-  std::ifstream telemetry(fs::path(r.run_dir) / "telemetry.jsonl");
-  r.gpu_series = nlohmann::json::array();
-  double t0 = -1;
-  double util_min = 1e9, util_max = -1, temp_min = 1e9, temp_max = -1;
-  double power_sum = 0;
-  int power_n = 0, throttled = 0, samples = 0;
-  for (std::string line; std::getline(telemetry, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("gpus") || j["gpus"].empty()) {
-      continue;
+  void fill(RowResult& r) const {
+    r.losses = losses_;
+    // Steady state: the trainer's rule (summary.h).
+    const std::size_t warm = train::steady_state_start(step_ms_.size());
+    const std::vector<double> steady(
+        step_ms_.begin() + static_cast<std::ptrdiff_t>(warm), step_ms_.end());
+    if (!steady.empty()) {
+      r.mean_step_ms = std::accumulate(steady.begin(), steady.end(), 0.0) /
+          static_cast<double>(steady.size());
+      r.median_step_ms = median(steady);
     }
-    const auto& g = j["gpus"][0];
-    const double t = j.value("time", 0.0);
-    t0 = t0 < 0 ? t : t0;
-    auto num = [&](const char* k) {
-      return g.contains(k) && g[k].is_number() ? g[k].get<double>() : -1.0;
-    };
-    const double util = num("util_percent");
-    const double temp = num("temperature_c");
-    const double mem = num("memory_used_bytes");
-    const double power = num("power_w");
-    ++samples;
+    r.phases_ms = nlohmann::json::object();
+    for (const auto& [k, v] : phases_) {
+      const auto begin =
+          v.begin() + static_cast<std::ptrdiff_t>(std::min(warm, v.size()));
+      const double n = static_cast<double>(v.end() - begin);
+      r.phases_ms[k] = n > 0 ? std::accumulate(begin, v.end(), 0.0) / n : 0.0;
+    }
+    r.gpu_series = series_;
+    if (samples_ > 0) {
+      r.gpu = {
+          {"util_min", util_max_ >= 0 ? util_min_ : -1},
+          {"util_max", util_max_},
+          {"temp_min", temp_max_ >= 0 ? temp_min_ : -1},
+          {"temp_max", temp_max_},
+          {"power_mean_w", power_n_ > 0 ? power_sum_ / power_n_ : -1},
+          {"throttle_samples", throttled_},
+          {"samples", samples_}};
+    }
+  }
+
+ private:
+  void add_gpu_sample(double time, const telemetry::GpuSample& g) {
+    t0_ = t0_ < 0 ? time : t0_;
+    const double util = g.util_percent ? *g.util_percent : -1.0;
+    const double temp = g.temperature_c ? *g.temperature_c : -1.0;
+    const double mem =
+        g.memory_used_bytes ? static_cast<double>(*g.memory_used_bytes) : -1.0;
+    ++samples_;
     if (util >= 0) {
-      util_min = std::min(util_min, util);
-      util_max = std::max(util_max, util);
+      util_min_ = std::min(util_min_, util);
+      util_max_ = std::max(util_max_, util);
     }
     if (temp >= 0) {
-      temp_min = std::min(temp_min, temp);
-      temp_max = std::max(temp_max, temp);
+      temp_min_ = std::min(temp_min_, temp);
+      temp_max_ = std::max(temp_max_, temp);
     }
-    if (power >= 0) {
-      power_sum += power;
-      ++power_n;
+    if (g.power_w) {
+      power_sum_ += *g.power_w;
+      ++power_n_;
     }
-    if (g.contains("throttle_reasons") && g["throttle_reasons"].is_array()) {
-      for (const auto& reason : g["throttle_reasons"]) {
-        const std::string s =
-            reason.is_string() ? reason.get<std::string>() : "";
-        if (s.find("thermal") != std::string::npos ||
-            s.find("power") != std::string::npos) {
-          ++throttled;
+    if (g.throttle_reasons) {
+      for (const auto& reason :
+           env::throttle_reason_names(*g.throttle_reasons)) {
+        if (reason.find("thermal") != std::string::npos ||
+            reason.find("power") != std::string::npos) {
+          ++throttled_;
           break;
         }
       }
     }
-    r.gpu_series.push_back(
-        {{"t", t - t0},
+    series_.push_back(
+        {{"t", time - t0_},
          {"util", util},
          {"temp", temp},
          {"mem_gib", mem >= 0 ? mem / (1 << 30) : -1.0}});
   }
-  if (samples > 0) {
-    r.gpu = {
-        {"util_min", util_max >= 0 ? util_min : -1},
-        {"util_max", util_max},
-        {"temp_min", temp_max >= 0 ? temp_min : -1},
-        {"temp_max", temp_max},
-        {"power_mean_w", power_n > 0 ? power_sum / power_n : -1},
-        {"throttle_samples", throttled},
-        {"samples", samples}};
-  }
-}
+
+  std::shared_ptr<const train::TelemetryCallback> telemetry_;
+  std::vector<double> step_ms_;
+  std::vector<double> losses_;
+  std::map<std::string, std::vector<double>> phases_;
+  std::size_t samples_seen_ = 0;
+  nlohmann::json series_ = nlohmann::json::array();
+  double t0_ = -1;
+  double util_min_ = 1e9, util_max_ = -1, temp_min_ = 1e9, temp_max_ = -1;
+  double power_sum_ = 0;
+  int power_n_ = 0, throttled_ = 0, samples_ = 0;
+};
 
 RowResult run_row(
     const BenchRow& row,
@@ -231,51 +243,31 @@ RowResult run_row(
     if (o.workers > 0) {
       t.loader.workers = static_cast<unsigned int>(o.workers);
     }
-    t.evaluate = false; // evaluated below, also when the budget cut it
     t.out_dir = (fs::path(o.out_dir) / "rows" / row.id()).string();
-    t.write_checkpoints = false;
-    t.quiet = true;
+    t.keep_checkpoints = 0;
     t.oom_recovery = false; // an OOM is this row's answer
-    t.tensorboard = false;
-    t.telemetry_interval_s = 0.5;
-    t.log_every_s = 0;
     r.run_dir = t.out_dir;
     std::error_code ec;
     fs::remove_all(t.out_dir, ec);
 
-    train::Trainer trainer(model::make_model(t.model), d.train, d.val, t);
+    // The row's figures come from its own callbacks: telemetry (sampled
+    // twice a second), the recorder reading it, and a time budget on CPU
+    // rows; metrics.jsonl and telemetry.jsonl stay in the row's folder.
+    train::TelemetryOptions telemetry_options;
+    telemetry_options.interval_s = 0.5;
+    auto telemetry =
+        std::make_shared<train::TelemetryCallback>(telemetry_options);
+    auto recorder = std::make_shared<RowRecorder>(telemetry);
     std::atomic<bool> stop{false};
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread watchdog;
+    train::TrainerContext context;
+    context.callbacks = {
+        telemetry, std::make_shared<train::MetricsFile>(telemetry), recorder};
     if (row.device == "cpu" && o.cpu_row_seconds > 0) {
-      watchdog = std::thread([&] {
-        std::unique_lock<std::mutex> lock(mu);
-        if (!cv.wait_for(
-                lock, std::chrono::duration<double>(o.cpu_row_seconds), [&] {
-                  return done;
-                })) {
-          stop = true;
-        }
-      });
+      context.callbacks.push_back(
+          std::make_shared<train::TimeBudget>(o.cpu_row_seconds, stop));
     }
-    struct Join {
-      std::mutex& mu;
-      std::condition_variable& cv;
-      bool& done;
-      std::thread& t;
-      ~Join() {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          done = true;
-        }
-        cv.notify_all();
-        if (t.joinable()) {
-          t.join();
-        }
-      }
-    } join{mu, cv, done, watchdog};
+    train::Trainer trainer(
+        model::make_model(t.model), d.train, d.val, t, context);
     const train::TrainSummary s = trainer.fit(&stop);
     r.steps = s.steps;
     r.cut_by_budget = s.stopped_early;
@@ -285,11 +277,12 @@ RowResult run_row(
     r.peak_rss_bytes = s.peak_rss_bytes;
     r.train_loss = s.train_loss;
     if (d.val) {
-      const train::EvalResult e = trainer.evaluate();
+      // The final evaluation; a row cut by its budget is evaluated now.
+      const train::EvalResult e = s.eval ? *s.eval : trainer.evaluate();
       r.val_accuracy = e.accuracy;
       r.val_loss = e.loss;
     }
-    read_run(r);
+    recorder->fill(r);
   } catch (const OutOfMemoryError& e) {
     r.status = "oom";
     r.reason = "out of memory";

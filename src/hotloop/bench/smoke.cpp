@@ -7,8 +7,8 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
 #include "hotloop/cuda/cuda_info.h"
@@ -16,7 +16,8 @@
 #include "hotloop/data/loader.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
-#include "hotloop/train/loss_scaler.h"
+#include "hotloop/train/eager_step.h"
+#include "hotloop/train/loss.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
 
@@ -67,7 +68,7 @@ void restore(model::Model& m, const Snapshot& s) {
 }
 
 at::Tensor loss_of(model::Model& m, const data::Batch& b) {
-  return at::cross_entropy_loss(m.forward(b.images).to(at::kFloat), b.labels);
+  return train::classification_loss(m.forward(b.images), b.labels);
 }
 
 data::Batch to_device(const data::Batch& b, const c10::Device& d) {
@@ -86,48 +87,121 @@ bool all_finite(const std::vector<at::Tensor>& ts) {
   return true;
 }
 
-std::vector<at::Tensor> grads(model::Model& m) {
-  std::vector<at::Tensor> g;
-  for (const auto& p : m.parameters()) {
-    g.push_back(p.grad());
+// One batch, over and over: the ladder's data.
+class RepeatBatch final : public data::BatchSource {
+ public:
+  explicit RepeatBatch(data::Batch b) : batch_(std::move(b)) {}
+  std::optional<data::Batch> next() override {
+    return batch_;
   }
-  return g;
-}
+  double last_wait_seconds() const override {
+    return 0;
+  }
 
-// One forward + backward + SGD step; returns the loss. Fails the rung on a
-// non-finite loss or gradient, or weights that did not move.
-double one_step(model::Model& m, const data::Batch& b, const char* where) {
-  m.train();
-  m.zero_grad();
-  const at::Tensor loss = loss_of(m, b);
-  const double value = loss.item<double>();
-  if (!std::isfinite(value)) {
-    fail(
-        fmt::format("the loss on {} is {}", where, value),
-        "check the data (labels in range, images normalized) and the model's input size");
+ private:
+  data::Batch batch_;
+};
+
+// The trainer's own step (train/eager_step.h) on one batch: every rung that
+// trains runs it, with the loss read before each update.
+class OneBatchSteps {
+ public:
+  OneBatchSteps(
+      std::shared_ptr<model::Model> m,
+      const data::Batch& batch,
+      const c10::Device& device,
+      train::Precision precision,
+      const train::OptimizerOptions& optimizer)
+      : batches_(batch),
+        precision_(precision, train::LossScaling::Auto, device),
+        readback_(1, false, precision_.scales_loss()),
+        optimizer_({{"all", m->parameters(), 1.0}}, optimizer) {
+    options_.precision = precision;
+    options_.channels_last = false;
+    options_.oom_recovery = false;
+    state_.options = &options_;
+    state_.device = device;
+    state_.model = std::move(m);
+    state_.optimizer = &optimizer_;
+    state_.batches = &batches_;
+    state_.total_steps = 1;
+    state_.steps_per_epoch = 1;
+    state_.micro_batch = batch.labels.size(0);
+    train::StepParts parts;
+    parts.precision = &precision_;
+    parts.readback = &readback_;
+    parts.events = &events_;
+    parts.faults = &faults_;
+    for (const auto& p : state_.model->named_parameters()) {
+      parts.params.emplace_back(p.key(), p.value());
+      parts.tensors.push_back(p.value());
+    }
+    parts.zero_norm =
+        at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+    step_ = std::make_unique<train::EagerStep>(std::move(parts), "");
   }
-  loss.backward();
-  if (!all_finite(grads(m))) {
+
+  // One forward, backward and update at `lr`; the loss before it. Fails the
+  // rung on a non-finite loss or out of memory.
+  train::StepResult run(double lr, const char* where) {
+    state_.model->train();
+    train::StepResult r;
+    try {
+      r = step_->run(state_, lr);
+    } catch (const train::StepFailure& e) {
+      fail(
+          fmt::format("on {}: {}", where, e.what()),
+          "check the data (labels in range, images normalized) and the model's input size");
+    }
+    if (r.out_of_memory) {
+      fail(
+          fmt::format("out of memory on {}: {}", where, *r.out_of_memory),
+          "use a smaller --batch or model");
+    }
+    ++state_.step;
+    return r;
+  }
+  const train::MixedPrecision& precision() const {
+    return precision_;
+  }
+
+ private:
+  RepeatBatch batches_;
+  train::TrainerOptions options_;
+  train::RunState state_;
+  train::Events events_{{}};
+  train::FaultInjection faults_;
+  train::MixedPrecision precision_;
+  train::Readback readback_;
+  train::Optimizer optimizer_;
+  std::unique_ptr<train::EagerStep> step_;
+};
+
+// One step of plain SGD (lr 0.01) through the trainer's step; returns the
+// loss. Fails the rung on a non-finite loss or gradient, or weights that did
+// not move.
+double one_step(
+    const std::shared_ptr<model::Model>& m,
+    const data::Batch& b,
+    const c10::Device& device,
+    const char* where) {
+  train::OptimizerOptions sgd;
+  sgd.momentum = 0;
+  OneBatchSteps steps(m, b, device, train::Precision::Fp32, sgd);
+  const at::Tensor before = m->parameters().front().detach().clone();
+  const double loss = *steps.run(0.01, where).loss_value;
+  if (!all_finite(m->parameters())) {
     fail(
         fmt::format("a gradient on {} is not finite", where),
         "check the data and the model; try --precision fp32");
   }
-  const at::Tensor before = m.parameters().front().detach().clone();
-  {
-    at::NoGradGuard no_grad;
-    for (auto& p : m.parameters()) {
-      if (p.grad().defined()) {
-        p.sub_(p.grad() * 0.01);
-      }
-    }
-  }
-  if (m.parameters().front().detach().equal(before)) {
+  if (m->parameters().front().detach().equal(before)) {
     fail(
         fmt::format(
             "the optimizer step on {} did not change the weights", where),
         "the first layer gets no gradient: check that its parameters require grad");
   }
-  return value;
+  return loss;
 }
 
 } // namespace
@@ -294,7 +368,8 @@ SmokeReport run_smoke(
   });
 
   rung("cpu-step", "one batch on the CPU", [&] {
-    const double loss = one_step(*cpu_model, *cpu_batch, "the CPU");
+    const double loss =
+        one_step(cpu_model, *cpu_batch, c10::Device(c10::kCPU), "the CPU");
     return fmt::format(
         "{} x {}: forward, backward and step, loss {:.4f}",
         options.model,
@@ -312,7 +387,7 @@ SmokeReport run_smoke(
     restore(*gpu_model, start);
     gpu_model->to(cuda);
     gpu_batch = to_device(*cpu_batch, cuda);
-    const double loss = one_step(*gpu_model, *gpu_batch, "CUDA");
+    const double loss = one_step(gpu_model, *gpu_batch, cuda, "CUDA");
     return fmt::format(
         "forward, backward and step on {}, loss {:.4f}", cuda.str(), loss);
   });
@@ -395,27 +470,16 @@ SmokeReport run_smoke(
     const data::Batch b = to_device(*cpu_batch, best);
     train::OptimizerOptions oo;
     oo.kind = train::OptimizerKind::AdamW;
-    std::vector<at::Tensor> params = m->parameters();
-    train::Optimizer opt({{"all", params, 1.0}}, oo);
-    m->train();
+    OneBatchSteps steps(m, b, best, train::Precision::Fp32, oo);
     double first = 0;
     double last = 0;
-    int steps = 0;
+    int steps_run = 0;
     for (int s = 0; s < options.overfit_steps; ++s) {
-      opt.zero_grad();
-      const at::Tensor loss = loss_of(*m, b);
-      loss.backward();
-      opt.step(1e-3);
-      last = loss.item<double>();
+      last = *steps.run(1e-3, best.str().c_str()).loss_value;
       if (s == 0) {
         first = last;
       }
-      if (!std::isfinite(last)) {
-        fail(
-            fmt::format("the loss became {} at step {}", last, s + 1),
-            "lower the learning rate; check the data");
-      }
-      steps = s + 1;
+      steps_run = s + 1;
       if (last * options.overfit_factor <= first) {
         break; // memorized: the rung has its answer
       }
@@ -435,7 +499,7 @@ SmokeReport run_smoke(
         best.str(),
         first,
         last,
-        steps,
+        steps_run,
         first / std::max(last, 1e-12),
         options.overfit_factor,
         options.overfit_steps);
@@ -470,26 +534,18 @@ SmokeReport run_smoke(
               tolerance),
           "an op overflows in low precision: use --precision bf16 (or fp32) and report the model");
     }
-    m->train();
-    train::LossScaler scaler({}, best, !bf16);
-    at::Tensor loss;
-    {
-      train::AutocastScope autocast(p, best);
-      loss = loss_of(*m, b);
-    }
-    scaler.scale(loss).backward();
-    std::vector<at::Tensor> params = m->parameters();
-    const bool found_inf =
-        scaler.enabled() ? scaler.unscale(params) : !all_finite(grads(*m));
-    if (found_inf || !std::isfinite(loss.item<double>())) {
+    OneBatchSteps steps(m, b, best, p, train::OptimizerOptions{});
+    const train::StepResult r = steps.run(1e-3, best.str().c_str());
+    if (r.skipped || !all_finite(m->parameters())) {
       fail(
           fmt::format(
               "{} step: loss {} with non-finite gradients",
               bf16 ? "bf16" : "fp16",
-              loss.item<double>()),
+              r.loss_value.value_or(0)),
           bf16 ? "use --precision fp32 for this model"
                : "use bf16 if the GPU has it, else fp32");
     }
+    const train::LossScaler& scaler = steps.precision().scaler();
     return fmt::format(
         "{} on {}: loss {:.4f} vs fp32 {:.4f} ({:.1e} relative, tolerance {:.0e}); gradients finite{}",
         bf16 ? "bf16" : "fp16 with loss scaling",

@@ -58,7 +58,8 @@ class TempFile {
 
 void write_file_atomic(
     const std::string& path,
-    const std::vector<std::span<const std::uint8_t>>& parts) {
+    const std::vector<std::span<const std::uint8_t>>& parts,
+    const std::function<void()>& before_commit) {
   const std::filesystem::path target(path);
   const std::filesystem::path folder =
       target.has_parent_path() ? target.parent_path() : ".";
@@ -88,6 +89,9 @@ void write_file_atomic(
   }
   if (tmp.close() != 0) {
     fail(path, "close failed", errno);
+  }
+  if (before_commit) {
+    before_commit();
   }
   if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
     fail(path, "rename failed", errno);

@@ -1,8 +1,8 @@
-#include "hotloop/dist/nccl_backend.h"
+#include "hotloop/parallel/nccl_backend.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
     const c10::intrusive_ptr<c10d::Store>& store,
@@ -14,4 +14,4 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
 }
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

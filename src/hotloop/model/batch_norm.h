@@ -22,7 +22,7 @@
 
 namespace hotloop::model {
 
-// Sums a tensor over the job's ranks in place (dist::ProcessGroup's).
+// Sums a tensor over the job's ranks in place (parallel::ProcessGroup's).
 using AllReduceSum = std::function<void(at::Tensor&)>;
 
 class BatchNorm2dImpl : public torch::nn::BatchNorm2dImpl {

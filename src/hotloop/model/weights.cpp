@@ -188,7 +188,8 @@ StateDict read_weights(const std::string& path) {
 void write_weights(
     const std::string& path,
     const StateDict& weights,
-    const std::map<std::string, std::string>& metadata) {
+    const std::map<std::string, std::string>& metadata,
+    const std::function<void()>& before_commit) {
   std::vector<at::Tensor> keep; // the CPU contiguous copies the spans view
   std::vector<TensorBytes> tensors;
   std::set<std::string> names;
@@ -210,7 +211,7 @@ void write_weights(
   if (ext == ".pt" || ext == ".pth") {
     std::vector<std::uint8_t> zip;
     write_torch_zip(tensors, std::filesystem::path(path).stem().string(), zip);
-    write_file_atomic(path, {zip});
+    write_file_atomic(path, {zip}, before_commit);
     return;
   }
   std::uint32_t crc = 0;
@@ -224,7 +225,7 @@ void write_weights(
   for (const auto& t : tensors) {
     parts.push_back(t.data);
   }
-  write_file_atomic(path, parts);
+  write_file_atomic(path, parts, before_commit);
 }
 
 StateDict state_dict(const torch::nn::Module& module) {

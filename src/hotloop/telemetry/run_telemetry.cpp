@@ -8,9 +8,7 @@
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/cuda/gpu_timer.h"
-#include "hotloop/telemetry/metrics_server.h"
 #include "hotloop/telemetry/sampler.h"
-#include "hotloop/telemetry/tensorboard.h"
 
 namespace hotloop::telemetry {
 
@@ -18,7 +16,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kPhases = static_cast<std::size_t>(Phase::Count);
+// The timed slots: a step's phases, with the data phase split on a GPU into
+// the host's wait (data_wait) and the stream's time across it (copy).
+enum Slot : std::size_t {
+  kDataWait,
+  kCopy,
+  kForward,
+  kBackward,
+  kOptimizer,
+  kAllReduce,
+  kGraph
+};
+constexpr std::size_t kPhases = RunTelemetry::kSlots;
 constexpr const char* kPhaseNames[kPhases] = {
     "data_wait",
     "copy",
@@ -28,117 +37,43 @@ constexpr const char* kPhaseNames[kPhases] = {
     "allreduce",
     "graph"};
 
-double& at(PhaseTotals& t, std::size_t phase) {
-  switch (static_cast<Phase>(phase)) {
-    case Phase::DataWait:
-      return t.data_wait;
-    case Phase::Copy:
-      return t.copy;
+// The slot a step phase is timed in; nullopt for the phases outside a step.
+std::optional<std::size_t> slot_of(Phase p) {
+  switch (p) {
+    case Phase::Data:
+      return kDataWait;
     case Phase::Forward:
-      return t.forward;
+      return kForward;
     case Phase::Backward:
-      return t.backward;
+      return kBackward;
+    case Phase::Optimizer:
+      return kOptimizer;
     case Phase::AllReduce:
-      return t.allreduce;
+      return kAllReduce;
     case Phase::Graph:
+      return kGraph;
+    default:
+      return std::nullopt;
+  }
+}
+
+double& at(PhaseTotals& t, std::size_t slot) {
+  switch (slot) {
+    case kDataWait:
+      return t.data_wait;
+    case kCopy:
+      return t.copy;
+    case kForward:
+      return t.forward;
+    case kBackward:
+      return t.backward;
+    case kAllReduce:
+      return t.allreduce;
+    case kGraph:
       return t.graph;
     default:
       return t.optimizer;
   }
-}
-
-std::string prometheus_text(
-    const StepRecord& r,
-    const std::optional<Sample>& sample,
-    const std::optional<Diagnosis>& d,
-    const cuda::MemoryStats& m,
-    bool on_cuda) {
-  std::string out;
-  auto metric =
-      [&](const char* name, const char* type, const char* help, double v) {
-        out += fmt::format(
-            "# HELP hotloop_{0} {1}\n# TYPE hotloop_{0} {2}\nhotloop_{0} {3}\n",
-            name,
-            help,
-            type,
-            v);
-      };
-  metric(
-      "step", "counter", "Optimizer steps done.", static_cast<double>(r.step));
-  metric("loss", "gauge", "Training loss of the latest step.", r.loss);
-  metric("learning_rate", "gauge", "Learning rate of the latest step.", r.lr);
-  metric(
-      "images_per_second",
-      "gauge",
-      "Images per second of the latest step.",
-      r.images_per_s);
-  if (on_cuda) {
-    metric(
-        "cuda_allocated_bytes",
-        "gauge",
-        "CUDA caching allocator: bytes held by tensors.",
-        static_cast<double>(m.allocated));
-    metric(
-        "cuda_reserved_bytes",
-        "gauge",
-        "CUDA caching allocator: bytes taken from the driver.",
-        static_cast<double>(m.reserved));
-    metric(
-        "cuda_alloc_retries",
-        "counter",
-        "cudaMalloc failures retried after freeing the cache.",
-        static_cast<double>(m.alloc_retries));
-  }
-  if (sample) {
-    out +=
-        "# HELP hotloop_gpu_utilization_percent GPU busy over NVML's sample period.\n# TYPE hotloop_gpu_utilization_percent gauge\n";
-    for (const auto& g : sample->gpus) {
-      out += fmt::format(
-          "hotloop_gpu_utilization_percent{{gpu=\"{}\"}} {}\n",
-          g.index,
-          g.util_percent.value_or(0));
-    }
-    out +=
-        "# HELP hotloop_gpu_memory_used_bytes GPU memory in use (all processes).\n# TYPE hotloop_gpu_memory_used_bytes gauge\n";
-    for (const auto& g : sample->gpus) {
-      out += fmt::format(
-          "hotloop_gpu_memory_used_bytes{{gpu=\"{}\"}} {}\n",
-          g.index,
-          g.memory_used_bytes.value_or(0));
-    }
-    out +=
-        "# HELP hotloop_gpu_temperature_celsius GPU temperature.\n# TYPE hotloop_gpu_temperature_celsius gauge\n";
-    for (const auto& g : sample->gpus) {
-      out += fmt::format(
-          "hotloop_gpu_temperature_celsius{{gpu=\"{}\"}} {}\n",
-          g.index,
-          g.temperature_c.value_or(0));
-    }
-    out +=
-        "# HELP hotloop_gpu_power_watts GPU power draw.\n# TYPE hotloop_gpu_power_watts gauge\n";
-    for (const auto& g : sample->gpus) {
-      out += fmt::format(
-          "hotloop_gpu_power_watts{{gpu=\"{}\"}} {}\n",
-          g.index,
-          g.power_w.value_or(0));
-    }
-    metric(
-        "host_cpu_percent",
-        "gauge",
-        "Host CPU utilization.",
-        sample->host.cpu_percent.value_or(0));
-    metric(
-        "process_rss_bytes",
-        "gauge",
-        "This process's resident memory.",
-        static_cast<double>(sample->host.rss_bytes));
-  }
-  if (d) {
-    out += fmt::format(
-        "# HELP hotloop_verdict The latest window's diagnosis (1 for the verdict).\n# TYPE hotloop_verdict gauge\nhotloop_verdict{{verdict=\"{}\"}} 1\n",
-        d->primary().verdict);
-  }
-  return out;
 }
 
 } // namespace
@@ -148,9 +83,6 @@ RunTelemetry::RunTelemetry(
     c10::Device device,
     const std::string& run_dir)
     : options_(std::move(options)), device_(device) {
-  if (!options_.enabled) {
-    return;
-  }
   if (!device_.is_cuda()) {
     usable_gpu_ = cuda::state().available;
   }
@@ -171,33 +103,28 @@ RunTelemetry::RunTelemetry(
   if (!run_dir.empty()) {
     so.jsonl_path =
         (std::filesystem::path(run_dir) / "telemetry.jsonl").string();
-    if (options_.tensorboard) {
-      tensorboard_ = std::make_unique<TensorBoardWriter>(run_dir);
-    }
   }
   sampler_ = std::make_unique<Sampler>(so);
-  if (options_.metrics_port > 0) {
-    metrics_ = std::make_unique<MetricsServer>(options_.metrics_port);
-  }
 }
 
 RunTelemetry::~RunTelemetry() = default;
 
-void RunTelemetry::record_loss(std::int64_t step, double loss) {
-  if (!options_.enabled) {
-    return;
-  }
+void RunTelemetry::record_loss(std::int64_t, double loss) {
   last_loss_ = loss;
   last_record_.loss = loss;
-  if (tensorboard_) {
-    tensorboard_->scalars(step, {{"train/loss", loss}});
-  }
+}
+
+std::optional<Sample> RunTelemetry::latest_sample() const {
+  return sampler_->latest();
+}
+
+std::size_t RunTelemetry::samples_taken() const {
+  return sampler_->samples_taken();
 }
 
 void RunTelemetry::begin_step() {
-  if (!options_.enabled) {
-    return;
-  }
+  in_step_ = true;
+  current_.reset();
   mark_ = Clock::now();
   for (auto& p : cpu_phase_) {
     p = 0;
@@ -207,27 +134,35 @@ void RunTelemetry::begin_step() {
   }
 }
 
-void RunTelemetry::end_phase(Phase p) {
-  if (!options_.enabled) {
+void RunTelemetry::close_phase() {
+  const Clock::time_point now = Clock::now();
+  if (current_) {
+    if (const auto slot = slot_of(*current_)) {
+      cpu_phase_[*slot] += std::chrono::duration<double>(now - mark_).count();
+      if (gpu_timer_) {
+        // On the GPU, the stream's time across the loader's next() is the
+        // copy it waits for (and the normalization); the host's time is the
+        // data wait.
+        gpu_timer_->mark(*slot == kDataWait ? kCopy : *slot);
+      }
+    }
+  }
+  mark_ = now;
+}
+
+void RunTelemetry::enter_phase(Phase p) {
+  if (!in_step_) {
     return;
   }
-  const Clock::time_point now = Clock::now();
-  cpu_phase_[static_cast<std::size_t>(p)] +=
-      std::chrono::duration<double>(now - mark_).count();
-  mark_ = now;
-  if (gpu_timer_) {
-    // On the GPU, the stream's time across the loader's next() is the copy
-    // it waits for (and the normalization); the host's time is the data wait.
-    gpu_timer_->mark(
-        static_cast<std::size_t>(p == Phase::DataWait ? Phase::Copy : p));
-  }
+  close_phase();
+  current_ = p;
 }
 
 StepOutput RunTelemetry::end_step(const StepRecord& r) {
   StepOutput out;
-  if (!options_.enabled) {
-    return out;
-  }
+  close_phase();
+  in_step_ = false;
+  current_.reset();
   last_record_ = r;
   if (std::isnan(r.loss)) {
     last_record_.loss = last_loss_;
@@ -267,40 +202,6 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
     window_phases_.data_wait += seconds[0];
   }
 
-  if (tensorboard_) {
-    std::vector<std::pair<std::string, double>> v = {
-        {"train/lr", r.lr},
-        {"train/images_per_s", r.images_per_s},
-        {"train/step_time_ms", r.step_time_s * 1e3}};
-    if (!std::isnan(r.loss)) {
-      v.emplace_back("train/loss", r.loss);
-    }
-    if (have) {
-      for (std::size_t i = 0; i < kPhases; ++i) {
-        v.emplace_back(
-            fmt::format("phases/{}_ms", kPhaseNames[i]), seconds[i] * 1e3);
-      }
-    }
-    const std::size_t taken = sampler_->samples_taken();
-    if (taken != samples_seen_) {
-      samples_seen_ = taken;
-      if (const auto s = sampler_->latest()) {
-        for (const auto& g : s->gpus) {
-          const std::string p = fmt::format("gpu{}/", g.index);
-          v.emplace_back(p + "util_percent", g.util_percent.value_or(0));
-          v.emplace_back(
-              p + "memory_used_gib",
-              static_cast<double>(g.memory_used_bytes.value_or(0)) /
-                  (1ull << 30));
-          v.emplace_back(p + "temperature_c", g.temperature_c.value_or(0));
-          v.emplace_back(p + "power_w", g.power_w.value_or(0));
-        }
-        v.emplace_back("host/cpu_percent", s->host.cpu_percent.value_or(0));
-      }
-    }
-    tensorboard_->scalars(r.step, v);
-  }
-
   if (window_steps_ >= options_.window_steps) {
     const std::optional<Diagnosis> before = last_;
     const std::optional<Diagnosis> d = close_window(r.step);
@@ -337,20 +238,6 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
                                      : " -> " + d->primary().fix);
       }
     }
-  }
-  // The endpoint's text follows the sampler (about 1 Hz, far above any
-  // scrape rate), not every step.
-  const std::size_t taken = sampler_->samples_taken();
-  if (metrics_ && (taken != samples_published_ || out.window)) {
-    samples_published_ = taken;
-    metrics_->publish(prometheus_text(
-        r,
-        sampler_->latest(),
-        last_,
-        device_.is_cuda()
-            ? cuda::memory_stats(std::max<int>(0, device_.index()))
-            : cuda::MemoryStats{},
-        device_.is_cuda()));
   }
   return out;
 }
@@ -396,23 +283,14 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
   window_steps_ = 0;
   window_wall_ = 0;
   window_phases_ = {};
-  if (tensorboard_) {
-    tensorboard_->flush();
-  }
   return d;
 }
 
 nlohmann::json RunTelemetry::finish(double run_wall_s) {
-  if (!options_.enabled) {
-    return {{"enabled", false}};
-  }
   // A last partial window of at least a few steps gets its diagnosis too, so
   // that short runs have one.
   if (window_steps_ >= std::min<std::int64_t>(5, options_.window_steps)) {
     close_window(last_record_.step);
-  }
-  if (tensorboard_) {
-    tensorboard_->flush();
   }
   nlohmann::json j = {
       {"enabled", true},

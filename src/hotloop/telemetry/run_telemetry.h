@@ -1,9 +1,9 @@
 #pragma once
-// Telemetry for one training run, as the trainer sees it: step phases (CPU
-// clocks; CUDA events read a step late on the GPU), the background sampler,
-// a diagnosis every window of steps, TensorBoard scalars, telemetry.jsonl and
-// the Prometheus endpoint. Off (`enabled = false`), every call returns at
-// once.
+// Telemetry for one training run: step phases (CPU clocks; CUDA events read
+// a step late on the GPU), the background sampler (telemetry.jsonl), and a
+// diagnosis every window of steps. The trainer's TelemetryCallback drives
+// it; the callbacks that export its figures (TensorBoard, Prometheus, the
+// metrics file) read them from there.
 
 #include <chrono>
 #include <cstdint>
@@ -17,7 +17,9 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/phase.h"
 #include "hotloop/telemetry/diagnosis.h"
+#include "hotloop/telemetry/samples.h"
 
 namespace hotloop::cuda {
 class GpuTimer;
@@ -26,26 +28,10 @@ class GpuTimer;
 namespace hotloop::telemetry {
 
 class Sampler;
-class TensorBoardWriter;
-class MetricsServer;
-
-enum class Phase : std::size_t {
-  DataWait,
-  Copy,
-  Forward,
-  Backward,
-  Optimizer,
-  AllReduce, // data parallel: gradients averaged across ranks
-  Graph, // CUDA graphs: forward + backward + optimizer as one replay
-  Count
-};
 
 struct RunTelemetryOptions {
-  bool enabled = true;
   double interval_s = 1.0; // sampler period
   std::int64_t window_steps = 50; // steps per diagnosis
-  bool tensorboard = true;
-  int metrics_port = 0; // 0: no endpoint
   std::string nvml_library; // "": the default
   DiagnosisOptions diagnosis;
   // Data parallel: this rank, the number of ranks, and an element-wise sum
@@ -63,7 +49,8 @@ struct StepRecord {
   double images_per_s = 0;
 };
 
-// What the trainer writes or logs after a step.
+// What a step left: its phases, and at a window's end the metrics line and
+// a verdict that changed.
 struct StepOutput {
   nlohmann::json phases_ms; // this step's (CPU) or the previous step's (GPU)
   std::optional<nlohmann::json> window; // a metrics.jsonl line, at window end
@@ -72,7 +59,7 @@ struct StepOutput {
 
 class RunTelemetry {
  public:
-  // `run_dir` "" : nothing is written (batch-size trials).
+  // `run_dir` "": no telemetry.jsonl.
   RunTelemetry(
       RunTelemetryOptions options,
       c10::Device device,
@@ -82,42 +69,49 @@ class RunTelemetry {
   RunTelemetry& operator=(const RunTelemetry&) = delete;
 
   void begin_step();
-  // Closes the interval since the previous mark as phase `p`.
-  void end_phase(Phase p);
+  // Phase `p` begins: the interval since the previous one counts as that
+  // one's. Phases outside a step (evaluation, checkpoint) are not timed.
+  void enter_phase(Phase p);
   StepOutput end_step(const StepRecord& r);
   // A step's loss read back after its end_step (the trainer reads losses
-  // every N steps on CUDA): TensorBoard's train/loss and the metrics gauge.
+  // every N steps on CUDA).
   void record_loss(std::int64_t step, double loss);
   // The last partial window's diagnosis, the overhead and the verdicts seen;
   // for summary.json.
   nlohmann::json finish(double run_wall_s);
 
-  bool enabled() const {
-    return options_.enabled;
+  // For the exporters: the newest sample, how many were taken, and the
+  // latest window's diagnosis.
+  std::optional<Sample> latest_sample() const;
+  std::size_t samples_taken() const;
+  const std::optional<Diagnosis>& last_diagnosis() const {
+    return last_;
   }
+
+  // The names of the timed phases, as in metrics.jsonl's phases_ms.
+  static constexpr std::size_t kSlots = 7;
 
  private:
   std::optional<Diagnosis> close_window(std::int64_t last_step);
+  void close_phase();
 
   RunTelemetryOptions options_;
   c10::Device device_;
   bool usable_gpu_ = false;
   std::unique_ptr<Sampler> sampler_;
-  std::unique_ptr<TensorBoardWriter> tensorboard_;
-  std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<cuda::GpuTimer> gpu_timer_;
 
   // The step being timed.
+  bool in_step_ = false;
+  std::optional<Phase> current_;
   std::chrono::steady_clock::time_point mark_;
-  double cpu_phase_[static_cast<std::size_t>(Phase::Count)] = {};
+  double cpu_phase_[kSlots] = {};
   // The window being filled.
   std::int64_t window_first_ = 0;
   std::int64_t window_steps_ = 0;
   double window_wall_ = 0;
   PhaseTotals window_phases_;
   std::vector<std::uint64_t> allocated_history_;
-  std::size_t samples_seen_ = 0; // by the TensorBoard scalars
-  std::size_t samples_published_ = 0; // by the Prometheus endpoint
   // Across the run.
   std::optional<Diagnosis> last_;
   std::vector<RankWindow> last_ranks_;

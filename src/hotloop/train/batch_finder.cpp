@@ -9,6 +9,7 @@
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/parallel/process_group.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::train {
@@ -48,24 +49,29 @@ BatchTrial run_trial(
   o.batch = size;
   o.micro_batch = size;
   o.steps = options.trial_steps;
-  o.evaluate = false;
-  o.trial = true;
-  o.oom_recovery = false;
+  o.oom_recovery = false; // an OOM is the trial's answer
   o.resume.clear();
-  o.progress_bar = false;
-  o.log_every_s = 0;
+  o.out_dir.clear(); // no files
+  o.cuda_graphs = CudaGraphs::Off; // too short to repay a capture
   BatchTrial t;
   t.size = size;
   release(cuda);
   const Clock::time_point start = Clock::now();
   try {
-    Trainer trainer(make_model(), train, nullptr, o);
+    // No callbacks: a trial neither logs nor samples.
+    Trainer trainer(make_model(), train, nullptr, o, {Callbacks{}, nullptr});
     const TrainSummary s = trainer.fit();
     t.ok = true;
     t.images_per_s = s.images_per_s;
     t.peak_allocated_bytes = s.peak_allocated_bytes;
     t.peak_reserved_bytes = s.peak_reserved_bytes;
-  } catch (const c10::OutOfMemoryError&) {
+  } catch (const std::exception& e) {
+    // c10's out of memory, or the trainer's (the step's report) when it
+    // found no smaller micro-batch: the trial is off.
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr &&
+        dynamic_cast<const OutOfMemoryError*>(&e) == nullptr) {
+      throw;
+    }
     t.ok = false;
     if (cuda >= 0) {
       const cuda::MemoryStats m = cuda::memory_stats(cuda);
@@ -247,6 +253,68 @@ BatchFinderResult find_batch_size(
   r.max_batch = lo;
   recommend_batch_size(r, options);
   return r;
+}
+
+ResolvedBatch resolve_batch(
+    const BatchRequest& request,
+    BatchFinderOptions finder,
+    const ModelFactory& make_model,
+    const std::shared_ptr<const data::Dataset>& train,
+    parallel::ProcessGroup* group,
+    const TrialCallback& on_trial) {
+  ResolvedBatch out;
+  if (request.batch && request.micro_batch) {
+    out.batch = *request.batch;
+    out.micro_batch = *request.micro_batch;
+    return out;
+  }
+  if (!request.batch && request.micro_batch.value_or(0) != 0) {
+    throw UsageError(
+        "--batch auto with a fixed --micro-batch: the finder sets both",
+        "give --batch N --micro-batch auto to keep an effective batch of N");
+  }
+  const int world = group != nullptr ? group->size() : 1;
+  finder.trainer.batch = 1; // validated per trial
+  finder.trainer.micro_batch = 0;
+  if (request.batch) {
+    finder.max_batch = *request.batch / world;
+  }
+  BatchFinderResult r = find_batch_size(make_model, train, finder, on_trial);
+  if (group != nullptr) {
+    // Every rank trains with the smallest rank's finding.
+    const std::int64_t agreed =
+        -group->allreduce_max(-r.recommended, "batch finder agreement");
+    if (agreed != r.recommended) {
+      out.notes.push_back(fmt::format(
+          "batch finder: {} on every rank (the smallest rank's)", agreed));
+      r.recommended = agreed;
+    }
+  }
+  if (r.recommended < 1) {
+    throw OutOfMemoryError(
+        "the batch finder found no micro-batch that fits: " + r.reason);
+  }
+  if (request.batch) {
+    // Keep the effective batch: the largest divisor of each rank's share up
+    // to the finding.
+    out.batch = *request.batch;
+    out.micro_batch = r.recommended;
+    while ((out.batch / world) % out.micro_batch != 0) {
+      --out.micro_batch;
+    }
+    out.notes.push_back(fmt::format(
+        "micro-batch auto: {} ({} x {} = batch {})",
+        out.micro_batch,
+        out.batch / out.micro_batch,
+        out.micro_batch,
+        out.batch));
+  } else {
+    out.batch = r.recommended * world;
+    out.micro_batch = 0;
+    out.notes.push_back(fmt::format("batch auto: {}", out.batch));
+  }
+  out.found = std::move(r);
+  return out;
 }
 
 } // namespace hotloop::train

@@ -32,7 +32,8 @@ std::string save_checkpoint(
     const std::string& dir,
     std::int64_t step,
     const Checkpoint& c,
-    int keep) {
+    int keep,
+    const std::function<void()>& before_commit) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
@@ -46,7 +47,7 @@ std::string save_checkpoint(
   add(all, "rng/", c.rng);
   const std::string path =
       (fs::path(dir) / fmt::format("step-{:08d}.safetensors", step)).string();
-  model::write_weights(path, all, {{kMetaKey, c.meta.dump()}});
+  model::write_weights(path, all, {{kMetaKey, c.meta.dump()}}, before_commit);
   const auto existing = list_checkpoints(dir);
   for (std::size_t i = static_cast<std::size_t>(keep); i < existing.size();
        ++i) {

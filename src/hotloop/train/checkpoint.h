@@ -24,12 +24,14 @@ struct Checkpoint {
 };
 
 // Writes `checkpoint` as <dir>/step-<step>.safetensors (creating `dir`), then
-// deletes all but the newest `keep`. Returns the path.
+// deletes all but the newest `keep`. Returns the path. `before_commit` (may
+// be empty): see write_weights.
 std::string save_checkpoint(
     const std::string& dir,
     std::int64_t step,
     const Checkpoint& checkpoint,
-    int keep);
+    int keep,
+    const std::function<void()>& before_commit = {});
 
 // Reads and verifies one checkpoint. Throws DataError naming the file when it
 // is corrupt (checksum, truncation) or not a hotloop checkpoint.

@@ -42,9 +42,6 @@ GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c) {
   if (!c.cuda_device) {
     return no("the device is the CPU (CUDA graphs are a GPU feature)");
   }
-  if (c.trial) {
-    return no("a batch-size trial is too short to repay a capture");
-  }
   if (c.loss_scaling) {
     return no(
         "fp16 loss scaling (or --loss-scaling on) decides on the host whether to skip each step (bf16 needs no loss scaling)");

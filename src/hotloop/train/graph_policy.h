@@ -9,7 +9,8 @@
 // - gradient accumulation: the capture covers one micro-batch per step;
 // - data parallel: gradients are all-reduced from autograd hooks and the
 //   ranks agree on each step (OOM, stop) over the network;
-// - a run shorter than the warm-up plus one step, and batch-size trials.
+// - a run shorter than the warm-up plus one step (batch-size trials turn
+//   graphs off themselves: batch_finder.h).
 // Found only at run time, and then a fallback to eager: a batch of another
 // shape (dynamic shapes), an OOM recovery that splits the batch, a model
 // that cannot be captured (a CPU op or a host read in its forward: the
@@ -27,7 +28,6 @@ struct GraphConditions {
   bool loss_scaling = false;
   std::int64_t accum_steps = 1;
   int world_size = 1;
-  bool trial = false;
   std::int64_t steps_to_run = 0; // steps this process will still run
 };
 

@@ -2,12 +2,9 @@
 
 #include <unistd.h>
 
-#include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
 
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
@@ -51,72 +48,6 @@ nlohmann::json gpu_processes(int device) {
 }
 
 } // namespace
-
-std::optional<std::int64_t> injected_oom_limit() {
-  const char* text = std::getenv("HOTLOOP_INJECT_OOM_ABOVE");
-  if (text == nullptr || *text == '\0') {
-    return std::nullopt;
-  }
-  // HOTLOOP_INJECT_OOM_RANK=R: only that rank of a data-parallel job.
-  const char* only = std::getenv("HOTLOOP_INJECT_OOM_RANK");
-  const char* rank = std::getenv("RANK");
-  if (only != nullptr && *only != '\0' &&
-      std::string(only) != (rank != nullptr ? rank : "0")) {
-    return std::nullopt;
-  }
-  std::int64_t n = -1;
-  const char* end = text + std::char_traits<char>::length(text);
-  const auto [ptr, ec] = std::from_chars(text, end, n);
-  if (ec != std::errc() || ptr != end || n < 0) {
-    throw UsageError(
-        fmt::format(
-            "HOTLOOP_INJECT_OOM_ABOVE={}: expected a number of samples", text),
-        "unset it, or give the largest micro-batch that may run");
-  }
-  return n;
-}
-
-std::vector<std::int64_t> injected_overflow_steps() {
-  const char* text = std::getenv("HOTLOOP_INJECT_OVERFLOW_STEPS");
-  std::vector<std::int64_t> steps;
-  if (text == nullptr || *text == '\0') {
-    return steps;
-  }
-  const std::string all(text);
-  std::size_t at = 0;
-  while (at <= all.size()) {
-    const std::size_t comma = std::min(all.find(',', at), all.size());
-    std::int64_t n = 0;
-    const char* begin = all.data() + at;
-    const char* end = all.data() + comma;
-    const auto [ptr, ec] = std::from_chars(begin, end, n);
-    if (ec != std::errc() || ptr != end || n < 1) {
-      throw UsageError(
-          fmt::format(
-              "HOTLOOP_INJECT_OVERFLOW_STEPS={}: expected step numbers (1-based) separated by commas",
-              text),
-          "unset it, or give the steps whose gradients overflow: 3,4");
-    }
-    steps.push_back(n);
-    at = comma + 1;
-  }
-  return steps;
-}
-
-void inject_oom_if_above(
-    const std::optional<std::int64_t>& limit,
-    std::int64_t samples) {
-  if (limit && samples > *limit) {
-    TORCH_CHECK_WITH(
-        OutOfMemoryError,
-        false,
-        "out of memory (injected: HOTLOOP_INJECT_OOM_ABOVE=",
-        *limit,
-        ", the micro-batch holds ",
-        samples,
-        " samples)");
-  }
-}
 
 std::int64_t smaller_micro_batch(
     std::int64_t per_rank_batch,

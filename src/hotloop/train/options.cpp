@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <ctime>
+
 #include "hotloop/errors.h"
 
 namespace hotloop::train {
@@ -38,6 +40,15 @@ const char* to_string(LossScaling mode) {
       return "off";
   }
   return "?";
+}
+
+std::string default_run_dir() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return std::string("runs/") + stamp;
 }
 
 bool scales_loss(LossScaling mode, Precision p) {
@@ -108,8 +119,8 @@ void TrainerOptions::validate() const {
   if (eval_every < 0 || checkpoint_every < 0) {
     bad(eval_every < 0 ? "eval-every" : "checkpoint-every", "is negative");
   }
-  if (keep_checkpoints < 1) {
-    bad("keep-checkpoints", "must be at least 1");
+  if (keep_checkpoints < 0) {
+    bad("keep-checkpoints", "is negative (0: write none)");
   }
   if (threads < 0) {
     bad("threads", "is negative (0: the usable cores)");
@@ -127,17 +138,9 @@ void TrainerOptions::validate() const {
     bad("memory-fraction",
         fmt::format("{} must be in (0, 1] (0: no cap)", memory_fraction));
   }
-  if (telemetry_interval_s <= 0) {
-    bad("telemetry-interval", "must be positive (seconds between samples)");
-  }
-  if (diagnosis_window < 1) {
-    bad("diagnosis-window", "must be at least 1 step");
-  }
-  if (metrics_port < 0 || metrics_port > 65535) {
-    bad("metrics-port", fmt::format("{} is not a port (0: off)", metrics_port));
-  }
-  if (trial && !resume.empty()) {
-    bad("resume", "a batch-size trial cannot resume");
+  if (out_dir.empty() && !resume.empty()) {
+    bad("resume",
+        "a run without a run directory (--out) has nothing to resume");
   }
   if (readback_every < 0) {
     bad("readback-every", "is negative (0: 1 on the CPU, 16 on CUDA)");
@@ -196,12 +199,6 @@ nlohmann::json TrainerOptions::to_json() const {
       {"channels_last", channels_last},
       {"oom_recovery", oom_recovery},
       {"memory_fraction", memory_fraction},
-      {"telemetry",
-       {{"enabled", telemetry},
-        {"interval_s", telemetry_interval_s},
-        {"diagnosis_window", diagnosis_window},
-        {"tensorboard", tensorboard},
-        {"metrics_port", metrics_port}}},
       {"activation_checkpointing", model::to_string(activation_checkpointing)},
       {"cpu_conv", model::to_string(cpu_conv)},
       {"cuda_graphs", to_string(cuda_graphs)},
@@ -209,7 +206,6 @@ nlohmann::json TrainerOptions::to_json() const {
       {"init", init},
       {"init_strict", init_strict},
       {"freeze", freeze_backbone ? "backbone" : "none"},
-      {"evaluate", evaluate},
       {"eval_every", eval_every},
       {"out", out_dir},
       {"checkpoint_every", checkpoint_every},

@@ -1,4 +1,4 @@
-#include "hotloop/dist/rank_status.h"
+#include "hotloop/parallel/rank_status.h"
 
 #include <fstream>
 #include <map>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 namespace {
 
@@ -16,32 +16,6 @@ std::string key_for(int rank) {
 }
 
 } // namespace
-
-const char* to_string(RankPhase phase) {
-  switch (phase) {
-    case RankPhase::Start:
-      return "start";
-    case RankPhase::Data:
-      return "data";
-    case RankPhase::Forward:
-      return "forward";
-    case RankPhase::Backward:
-      return "backward";
-    case RankPhase::AllReduce:
-      return "all-reduce";
-    case RankPhase::Optimizer:
-      return "optimizer";
-    case RankPhase::Evaluation:
-      return "evaluation";
-    case RankPhase::Checkpoint:
-      return "checkpoint";
-    case RankPhase::Finished:
-      return "finished";
-    case RankPhase::Failed:
-      return "failed";
-  }
-  return "unknown";
-}
 
 std::int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -96,7 +70,7 @@ void RankStatus::publish() {
   RankReport r;
   r.unix_ms = unix_ms_now();
   r.step = step_.load(std::memory_order_relaxed);
-  r.phase = to_string(static_cast<RankPhase>(phase_.load()));
+  r.phase = to_string(static_cast<Phase>(phase_.load()));
   const std::string text = format_report(r);
   if (!file_.empty()) {
     // Rewritten in place: the launcher reads the last whole line.
@@ -124,7 +98,7 @@ void RankStatus::run() {
 std::string RankStatus::describe_peers(int world_size) {
   // Said first, so that ranks that saw the same failure are not blamed for
   // going quiet while they stop.
-  set_phase(RankPhase::Failed);
+  set_phase(Phase::Failed);
   publish();
   // A store of our own: the publishing thread keeps using its connection.
   c10::intrusive_ptr<c10d::Store> store;
@@ -167,8 +141,8 @@ std::string RankStatus::describe_peers(int world_size) {
       if (a == after.end()) {
         silent.push_back(fmt::format("rank {} (never reported)", r));
       } else if (
-          a->second.phase != to_string(RankPhase::Failed) &&
-          b != before.end() && a->second.unix_ms == b->second.unix_ms) {
+          a->second.phase != to_string(Phase::Failed) && b != before.end() &&
+          a->second.unix_ms == b->second.unix_ms) {
         silent.push_back(fmt::format(
             "rank {} (last report: {})", r, describe_report(a->second, now)));
       }
@@ -186,4 +160,4 @@ std::string RankStatus::describe_peers(int world_size) {
   }
 }
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

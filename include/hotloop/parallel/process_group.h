@@ -15,10 +15,10 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "hotloop/dist/dist_env.h"
-#include "hotloop/dist/rank_status.h"
+#include "hotloop/parallel/dist_env.h"
+#include "hotloop/parallel/rank_status.h"
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 enum class Backend { Gloo, Nccl };
 
@@ -61,7 +61,7 @@ class ProcessGroup {
 
   // What this rank is doing, published twice a second (rank_status.h) so
   // that a failure on another rank names this one's last step and phase.
-  void set_status(std::int64_t step, RankPhase phase);
+  void set_status(std::int64_t step, Phase phase);
 
  private:
   ProcessGroup();
@@ -69,4 +69,4 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

@@ -18,13 +18,13 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "hotloop/dist/dist_env.h"
-#include "hotloop/dist/gradient_reducer.h"
-#include "hotloop/dist/process_group.h"
-#include "hotloop/dist/rank_status.h"
 #include "hotloop/errors.h"
+#include "hotloop/parallel/dist_env.h"
+#include "hotloop/parallel/gradient_reducer.h"
+#include "hotloop/parallel/process_group.h"
+#include "hotloop/parallel/rank_status.h"
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 namespace {
 
 int free_port() {
@@ -194,7 +194,7 @@ TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
   RankStatus rank0(0, store->clone(), "", fast);
   {
     RankStatus rank1(1, store->clone(), "", fast);
-    rank1.set(7, RankPhase::Backward);
+    rank1.set(7, Phase::Backward);
     std::this_thread::sleep_for(fast * 4);
     RankStatus rank2(2, store->clone(), "", fast);
     // Rank 2 is alive: not named.
@@ -224,7 +224,7 @@ TEST(RankStatus, AFailedRankIsNotBlamedAndTheFileHoldsTheLastReport) {
       fmt::format("/tmp/hotloop-rank-status-{}", ::getpid());
   {
     RankStatus rank1(1, store->clone(), file, fast);
-    rank1.set(41, RankPhase::AllReduce);
+    rank1.set(41, Phase::AllReduce);
     std::this_thread::sleep_for(fast * 4);
     // Rank 1 saw the failure too and said so before stopping.
     EXPECT_NE(
@@ -353,4 +353,4 @@ TEST(DistEnv, BadValuesNameTheVariable) {
       UsageError);
 }
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

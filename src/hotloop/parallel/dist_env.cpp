@@ -1,4 +1,4 @@
-#include "hotloop/dist/dist_env.h"
+#include "hotloop/parallel/dist_env.h"
 
 #include <charconv>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "hotloop/errors.h"
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 namespace {
 
@@ -108,4 +108,4 @@ DistEnv read_dist_env(const std::function<const char*(const char*)>& get_fn) {
   return e;
 }
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

@@ -1,4 +1,4 @@
-#include "hotloop/dist/process_group.h"
+#include "hotloop/parallel/process_group.h"
 
 #include <ATen/ops/tensor.h>
 #include <c10/util/Exception.h>
@@ -8,10 +8,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "hotloop/core/first_line.h"
-#include "hotloop/dist/nccl_backend.h"
 #include "hotloop/errors.h"
+#include "hotloop/parallel/nccl_backend.h"
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 namespace {
 
@@ -189,8 +189,8 @@ void ProcessGroup::barrier(const std::string& phase) {
   allreduce_max(0, phase);
 }
 
-void ProcessGroup::set_status(std::int64_t step, RankPhase phase) {
+void ProcessGroup::set_status(std::int64_t step, Phase phase) {
   impl_->status->set(step, phase);
 }
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

@@ -18,26 +18,13 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include "hotloop/phase.h"
+
 namespace c10d {
 class Store;
 }
 
-namespace hotloop::dist {
-
-enum class RankPhase : int {
-  Start,
-  Data,
-  Forward,
-  Backward,
-  AllReduce,
-  Optimizer,
-  Evaluation,
-  Checkpoint,
-  Finished,
-  Failed, // saw a collective fail; stopping
-};
-
-const char* to_string(RankPhase phase);
+namespace hotloop::parallel {
 
 // One rank's last report, as published: "<unix ms> <step> <phase>".
 struct RankReport {
@@ -64,11 +51,11 @@ class RankStatus {
   RankStatus(const RankStatus&) = delete;
   RankStatus& operator=(const RankStatus&) = delete;
 
-  void set(std::int64_t step, RankPhase phase) {
+  void set(std::int64_t step, Phase phase) {
     step_.store(step, std::memory_order_relaxed);
     phase_.store(static_cast<int>(phase), std::memory_order_relaxed);
   }
-  void set_phase(RankPhase phase) {
+  void set_phase(Phase phase) {
     phase_.store(static_cast<int>(phase), std::memory_order_relaxed);
   }
 
@@ -95,4 +82,4 @@ class RankStatus {
   std::thread thread_;
 };
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 struct DistEnv {
   int rank = 0;
@@ -43,4 +43,4 @@ DistEnv read_dist_env(
 // The first host of a Slurm node list: "gpu[07-09,12],cpu01" -> "gpu07".
 std::string first_slurm_host(const std::string& nodelist);
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

@@ -1,4 +1,4 @@
-#include "hotloop/dist/gradient_reducer.h"
+#include "hotloop/parallel/gradient_reducer.h"
 
 #include <algorithm>
 
@@ -6,9 +6,9 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include "hotloop/dist/process_group.h"
+#include "hotloop/parallel/process_group.h"
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 namespace {
 
@@ -199,4 +199,4 @@ std::size_t GradientReducer::started_during_backward() const {
   return impl_->last_overlapped;
 }
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

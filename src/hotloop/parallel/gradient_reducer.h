@@ -29,7 +29,7 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace hotloop::dist {
+namespace hotloop::parallel {
 
 class ProcessGroup;
 
@@ -64,4 +64,4 @@ class GradientReducer {
   std::unique_ptr<Impl> impl_;
 };
 
-} // namespace hotloop::dist
+} // namespace hotloop::parallel

@@ -1,0 +1,95 @@
+#include "hotloop/train/callbacks/console_log.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace hotloop::train {
+
+ConsoleLog::ConsoleLog(ConsoleOptions options) : options_(options) {}
+
+void ConsoleLog::on_fit_start(const RunState& s) {
+  talk_ = s.rank == 0;
+  total_steps_ = s.total_steps;
+  progress_ = std::make_unique<Progress>(
+      "train",
+      static_cast<std::uint64_t>(s.total_steps),
+      talk_ && options_.progress_bar);
+  last_line_ = std::chrono::steady_clock::now();
+}
+
+void ConsoleLog::print(const std::string& line) const {
+  if (progress_ && options_.progress_bar) {
+    // Clear the progress bar's line; its next update redraws it below.
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+std::string ConsoleLog::loss_text() const {
+  return std::isnan(last_loss_) ? std::string("-")
+                                : fmt::format("{:.4f}", last_loss_);
+}
+
+void ConsoleLog::on_step_end(const RunState& s, const StepEnd& e) {
+  const double rate = static_cast<double>(e.samples) / e.seconds;
+  if (progress_) {
+    progress_->update(
+        static_cast<std::uint64_t>(s.step),
+        fmt::format("loss {}  {:.0f} img/s", loss_text(), rate));
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!options_.progress_bar && options_.log_every_s > 0 &&
+      std::chrono::duration<double>(now - last_line_).count() >=
+          options_.log_every_s) {
+    last_line_ = now;
+    due_.push_back({s.step, s.epoch, e.lr, rate});
+  }
+}
+
+void ConsoleLog::on_loss(const RunState&, const StepLoss& l) {
+  last_loss_ = l.loss;
+  while (!due_.empty() && due_.front().step <= l.step) {
+    const Due d = due_.front();
+    due_.pop_front();
+    if (!talk_) {
+      continue;
+    }
+    print(fmt::format(
+        "step {}/{}  epoch {}  loss {}  lr {:.3g}  {:.0f} img/s",
+        d.step,
+        total_steps_,
+        d.epoch,
+        d.step == l.step ? fmt::format("{:.4f}", l.loss) : loss_text(),
+        d.lr,
+        d.images_per_s));
+  }
+}
+
+void ConsoleLog::on_evaluation(const RunState& s, const EvalResult& r) {
+  if (s.rank != 0) {
+    return;
+  }
+  print(fmt::format(
+      "step {}: val_loss {:.4f}  val_accuracy {:.2f}%",
+      s.step,
+      r.loss,
+      100 * r.accuracy));
+}
+
+void ConsoleLog::on_message(const RunState& s, const std::string& line) {
+  if (s.rank == 0) {
+    print(line);
+  }
+}
+
+nlohmann::json ConsoleLog::on_fit_end(const RunState&, const TrainSummary&) {
+  if (progress_) {
+    progress_->finish();
+  }
+  return nullptr;
+}
+
+} // namespace hotloop::train

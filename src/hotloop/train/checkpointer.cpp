@@ -1,0 +1,124 @@
+#include "hotloop/train/checkpointer.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "hotloop/build_info.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/weights.h"
+#include "hotloop/train/optimizer.h"
+#include "hotloop/train/options.h"
+#include "hotloop/train/rng_state.h"
+
+namespace hotloop::train {
+
+namespace fs = std::filesystem;
+
+Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
+    : dir_(
+          s.run_dir.empty() ? std::string()
+                            : (fs::path(s.run_dir) / "checkpoints").string()),
+      writes_(
+          s.rank == 0 && !s.run_dir.empty() && s.options->keep_checkpoints > 0),
+      faults_(&faults) {}
+
+std::string Checkpointer::save(
+    const RunState& s,
+    const MixedPrecision& precision,
+    const nlohmann::json& progress,
+    const nlohmann::json& last_eval) const {
+  if (!writes_) {
+    return {};
+  }
+  Checkpoint c;
+  c.meta = {
+      {"step", s.step},
+      {"epoch", s.epoch},
+      {"next_batch", s.next_batch},
+      {"micro_batch", s.micro_batch},
+      {"total_steps", s.total_steps},
+      {"hotloop", build_info().hotloop_version},
+      {"config", s.options->to_json()},
+      {"progress", progress},
+      {"last_eval", last_eval}};
+  c.model = model::state_dict(*s.model);
+  c.optimizer = s.optimizer->state();
+  c.scaler = precision.scaler().state();
+  c.rng = rng_state(s.device);
+  return save_checkpoint(
+      dir_, s.step, c, s.options->keep_checkpoints, [this, &s] {
+        faults_->kill_at(KillPoint::Checkpoint, s.step);
+      });
+}
+
+std::optional<Resumed> Checkpointer::resume(
+    const RunState& s,
+    MixedPrecision& precision,
+    const std::function<void(const std::string&)>& log) const {
+  const std::string& resume = s.options->resume;
+  if (s.run_dir.empty()) {
+    if (!resume.empty()) {
+      throw UsageError(
+          "resume: a run without a run directory has no checkpoints to resume from",
+          "give --out the run's directory");
+    }
+    return std::nullopt;
+  }
+  if (resume.empty()) {
+    if (!list_checkpoints(dir_).empty()) {
+      throw UsageError(
+          fmt::format("{} already holds a run's checkpoints", s.run_dir),
+          "continue it with --resume auto, or choose another --out");
+    }
+    return std::nullopt;
+  }
+  // A run killed while writing a checkpoint leaves its temporary file.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(".step-") &&
+        name.find(".safetensors.") != std::string::npos) {
+      fs::remove(e.path(), ec);
+      log(fmt::format(
+          "removed {}: an unfinished checkpoint (the run was stopped while writing it)",
+          e.path().string()));
+    }
+  }
+  std::optional<std::pair<std::string, Checkpoint>> found;
+  if (resume == "auto") {
+    found = newest_valid_checkpoint(
+        dir_, [&log](const std::string& w) { log("warning: " + w); });
+    if (!found) {
+      log(fmt::format(
+          "resume auto: no checkpoint in {}; starting fresh", dir_));
+      return std::nullopt;
+    }
+  } else {
+    found.emplace(resume, load_checkpoint(resume));
+  }
+  const auto& [path, c] = *found;
+  model::LoadOptions lo;
+  lo.source = path;
+  model::load_state_dict(*s.model, c.model, lo);
+  s.optimizer->load_state(c.optimizer);
+  precision.scaler().load_state(c.scaler);
+  set_rng_state(c.rng, s.device);
+
+  Resumed r;
+  r.path = path;
+  r.step = c.meta.at("step").get<std::int64_t>();
+  r.epoch = c.meta.at("epoch").get<std::size_t>();
+  // The position counts batches of the checkpoint's micro-batch, which OOM
+  // recovery (or the user) may have changed since: convert it through
+  // samples. A checkpoint is taken between steps, so both divide it.
+  const auto saved_micro =
+      c.meta.value("micro_batch", static_cast<std::size_t>(s.micro_batch));
+  r.next_batch = c.meta.at("next_batch").get<std::size_t>() * saved_micro /
+      static_cast<std::size_t>(s.micro_batch);
+  r.progress = c.meta.value("progress", nlohmann::json::object());
+  r.last_eval = c.meta.value("last_eval", nlohmann::json());
+  return r;
+}
+
+} // namespace hotloop::train

@@ -1,0 +1,66 @@
+#pragma once
+// A run's checkpoints (checkpoint.h is the file format): made from the run's
+// state, saved when due into <run>/checkpoints (the last K kept), and, at the
+// start, the one --resume names found (auto: the newest that loads) and
+// restored: weights, optimizer, loss scale, generators, the position in the
+// data, and what the summary needs from the part of the run before it.
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/fault_injection.h"
+#include "hotloop/train/mixed_precision.h"
+#include "hotloop/train/run_state.h"
+
+namespace hotloop::train {
+
+// Where a resumed run picks up.
+struct Resumed {
+  std::string path;
+  std::int64_t step = 0;
+  std::size_t epoch = 0;
+  std::size_t next_batch = 0; // in micro-batches of the current plan
+  // The summary's figures of the part before (SummaryBuilder::progress())
+  // and the latest evaluation before the checkpoint ({step, result}).
+  nlohmann::json progress;
+  nlohmann::json last_eval;
+};
+
+class Checkpointer {
+ public:
+  // Writes only on rank 0, into a run directory, with keep_checkpoints > 0.
+  Checkpointer(const RunState& s, const FaultInjection& faults);
+
+  bool writes() const {
+    return writes_;
+  }
+  // Saves the run's state at s.step with `progress` (the summary so far)
+  // and `last_eval`; returns the path, or "" where this process writes none.
+  std::string save(
+      const RunState& s,
+      const MixedPrecision& precision,
+      const nlohmann::json& progress,
+      const nlohmann::json& last_eval) const;
+
+  // What options.resume asks for: nothing ("" in a folder without
+  // checkpoints), the newest valid checkpoint (auto; each corrupt one
+  // reported to `log` and skipped) or the named file. Restores the model,
+  // optimizer, loss scale and generators; the caller moves the run to the
+  // returned position. Throws UsageError when a fresh run would write into
+  // another run's checkpoints, DataError for a file that does not load.
+  std::optional<Resumed> resume(
+      const RunState& s,
+      MixedPrecision& precision,
+      const std::function<void(const std::string&)>& log) const;
+
+ private:
+  std::string dir_; // <run>/checkpoints
+  bool writes_;
+  const FaultInjection* faults_;
+};
+
+} // namespace hotloop::train

@@ -1,0 +1,119 @@
+#include "hotloop/train/evaluation.h"
+
+#include <algorithm>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/bincount.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include "hotloop/core/first_line.h"
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/train/loss.h"
+#include "hotloop/train/options.h"
+
+namespace hotloop::train {
+
+Evaluator::Evaluator(
+    std::shared_ptr<const data::Dataset> val,
+    std::int64_t micro_batch,
+    const FaultInjection& faults)
+    : val_(std::move(val)),
+      batch_(std::max<std::int64_t>(micro_batch, 256)),
+      faults_(&faults) {}
+
+EvalResult Evaluator::run(
+    const RunState& s,
+    const MixedPrecision& precision,
+    const std::function<void(const std::string&)>& log) {
+  if (!val_) {
+    return {};
+  }
+  for (;;) {
+    try {
+      return run_once(s, precision);
+    } catch (const c10::OutOfMemoryError& e) {
+      s.model->train();
+      loader_.reset();
+      if (s.device.is_cuda()) {
+        cuda::empty_cache();
+      }
+      if (batch_ <= 1) {
+        throw;
+      }
+      batch_ /= 2;
+      log(fmt::format(
+          "evaluation: out of memory ({}); again with batch {}",
+          first_line(e.what()),
+          batch_));
+    }
+  }
+}
+
+EvalResult Evaluator::run_once(
+    const RunState& s,
+    const MixedPrecision& precision) {
+  const TrainerOptions& o = *s.options;
+  if (!loader_) {
+    data::LoaderOptions lo = o.loader;
+    lo.batch_size = static_cast<std::size_t>(batch_);
+    lo.device = s.device;
+    lo.train = false;
+    lo.shuffle = false;
+    lo.drop_last = false;
+    lo.rank = 0;
+    lo.world_size = 1;
+    loader_ = std::make_unique<data::Loader>(val_, lo);
+  }
+  const std::int64_t k = o.model.num_classes;
+  s.model->eval();
+  at::NoGradGuard no_grad;
+  double loss_sum = 0;
+  at::Tensor confusion =
+      at::zeros({k * k}, at::TensorOptions().dtype(at::kLong).device(s.device));
+  std::int64_t n = 0;
+  const bool last = s.step == s.total_steps;
+  loader_->start_epoch(0);
+  while (auto b = loader_->next()) {
+    at::Tensor logits;
+    {
+      const AutocastScope autocast = precision.autocast();
+      logits = s.model->forward(b->images);
+    }
+    logits = logits.to(at::kFloat);
+    loss_sum += classification_loss(logits, b->labels, 0, at::Reduction::Sum)
+                    .item<double>();
+    confusion += at::bincount(b->labels * k + at::argmax(logits, 1), {}, k * k);
+    n += b->labels.size(0);
+    if (last) {
+      faults_->kill_at(KillPoint::FinalEvaluation);
+    }
+  }
+  s.model->train();
+  EvalResult r;
+  r.samples = n;
+  r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0;
+  const at::Tensor cm = confusion.to(at::kCPU).reshape({k, k});
+  const auto* c = cm.data_ptr<std::int64_t>();
+  std::int64_t correct = 0;
+  r.confusion.assign(k, std::vector<std::int64_t>(k));
+  for (std::int64_t t = 0; t < k; ++t) {
+    std::int64_t row = 0;
+    for (std::int64_t p = 0; p < k; ++p) {
+      r.confusion[t][p] = c[t * k + p];
+      row += c[t * k + p];
+    }
+    correct += c[t * k + t];
+    r.per_class_accuracy.push_back(
+        row > 0 ? static_cast<double>(c[t * k + t]) / static_cast<double>(row)
+                : 0.0);
+  }
+  r.accuracy =
+      n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0;
+  return r;
+}
+
+} // namespace hotloop::train

@@ -1,0 +1,47 @@
+#pragma once
+// Evaluation: one pass over the validation set in eval mode, under the run's
+// autocast, giving the loss, the accuracy, each class's accuracy and the
+// confusion matrix. Out of memory halves the evaluation batch and starts the
+// pass again (it changes no state).
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hotloop/data/dataset.h"
+#include "hotloop/data/loader.h"
+#include "hotloop/train/fault_injection.h"
+#include "hotloop/train/mixed_precision.h"
+#include "hotloop/train/run_state.h"
+#include "hotloop/train/summary.h"
+
+namespace hotloop::train {
+
+class Evaluator {
+ public:
+  // `val` may be null (no evaluation). The batch starts at the larger of
+  // the micro-batch and 256.
+  Evaluator(
+      std::shared_ptr<const data::Dataset> val,
+      std::int64_t micro_batch,
+      const FaultInjection& faults);
+
+  bool has_data() const {
+    return val_ != nullptr;
+  }
+  // An empty result without data.
+  EvalResult run(
+      const RunState& s,
+      const MixedPrecision& precision,
+      const std::function<void(const std::string&)>& log);
+
+ private:
+  EvalResult run_once(const RunState& s, const MixedPrecision& precision);
+
+  std::shared_ptr<const data::Dataset> val_;
+  std::int64_t batch_;
+  const FaultInjection* faults_;
+  std::unique_ptr<data::Loader> loader_;
+};
+
+} // namespace hotloop::train

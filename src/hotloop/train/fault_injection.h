@@ -1,0 +1,55 @@
+#pragma once
+// Faults on demand, for tests that cannot wait for real hardware to fail: set
+// in the environment, read once when a Trainer is made.
+//   HOTLOOP_INJECT_OOM_ABOVE=N       a training step whose micro-batch holds
+//                                    more than N samples throws the real
+//                                    c10::OutOfMemoryError after its backward
+//                                    (the memory peak);
+//   HOTLOOP_INJECT_OOM_RANK=R        ... only on rank R of a data-parallel job;
+//   HOTLOOP_INJECT_OVERFLOW_STEPS=N[,M...]
+//                                    after the backward of optimizer step N
+//                                    (1-based) the first trainable gradient is
+//                                    +inf, as an fp16 overflow leaves it;
+//   HOTLOOP_INJECT_KILL=POINT[:N]    the process kills itself (SIGKILL) at
+//                                    POINT: step:N (after step N's backward),
+//                                    checkpoint:N (step N's checkpoint written
+//                                    to its temporary file, not yet renamed),
+//                                    final-checkpoint (just after the last
+//                                    step's checkpoint), final-evaluation
+//                                    (inside the last evaluation).
+// A value that does not parse is a UsageError naming the variable.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hotloop::train {
+
+enum class KillPoint {
+  None,
+  Step,
+  Checkpoint,
+  FinalCheckpoint,
+  FinalEvaluation
+};
+
+struct FaultInjection {
+  std::optional<std::int64_t> oom_above;
+  std::vector<std::int64_t> overflow_steps;
+  KillPoint kill = KillPoint::None;
+  std::int64_t kill_step = 0; // for Step and Checkpoint
+
+  // Throws c10::OutOfMemoryError when `samples` exceeds oom_above.
+  void oom_if_above(std::int64_t samples) const;
+  // Whether step `step` (1-based) overflows.
+  bool overflow_at(std::int64_t step) const;
+  // SIGKILLs this process when `point` (at `step`, where it counts) is the
+  // one asked for.
+  void kill_at(KillPoint point, std::int64_t step = 0) const;
+};
+
+// Reads the variables above (for this rank: RANK, where set).
+FaultInjection read_fault_injection();
+
+} // namespace hotloop::train

@@ -1,0 +1,68 @@
+#include "hotloop/train/gradients.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
+#include <ATen/ops/stack.h>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+#include "hotloop/train/optimizer.h"
+
+namespace hotloop::train {
+
+at::Tensor clip_gradients(
+    const NamedParams& params,
+    double max_norm,
+    const at::Tensor& none) {
+  std::vector<at::Tensor> grads;
+  for (const auto& [name, p] : params) {
+    if (p.grad().defined()) {
+      grads.push_back(p.grad());
+    }
+  }
+  if (grads.empty()) {
+    return none;
+  }
+  const at::Tensor total =
+      at::stack(at::_foreach_norm(grads)).norm().to(at::kFloat);
+  const at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  at::_foreach_mul_(grads, coef);
+  return total;
+}
+
+void check_devices(const RunState& s, const data::Batch& batch) {
+  auto expect = [&](const std::string& what, const at::Tensor& t) {
+    if (t.defined() && t.device() != s.device) {
+      throw Error(
+          fmt::format(
+              "{} is on {} but training runs on {}",
+              what,
+              t.device().str(),
+              s.device.str()),
+          "every tensor must be moved with the model (model->to(device)); a model or batch left on the CPU trains there silently");
+    }
+  };
+  for (const auto& p : s.model->named_parameters()) {
+    expect("parameter " + p.key(), p.value());
+    expect("gradient of " + p.key(), p.value().grad());
+    if (p.value().scalar_type() != at::kFloat) {
+      throw Error(fmt::format(
+          "parameter {} is {}, expected float32 master weights",
+          p.key(),
+          c10::toString(p.value().scalar_type())));
+    }
+  }
+  for (const auto& b : s.model->named_buffers()) {
+    expect("buffer " + b.key(), b.value());
+  }
+  for (const auto& [name, t] : s.optimizer->state()) {
+    if (name != "steps") {
+      expect("optimizer state " + name, t);
+    }
+  }
+  expect("the input batch", batch.images);
+  expect("the labels", batch.labels);
+}
+
+} // namespace hotloop::train

@@ -1,0 +1,34 @@
+#pragma once
+// What a step does with the gradients besides applying them: clipping their
+// global norm on the device, and the first step's check that everything the
+// step touched is on the training device.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hotloop/data/loader.h"
+#include "hotloop/train/run_state.h"
+
+namespace hotloop::train {
+
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Scales the gradients of `params` to a global norm of at most `max_norm` on
+// the device, without a synchronization (as torch's foreach clip_grad_norm_
+// does); returns the norm before clipping (0-dim float32 on the device), or
+// `none` when no parameter has a gradient.
+at::Tensor clip_gradients(
+    const NamedParams& params,
+    double max_norm,
+    const at::Tensor& none);
+
+// Every parameter, gradient, buffer and optimizer state of the run, and the
+// batch, must be on s.device, and the parameters float32 master weights;
+// else Error naming the first one that is not (a model or batch left on the
+// CPU trains there silently).
+void check_devices(const RunState& s, const data::Batch& batch);
+
+} // namespace hotloop::train

@@ -1,0 +1,53 @@
+#pragma once
+// A data-parallel rank's part in each step (parallel/gradient_reducer.h's
+// protocol): the gradient buckets armed for the last micro-batch's backward,
+// every bucket started whatever happened, one all-reduce in which the ranks
+// agree on an out-of-memory and a stop request, then the mean gradients (or,
+// after an OOM anywhere, nothing: the step is redone on every rank).
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hotloop/parallel/gradient_reducer.h"
+
+namespace hotloop::parallel {
+class ProcessGroup;
+}
+
+namespace hotloop::train {
+
+class StepSync {
+ public:
+  StepSync(
+      std::shared_ptr<parallel::ProcessGroup> group,
+      const std::vector<at::Tensor>& params,
+      const parallel::ReducerOptions& options);
+
+  // Before the backward whose gradients are final.
+  void arm() {
+    reducer_.arm();
+  }
+  struct Agreement {
+    bool out_of_memory = false; // on some rank
+    bool stop = false; // requested on some rank
+  };
+  // After backward (or an OOM in it): starts the remaining buckets and
+  // agrees with the other ranks.
+  Agreement agree(bool out_of_memory, bool stop);
+  // The mean gradients, written back.
+  void finish() {
+    reducer_.finish();
+  }
+  // An OOM somewhere: the buckets' results are dropped.
+  void discard() {
+    reducer_.discard();
+  }
+
+ private:
+  std::shared_ptr<parallel::ProcessGroup> group_;
+  parallel::GradientReducer reducer_;
+};
+
+} // namespace hotloop::train

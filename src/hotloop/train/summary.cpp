@@ -1,0 +1,140 @@
+// The summary in one place: summary.json's shape, the steady-state rule and
+// percentiles, and the speed figures from step times (step_times.h).
+#include "hotloop/train/summary.h"
+
+#include <algorithm>
+
+#include "hotloop/train/step_times.h"
+
+namespace hotloop::train {
+
+std::size_t steady_state_start(std::size_t steps) {
+  return std::min(steps / 10 + 2, steps > 3 ? steps - 3 : 0);
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  const double pos = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+nlohmann::json EvalResult::to_json() const {
+  return {
+      {"loss", loss},
+      {"accuracy", accuracy},
+      {"samples", samples},
+      {"per_class_accuracy", per_class_accuracy},
+      {"confusion", confusion}};
+}
+
+EvalResult EvalResult::from_json(const nlohmann::json& j) {
+  EvalResult r;
+  r.loss = j.at("loss").get<double>();
+  r.accuracy = j.at("accuracy").get<double>();
+  r.samples = j.at("samples").get<std::int64_t>();
+  r.per_class_accuracy = j.at("per_class_accuracy").get<std::vector<double>>();
+  r.confusion = j.at("confusion").get<std::vector<std::vector<std::int64_t>>>();
+  return r;
+}
+
+nlohmann::json TrainSummary::to_json() const {
+  nlohmann::json j = {
+      {"steps", steps},
+      {"epochs", epochs},
+      {"train_loss", train_loss},
+      {"val_loss", eval ? nlohmann::json(eval->loss) : nlohmann::json()},
+      {"val_accuracy",
+       eval ? nlohmann::json(eval->accuracy) : nlohmann::json()},
+      {"images_per_s", images_per_s},
+      {"step_time_ms",
+       {{"median", step_time_ms_median}, {"p90", step_time_ms_p90}}},
+      {"data_wait_fraction", data_wait_fraction},
+      {"peak_memory_bytes",
+       {{"allocated", peak_allocated_bytes},
+        {"reserved", peak_reserved_bytes},
+        {"rss", peak_rss_bytes}}},
+      {"skipped_steps", skipped_steps},
+      {"bad_samples", bad_samples},
+      {"micro_batch", micro_batch},
+      {"accum_steps", accum_steps},
+      {"oom_recoveries", oom_recoveries},
+      {"device", device},
+      {"precision", precision},
+      {"wall_s", wall_s},
+      {"cuda_graphs",
+       {{"replays", graph_replays}, {"off_reason", graph_off_reason}}},
+      {"stopped_early", stopped_early},
+      {"last_checkpoint", last_checkpoint},
+      {"resumed_at",
+       resumed_at >= 0 ? nlohmann::json(resumed_at) : nlohmann::json()},
+      {"from_before_resume", from_before_resume}};
+  const nlohmann::json telemetry =
+      callbacks.value("telemetry", nlohmann::json{{"enabled", false}});
+  j["telemetry"] = telemetry;
+  j["telemetry_overhead"] = telemetry.value("overhead", 0.0);
+  j["diagnosis"] = telemetry.contains("diagnosis")
+      ? telemetry["diagnosis"]["verdict"]
+      : nlohmann::json();
+  for (const auto& [name, figures] : callbacks.items()) {
+    if (name != "telemetry") {
+      j[name] = figures;
+    }
+  }
+  if (eval) {
+    j["val_per_class_accuracy"] = eval->per_class_accuracy;
+    j["val_confusion"] = eval->confusion;
+    j["val_samples"] = eval->samples;
+  }
+  return j;
+}
+
+void StepTimes::add(double seconds, double data_wait_seconds) {
+  seconds_.push_back(seconds);
+  wait_total_ += data_wait_seconds;
+  time_total_ += seconds;
+}
+
+void StepTimes::fill(
+    TrainSummary& s,
+    std::int64_t samples_per_step,
+    const nlohmann::json& before) const {
+  if (seconds_.empty() && before.contains("images_per_s")) {
+    s.images_per_s = before.value("images_per_s", 0.0);
+    s.step_time_ms_median = before.value("step_time_ms_median", 0.0);
+    s.step_time_ms_p90 = before.value("step_time_ms_p90", 0.0);
+    s.data_wait_fraction = before.value("data_wait_fraction", 0.0);
+    for (const char* k :
+         {"images_per_s", "step_time_ms", "data_wait_fraction"}) {
+      s.from_before_resume.emplace_back(k);
+    }
+    return;
+  }
+  const std::size_t warm = steady_state_start(seconds_.size());
+  const std::vector<double> steady(
+      seconds_.begin() + static_cast<std::ptrdiff_t>(warm), seconds_.end());
+  std::vector<double> rates;
+  for (const double t : steady) {
+    rates.push_back(static_cast<double>(samples_per_step) / t);
+  }
+  s.images_per_s = percentile(rates, 0.5);
+  s.step_time_ms_median = percentile(steady, 0.5) * 1e3;
+  s.step_time_ms_p90 = percentile(steady, 0.9) * 1e3;
+  s.data_wait_fraction = time_total_ > 0 ? wait_total_ / time_total_ : 0;
+}
+
+nlohmann::json StepTimes::progress(std::int64_t samples_per_step) const {
+  TrainSummary s;
+  fill(s, samples_per_step, nlohmann::json::object());
+  return {
+      {"images_per_s", s.images_per_s},
+      {"step_time_ms_median", s.step_time_ms_median},
+      {"step_time_ms_p90", s.step_time_ms_p90},
+      {"data_wait_fraction", s.data_wait_fraction}};
+}
+
+} // namespace hotloop::train

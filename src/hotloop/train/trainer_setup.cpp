@@ -1,0 +1,265 @@
+// The trainer's set-up: the device and threads, the model on the device
+// (initial weights, frozen parts, channels-last, rank 0's weights on every
+// rank), the optimizer's parameter groups, the loss scaler, the loader and
+// the run's length, then the parts the loop runs.
+
+#include <filesystem>
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+
+#include "hotloop/core/cpus.h"
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/batch_norm.h"
+#include "hotloop/model/fine_tune.h"
+#include "hotloop/model/weights.h"
+#include "hotloop/parallel/process_group.h"
+#include "hotloop/train/callbacks/rank_status_callback.h"
+#include "hotloop/train/trainer_parts.h"
+
+namespace hotloop::train {
+
+namespace {
+
+c10::Device resolve_device(const std::string& text) {
+  if (text == "auto") {
+    return at::hasCUDA() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  }
+  const c10::Device d(text == "cuda" ? "cuda:0" : text);
+  if (d.is_cuda() && !at::hasCUDA()) {
+    throw EnvError(
+        fmt::format("--device {}: CUDA is not available", text),
+        "run `hotloop doctor` to see why, or use --device cpu");
+  }
+  return d;
+}
+
+Callbacks with_rank_status(Callbacks callbacks, bool data_parallel) {
+  if (data_parallel) {
+    callbacks.push_back(std::make_shared<RankStatusCallback>());
+  }
+  return callbacks;
+}
+
+} // namespace
+
+Trainer::Impl::Impl(
+    std::shared_ptr<model::Model> model_,
+    std::shared_ptr<const data::Dataset> train,
+    std::shared_ptr<const data::Dataset> val,
+    TrainerOptions options_,
+    TrainerContext context)
+    : options(std::move(options_)),
+      model(std::move(model_)),
+      train_data(std::move(train)),
+      val_data(std::move(val)),
+      group(std::move(context.group)),
+      events(with_rank_status(std::move(context.callbacks), group != nullptr)) {
+}
+
+void Trainer::Impl::set_up() {
+  if (group) {
+    options.rank = group->rank();
+    options.world_size = group->size();
+  }
+  options.validate();
+  RunState& s = state;
+  s.options = &options;
+  s.rank = options.rank;
+  s.world_size = options.world_size;
+  s.group = group.get();
+  s.model = model;
+  s.log = [this](const std::string& line) { log(line); };
+  s.device = resolve_device(options.device);
+  const c10::Device& device = s.device;
+  configure_math_mode(options.precision, device);
+  if (options.loader.augment_on_device && !device.is_cuda()) {
+    throw UsageError(
+        "--augment-device gpu needs a CUDA device",
+        "use --augment-device cpu (the decode threads) on the CPU");
+  }
+  if (options.precision == Precision::Fp16 && !device.is_cuda()) {
+    throw UsageError(
+        "--precision fp16 needs a CUDA device",
+        "use --precision bf16 on the CPU");
+  }
+  if (device.is_cuda()) {
+    at::globalContext().setBenchmarkCuDNN(options.cudnn_benchmark);
+  }
+  at::set_num_threads(
+      static_cast<int>(options.threads > 0 ? options.threads : usable_cpus()));
+
+  // The data must fit the model.
+  const auto shape = train_data->shape();
+  if (shape && shape->channels != options.model.in_channels &&
+      options.loader.channels == 0) {
+    throw DataError(fmt::format(
+        "{} has {} channel(s) but the model takes {}",
+        train_data->describe(),
+        shape->channels,
+        options.model.in_channels));
+  }
+  if (static_cast<std::int64_t>(train_data->num_classes()) >
+      options.model.num_classes) {
+    throw DataError(fmt::format(
+        "{} has {} classes but the model has {} outputs",
+        train_data->describe(),
+        train_data->num_classes(),
+        options.model.num_classes));
+  }
+
+  s.micro_batch = options.micro_batch > 0 ? options.micro_batch
+                                          : options.batch / options.world_size;
+  s.accum_steps = options.batch / (s.micro_batch * options.world_size);
+  faults = read_fault_injection();
+  if (options.memory_fraction > 0) {
+    if (!device.is_cuda()) {
+      throw UsageError(
+          "--memory-fraction caps a GPU's memory; training runs on the CPU",
+          "drop --memory-fraction, or train with --device cuda");
+    }
+    cuda::set_memory_fraction(device.index(), options.memory_fraction);
+  }
+
+  if (!options.init.empty()) {
+    const model::InitResult r = model::load_initial_weights(
+        *model, {options.init, options.init_strict});
+    log(fmt::format("init: {}\n{}", options.init, model::describe(r.report)));
+    if (r.head_replaced) {
+      log(fmt::format(
+          "init: the head '{}' was replaced: the file has {} classes, the model {}",
+          model->head_name(),
+          r.file_classes,
+          options.model.num_classes));
+    }
+  }
+  if (options.freeze_backbone) {
+    model::freeze_backbone(*model);
+  }
+  model->set_checkpointing(options.activation_checkpointing);
+  model::set_cpu_conv(*model, options.cpu_conv);
+  model->to(device);
+  if (options.channels_last) {
+    at::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) {
+      if (p.dim() == 4) {
+        p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+      }
+    }
+  }
+  if (group) {
+    // Every rank starts from rank 0's weights and buffers.
+    std::vector<at::Tensor> all;
+    for (auto& p : model->parameters()) {
+      all.push_back(p.data());
+    }
+    for (auto& b : model->buffers()) {
+      all.push_back(b);
+    }
+    group->broadcast(all, "start (weights from rank 0)");
+    if (options.sync_batchnorm && group->size() > 1) {
+      const int n =
+          model::synchronize_batch_norm(*model, [g = group](at::Tensor& t) {
+            g->allreduce_sum_(t, "sync batchnorm");
+          });
+      log(fmt::format(
+          "sync batchnorm: {} BatchNorm layer(s) normalize over the global batch of {} ranks{}",
+          n,
+          group->size(),
+          n == 0 ? fmt::format(" ({} has none)", options.model.name)
+                 : std::string()));
+      if (n > 0 && options.oom_recovery) {
+        // An OOM mid-forward on one rank would leave the others inside a
+        // BatchNorm all-reduce that rank never reaches.
+        options.oom_recovery = false;
+        log("sync batchnorm: OOM recovery is off (find the batch size first: --batch auto)");
+      }
+    }
+  }
+  const model::ParameterCount count = model::count_parameters(*model);
+  log(fmt::format(
+      "parameters: {} trainable, {} frozen", count.trainable, count.frozen));
+
+  // Parameter groups: one, or backbone + head with their own LRs.
+  std::vector<ParamGroup> groups;
+  if (options.head_lr >= 0 || options.freeze_backbone) {
+    const model::ParameterGroups g = model::parameter_groups(*model);
+    const double head_scale =
+        options.head_lr >= 0 ? options.head_lr / options.schedule.lr : 1.0;
+    if (!g.backbone.empty()) {
+      groups.push_back({"backbone", g.backbone, 1.0});
+    }
+    groups.push_back({"head", g.head, head_scale});
+  } else {
+    ParamGroup all{"all", {}, 1.0};
+    for (auto& p : model->parameters()) {
+      if (p.requires_grad()) {
+        all.params.push_back(p);
+      }
+    }
+    groups.push_back(std::move(all));
+  }
+  for (auto& p : model->named_parameters()) {
+    if (p.value().requires_grad()) {
+      params.emplace_back(p.key(), p.value());
+      tensors.push_back(p.value());
+    }
+  }
+  optimizer = std::make_unique<Optimizer>(std::move(groups), options.optimizer);
+  s.optimizer = optimizer.get();
+  if (group) {
+    parallel::ReducerOptions ro;
+    ro.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024 * 1024);
+    ro.overlap = options.overlap_allreduce;
+    sync = std::make_unique<StepSync>(group, tensors, ro);
+  }
+  precision = std::make_unique<MixedPrecision>(
+      options.precision, options.loss_scaling, device);
+
+  make_loader();
+  s.steps_per_epoch =
+      static_cast<std::int64_t>(loader->batches_per_epoch()) / s.accum_steps;
+  if (s.steps_per_epoch < 1) {
+    throw UsageError(fmt::format(
+        "batch: one optimizer step needs {} batches of {} but an epoch has {}",
+        s.accum_steps,
+        s.micro_batch,
+        loader->batches_per_epoch()));
+  }
+  s.total_steps =
+      options.steps > 0 ? options.steps : options.epochs * s.steps_per_epoch;
+
+  s.run_dir = options.out_dir;
+  if (!s.run_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(s.run_dir, ec);
+    if (ec) {
+      throw DataError(fmt::format(
+          "cannot create the run folder {}: {}", s.run_dir, ec.message()));
+    }
+  }
+  evaluator = std::make_unique<Evaluator>(val_data, s.micro_batch, faults);
+  recovery = std::make_unique<OomRecovery>(options.oom_recovery);
+  checkpointer = std::make_unique<Checkpointer>(s, faults);
+}
+
+void Trainer::Impl::make_loader() {
+  if (loader) {
+    bad_samples_before += loader->stats().bad_samples;
+  }
+  loader.reset();
+  data::LoaderOptions lo = options.loader;
+  lo.batch_size = static_cast<std::size_t>(state.micro_batch);
+  lo.device = state.device;
+  lo.seed = options.seed;
+  lo.rank = options.rank;
+  lo.world_size = options.world_size;
+  lo.train = true;
+  loader = std::make_unique<data::Loader>(train_data, lo);
+  state.batches = loader.get();
+}
+
+} // namespace hotloop::train
