@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <optional>
+
 #include "hotloop/train/checkpointer.h"
 #include "hotloop/train/evaluation.h"
 #include "hotloop/train/events.h"
@@ -14,8 +17,11 @@
 #include "hotloop/train/gradients.h"
 #include "hotloop/train/mixed_precision.h"
 #include "hotloop/train/optimizer.h"
+#include "hotloop/train/readback.h"
 #include "hotloop/train/recovery.h"
+#include "hotloop/train/step.h"
 #include "hotloop/train/step_sync.h"
+#include "hotloop/train/step_times.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::train {
@@ -47,6 +53,14 @@ struct Trainer::Impl {
   std::unique_ptr<Checkpointer> checkpointer;
   NamedParams params; // trainable, by name
   std::vector<at::Tensor> tensors; // the same, for the loss scaler
+  std::unique_ptr<Readback> readback;
+
+  // What one fit() carries from its start to its summary.
+  std::unique_ptr<Step> step;
+  StepTimes times;
+  nlohmann::json before = nlohmann::json::object(); // a resumed run's past
+  nlohmann::json last_eval; // {step, result}: for checkpoints
+  std::optional<EvalResult> final_eval;
 
   // The device, threads, model, optimizer, data-parallel start and loader
   // (trainer_setup.cpp).
@@ -57,6 +71,21 @@ struct Trainer::Impl {
   void log(const std::string& line) {
     events.message(state, line);
   }
+
+  // The verbs of the loop (trainer_run.cpp).
+  // config.json, the run's first lines, the resume, on_fit_start, the step.
+  void begin(const std::atomic<bool>* stop);
+  // Step state.step + 1 ran out of memory: the same samples again in smaller
+  // micro-batches (throws OutOfMemoryError when it cannot).
+  void redo_smaller(const std::string& error);
+  // Saves a checkpoint where this process writes them; returns its path.
+  std::string checkpoint();
+  // A step failed: the last good state checkpointed, then an Error.
+  [[noreturn]] void fail(const StepFailure& f);
+  EvalResult evaluate();
+  // After the last step (or a stop): the final evaluation a resumed run
+  // still owes, on_fit_end, summary.json.
+  TrainSummary finish(double wall_s, bool stopped_early);
 };
 
 } // namespace hotloop::train

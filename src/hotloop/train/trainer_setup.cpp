@@ -241,6 +241,11 @@ void Trainer::Impl::set_up() {
           "cannot create the run folder {}: {}", s.run_dir, ec.message()));
     }
   }
+  readback = std::make_unique<Readback>(
+      options.readback_every > 0 ? options.readback_every
+                                 : (device.is_cuda() ? 16 : 1),
+      options.clip_grad_norm > 0,
+      precision->scales_loss());
   evaluator = std::make_unique<Evaluator>(val_data, s.micro_batch, faults);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
   checkpointer = std::make_unique<Checkpointer>(s, faults);

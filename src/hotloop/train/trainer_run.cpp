@@ -1,0 +1,219 @@
+// What the loop (trainer.cpp) calls between its steps: the run's start
+// (config.json, resume, the step chosen), OOM recovery applied, checkpoints,
+// evaluation, failures, and the end (summary.json).
+
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <ATen/ops/zeros.h>
+#include <fmt/format.h>
+
+#include "hotloop/cuda/cuda_info.h"
+#include "hotloop/errors.h"
+#include "hotloop/train/cuda_graph_step.h"
+#include "hotloop/train/trainer_parts.h"
+
+namespace hotloop::train {
+
+namespace {
+
+std::uint64_t peak_rss_bytes() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024; // Linux: KiB
+}
+
+void write_json(const RunState& s, const char* name, const nlohmann::json& j) {
+  if (s.rank == 0 && !s.run_dir.empty()) {
+    std::ofstream(std::filesystem::path(s.run_dir) / name) << j.dump(2) << '\n';
+  }
+}
+
+// config.json: the options as resolved, where each value came from, and the
+// callbacks that observed the run.
+nlohmann::json config_of(const TrainerOptions& o, const Events& events) {
+  nlohmann::json j = o.to_json();
+  j["sources"] = o.option_sources;
+  nlohmann::json callbacks = nlohmann::json::array();
+  for (const auto& c : events.callbacks()) {
+    callbacks.push_back({{"name", c->name()}, {"config", c->config()}});
+  }
+  j["callbacks"] = callbacks;
+  return j;
+}
+
+} // namespace
+
+void Trainer::Impl::begin(const std::atomic<bool>* stop) {
+  RunState& s = state;
+  const TrainerOptions& o = options;
+  s.stop = stop;
+  write_json(s, "config.json", config_of(o, events));
+  log(fmt::format(
+      "train: {} on {} ({}), {} steps = {:.2f} epoch(s) of {} steps; batch {} = {} x {} micro-batch(es){}",
+      o.model.name,
+      s.device.str(),
+      to_string(o.precision),
+      s.total_steps,
+      static_cast<double>(s.total_steps) /
+          static_cast<double>(s.steps_per_epoch),
+      s.steps_per_epoch,
+      o.batch,
+      s.accum_steps,
+      s.micro_batch,
+      s.world_size > 1 ? fmt::format(" x {} ranks", s.world_size)
+                       : std::string()));
+  if (!s.run_dir.empty()) {
+    log(fmt::format("run directory: {}", s.run_dir));
+  }
+  // Resume: the position, and what the part before it leaves the summary.
+  if (const auto r = checkpointer->resume(s, *precision, s.log)) {
+    s.step = r->step;
+    s.epoch = r->epoch;
+    s.next_batch = r->next_batch;
+    s.resumed_at = r->step;
+    before = r->progress;
+    last_eval = r->last_eval;
+    readback->set_recent_losses(
+        before.value("recent_losses", std::vector<double>{}));
+    recovery->set_recoveries(before.value("oom_recoveries", std::int64_t{0}));
+    bad_samples_before += before.value("bad_samples", std::size_t{0});
+    log(fmt::format(
+        "resumed from {} at step {} (epoch {}, batch {})",
+        r->path,
+        s.step,
+        s.epoch,
+        s.next_batch));
+  }
+  if (s.device.is_cuda()) {
+    cuda::reset_peak_memory(s.device.index());
+  }
+  events.fit_start(s);
+
+  StepParts parts;
+  parts.precision = precision.get();
+  parts.readback = readback.get();
+  parts.events = &events;
+  parts.sync = sync.get();
+  parts.faults = &faults;
+  parts.params = params;
+  parts.tensors = tensors;
+  parts.zero_norm =
+      at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(s.device));
+  step = make_step(s, std::move(parts), s.log);
+}
+
+void Trainer::Impl::redo_smaller(const std::string& error) {
+  RunState& s = state;
+  const OomRecovery::Plan plan = recovery->shrink(s, error);
+  log(plan.message);
+  const std::size_t samples =
+      s.next_batch * static_cast<std::size_t>(s.micro_batch);
+  s.micro_batch = plan.micro_batch;
+  s.accum_steps = plan.accum_steps;
+  make_loader();
+  s.next_batch = samples / static_cast<std::size_t>(s.micro_batch);
+  loader->start_epoch(s.epoch, s.next_batch);
+  events.oom_recovery(
+      s, {s.step + 1, s.micro_batch, s.accum_steps, error, plan.report_path});
+  step->plan_changed(s);
+}
+
+std::string Trainer::Impl::checkpoint() {
+  RunState& s = state;
+  nlohmann::json progress =
+      times.count() > 0 ? times.progress(options.batch) : before;
+  progress["recent_losses"] = std::vector<double>(
+      readback->recent_losses().begin(), readback->recent_losses().end());
+  progress["oom_recoveries"] = recovery->recoveries();
+  progress["bad_samples"] = bad_samples_before + loader->stats().bad_samples;
+  const std::string path =
+      checkpointer->save(s, *precision, progress, last_eval);
+  if (!path.empty()) {
+    s.last_checkpoint = path;
+    events.checkpoint(s, path);
+  }
+  return path;
+}
+
+void Trainer::Impl::fail(const StepFailure& f) {
+  state.optimizer->zero_grad();
+  const std::string saved = checkpoint(); // the last good state
+  throw Error(
+      f.name_checkpoint()
+          ? fmt::format(
+                "{}; the last good state is in {}",
+                f.what(),
+                saved.empty() ? std::string("rank 0's checkpoint") : saved)
+          : std::string(f.what()),
+      f.fix());
+}
+
+EvalResult Trainer::Impl::evaluate() {
+  RunState& s = state;
+  readback->drain(s, events);
+  events.phase(s, Phase::Evaluation);
+  const EvalResult r = evaluator->run(s, *precision, s.log);
+  events.evaluation(s, r);
+  last_eval = {{"step", s.step}, {"result", r.to_json()}};
+  if (s.step == s.total_steps) {
+    final_eval = r;
+  }
+  return r;
+}
+
+TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
+  RunState& s = state;
+  const TrainerOptions& o = options;
+  readback->drain(s, events);
+  TrainSummary sum;
+  if (!final_eval && s.step == s.total_steps && s.rank == 0 &&
+      evaluator->has_data()) {
+    // Resumed after the last step: the evaluation its checkpoint holds, or,
+    // when it has none, one now.
+    if (!last_eval.is_null() &&
+        last_eval.value("step", std::int64_t{-1}) == s.step) {
+      final_eval = EvalResult::from_json(last_eval["result"]);
+      sum.from_before_resume = {"val_loss", "val_accuracy"};
+    } else {
+      evaluate();
+    }
+  }
+  events.phase(s, Phase::Finished);
+  sum.steps = s.step;
+  sum.epochs =
+      static_cast<double>(s.step) / static_cast<double>(s.steps_per_epoch);
+  sum.train_loss = readback->train_loss();
+  sum.eval = final_eval;
+  times.fill(sum, o.batch, before);
+  if (s.resumed_at >= 0 && s.step > 0 && s.step - s.resumed_at < 50) {
+    sum.from_before_resume.emplace_back("train_loss"); // the last 50 steps'
+  }
+  if (s.device.is_cuda()) {
+    const cuda::MemoryStats m = cuda::memory_stats(s.device.index());
+    sum.peak_allocated_bytes = m.peak_allocated;
+    sum.peak_reserved_bytes = m.peak_reserved;
+  }
+  sum.peak_rss_bytes = peak_rss_bytes();
+  sum.skipped_steps = precision->scaler().skipped_steps();
+  sum.micro_batch = s.micro_batch;
+  sum.accum_steps = s.accum_steps;
+  sum.oom_recoveries = recovery->recoveries();
+  sum.bad_samples = bad_samples_before + loader->stats().bad_samples;
+  sum.device = s.device.str();
+  sum.precision = to_string(o.precision);
+  sum.graph_replays = step->graph_replays();
+  sum.graph_off_reason = step->graph_off_reason();
+  step.reset(); // a graph's stream and pool go first
+  sum.stopped_early = stopped_early;
+  sum.last_checkpoint = s.last_checkpoint;
+  sum.resumed_at = s.resumed_at;
+  sum.wall_s = wall_s;
+  sum.callbacks = events.fit_end(s, sum);
+  write_json(s, "summary.json", sum.to_json());
+  return sum;
+}
+
+} // namespace hotloop::train
