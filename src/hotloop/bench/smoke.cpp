@@ -11,12 +11,12 @@
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
+#include "hotloop/bench/one_batch_steps.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
-#include "hotloop/train/eager_step.h"
 #include "hotloop/train/loss.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
@@ -87,95 +87,27 @@ bool all_finite(const std::vector<at::Tensor>& ts) {
   return true;
 }
 
-// One batch, over and over: the ladder's data.
-class RepeatBatch final : public data::BatchSource {
- public:
-  explicit RepeatBatch(data::Batch b) : batch_(std::move(b)) {}
-  std::optional<data::Batch> next() override {
-    return batch_;
+// One step of `steps` at `lr`; fails the rung on a non-finite loss or out of
+// memory.
+train::StepResult run_step(
+    OneBatchSteps& steps,
+    double lr,
+    const std::string& where) {
+  train::StepResult r;
+  try {
+    r = steps.run(lr);
+  } catch (const train::StepFailure& e) {
+    fail(
+        fmt::format("on {}: {}", where, e.what()),
+        "check the data (labels in range, images normalized) and the model's input size");
   }
-  double last_wait_seconds() const override {
-    return 0;
+  if (r.out_of_memory) {
+    fail(
+        fmt::format("out of memory on {}: {}", where, *r.out_of_memory),
+        "use a smaller --batch or model");
   }
-
- private:
-  data::Batch batch_;
-};
-
-// The trainer's own step (train/eager_step.h) on one batch: every rung that
-// trains runs it, with the loss read before each update.
-class OneBatchSteps {
- public:
-  OneBatchSteps(
-      std::shared_ptr<model::Model> m,
-      const data::Batch& batch,
-      const c10::Device& device,
-      train::Precision precision,
-      const train::OptimizerOptions& optimizer)
-      : batches_(batch),
-        precision_(precision, train::LossScaling::Auto, device),
-        readback_(1, false, precision_.scales_loss()),
-        optimizer_({{"all", m->parameters(), 1.0}}, optimizer) {
-    options_.precision = precision;
-    options_.channels_last = false;
-    options_.oom_recovery = false;
-    state_.options = &options_;
-    state_.device = device;
-    state_.model = std::move(m);
-    state_.optimizer = &optimizer_;
-    state_.batches = &batches_;
-    state_.total_steps = 1;
-    state_.steps_per_epoch = 1;
-    state_.micro_batch = batch.labels.size(0);
-    train::StepParts parts;
-    parts.precision = &precision_;
-    parts.readback = &readback_;
-    parts.events = &events_;
-    parts.faults = &faults_;
-    for (const auto& p : state_.model->named_parameters()) {
-      parts.params.emplace_back(p.key(), p.value());
-      parts.tensors.push_back(p.value());
-    }
-    parts.zero_norm =
-        at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
-    step_ = std::make_unique<train::EagerStep>(std::move(parts), "");
-  }
-
-  // One forward, backward and update at `lr`; the loss before it. Fails the
-  // rung on a non-finite loss or out of memory.
-  train::StepResult run(double lr, const char* where) {
-    state_.model->train();
-    train::StepResult r;
-    try {
-      r = step_->run(state_, lr);
-    } catch (const train::StepFailure& e) {
-      fail(
-          fmt::format("on {}: {}", where, e.what()),
-          "check the data (labels in range, images normalized) and the model's input size");
-    }
-    if (r.out_of_memory) {
-      fail(
-          fmt::format("out of memory on {}: {}", where, *r.out_of_memory),
-          "use a smaller --batch or model");
-    }
-    ++state_.step;
-    return r;
-  }
-  const train::MixedPrecision& precision() const {
-    return precision_;
-  }
-
- private:
-  RepeatBatch batches_;
-  train::TrainerOptions options_;
-  train::RunState state_;
-  train::Events events_{{}};
-  train::FaultInjection faults_;
-  train::MixedPrecision precision_;
-  train::Readback readback_;
-  train::Optimizer optimizer_;
-  std::unique_ptr<train::EagerStep> step_;
-};
+  return r;
+}
 
 // One step of plain SGD (lr 0.01) through the trainer's step; returns the
 // loss. Fails the rung on a non-finite loss or gradient, or weights that did
@@ -189,7 +121,7 @@ double one_step(
   sgd.momentum = 0;
   OneBatchSteps steps(m, b, device, train::Precision::Fp32, sgd);
   const at::Tensor before = m->parameters().front().detach().clone();
-  const double loss = *steps.run(0.01, where).loss_value;
+  const double loss = *run_step(steps, 0.01, where).loss_value;
   if (!all_finite(m->parameters())) {
     fail(
         fmt::format("a gradient on {} is not finite", where),
@@ -475,7 +407,7 @@ SmokeReport run_smoke(
     double last = 0;
     int steps_run = 0;
     for (int s = 0; s < options.overfit_steps; ++s) {
-      last = *steps.run(1e-3, best.str().c_str()).loss_value;
+      last = *run_step(steps, 1e-3, best.str()).loss_value;
       if (s == 0) {
         first = last;
       }
@@ -535,7 +467,7 @@ SmokeReport run_smoke(
           "an op overflows in low precision: use --precision bf16 (or fp32) and report the model");
     }
     OneBatchSteps steps(m, b, best, p, train::OptimizerOptions{});
-    const train::StepResult r = steps.run(1e-3, best.str().c_str());
+    const train::StepResult r = run_step(steps, 1e-3, best.str());
     if (r.skipped || !all_finite(m->parameters())) {
       fail(
           fmt::format(
