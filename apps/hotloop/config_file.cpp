@@ -81,7 +81,7 @@ std::vector<std::string> expand_config_file(
       opt = command->get_option("--" + key);
     } catch (const CLI::OptionNotFound&) {
     }
-    if (opt == nullptr || key == "config") {
+    if (opt == nullptr || key == "config" || key == "config-keys") {
       throw ConfigError(
           fmt::format(
               "{}: unknown key '{}' for `hotloop {}`",
@@ -93,6 +93,15 @@ std::vector<std::string> expand_config_file(
               command->get_name()));
     }
     from_file.push_back(fmt::format("--{}={}", key, scalar(node, key, file)));
+  }
+  // Commands that say where each value came from learn which keys the file
+  // set through a hidden option (config_file.h).
+  if (command->get_option_no_throw("--config-keys") != nullptr) {
+    std::string keys;
+    for (const auto& [k, node] : table) {
+      keys += (keys.empty() ? "" : ",") + std::string(k.str());
+    }
+    from_file.push_back("--config-keys=" + keys);
   }
   args.erase(
       args.begin() + static_cast<std::ptrdiff_t>(config_at),

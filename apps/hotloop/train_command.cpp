@@ -9,13 +9,17 @@
 
 #include <charconv>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/parallel/job.h"
+#include "hotloop/train/recipe.h"
 #include "hotloop/train/trainer.h"
+#include "option_sources.h"
 #include "train_setup.h"
 #include "training_flags.h"
 
@@ -39,6 +43,7 @@ struct TrainFlags {
   bool no_cudnn_benchmark = false;
   bool no_eval = false;
   std::string config;
+  std::string config_keys; // set by expand_config_file (option_sources.h)
   parallel::JobOptions job;
 };
 
@@ -60,7 +65,7 @@ std::optional<std::int64_t> parse_batch(
   return n;
 }
 
-int run_train(TrainFlags& f) {
+int run_train(TrainFlags& f, const CLI::App& cmd) {
   train::TrainerOptions& o = f.options;
   f.common.apply(o);
   o.loss_scaling = train::parse_loss_scaling(f.loss_scaling);
@@ -78,6 +83,17 @@ int run_train(TrainFlags& f) {
   if (o.out_dir.empty()) {
     o.out_dir = train::default_run_dir();
   }
+  // The model's recipe fills what the user left unset; its learning rate
+  // may follow the batch, settled below when the batch is "auto".
+  const std::set<std::string> given = given_options(cmd);
+  const std::optional<train::OptimizerKind> chosen = given.contains("optimizer")
+      ? std::optional(o.optimizer.kind)
+      : std::nullopt;
+  train::apply_recipe(
+      train::recipe_for(
+          o.model.name, parse_batch("batch", f.batch, 1).value_or(64), chosen),
+      o,
+      given);
   f.callbacks.console.progress_bar = stdout_wants_color();
   f.callbacks.validate();
 
@@ -106,6 +122,10 @@ int run_train(TrainFlags& f) {
       job.group.get());
   o.batch = batch.batch;
   o.micro_batch = batch.micro_batch;
+  const train::Recipe recipe = train::recipe_for(o.model.name, o.batch, chosen);
+  const std::vector<std::string> from_recipe =
+      train::apply_recipe(recipe, o, given);
+  o.option_sources = option_sources(cmd, f.config_keys, from_recipe);
   o.validate();
 
   if (talk) {
@@ -114,6 +134,13 @@ int run_train(TrainFlags& f) {
         data.train->describe(),
         data.val ? data.val->describe() : std::string("none"));
     fmt::print("config:\n{}\n", o.to_json().dump(2));
+    std::map<std::string, std::string> recipe_values;
+    for (const auto& v : recipe.values) {
+      recipe_values[v.key] = v.value;
+    }
+    fmt::print(
+        "{}\n",
+        describe_sources(cmd, o.option_sources, o.model.name, recipe_values));
     if (job.group) {
       fmt::print(
           "data parallel: {} rank(s) ({}, {}), global batch {}\n",
@@ -337,7 +364,9 @@ void add_train_command(CLI::App& app, Action& action) {
       "  hotloop train --model cnn-small --epochs 3\n"
       "  hotloop train --config run.toml --out runs/a --resume auto\n"
       "SIGINT/SIGTERM finish the step, write a checkpoint and exit 0; --resume auto continues.");
-  cmd->callback([f, &action] { action = [f] { return run_train(*f); }; });
+  cmd->add_option("--config-keys", f->config_keys)->group("");
+  cmd->callback(
+      [f, cmd, &action] { action = [f, cmd] { return run_train(*f, *cmd); }; });
 }
 
 } // namespace hotloop::cli

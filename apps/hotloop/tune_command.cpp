@@ -6,6 +6,8 @@
 #include "cli_common.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/batch_finder.h"
+#include "hotloop/train/recipe.h"
+#include "option_sources.h"
 #include "train_setup.h"
 #include "training_flags.h"
 
@@ -19,9 +21,19 @@ struct TuneFlags {
   bool json = false;
 };
 
-int run_tune_batch(TuneFlags& f) {
+int run_tune_batch(TuneFlags& f, const CLI::App& cmd) {
   train::TrainerOptions& o = f.finder.trainer;
   f.common.apply(o);
+  // The optimizer the model's recipe trains with (its state takes memory).
+  const std::set<std::string> given = given_options(cmd);
+  train::apply_recipe(
+      train::recipe_for(
+          o.model.name,
+          64,
+          given.contains("optimizer") ? std::optional(o.optimizer.kind)
+                                      : std::nullopt),
+      o,
+      given);
   o.batch = 1;
   const TrainData data = open_train_data(f.common.data, o.seed, false);
   fit_model_to_data(o, *data.train, f.common.in_channels, f.common.num_classes);
@@ -70,7 +82,9 @@ void add_tune_command(CLI::App& app, Action& action) {
       "  hotloop tune batch --model resnet50 --data synthetic:2048x3x224x224 --precision bf16 --device cuda\n"
       "  hotloop tune batch --model cnn-small --json\n"
       "Exit code: 0 when a size fits, 1 when not even one sample does.");
-  cmd->callback([f, &action] { action = [f] { return run_tune_batch(*f); }; });
+  cmd->callback([f, cmd, &action] {
+    action = [f, cmd] { return run_tune_batch(*f, *cmd); };
+  });
 }
 
 } // namespace hotloop::cli

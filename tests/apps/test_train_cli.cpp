@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -12,8 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <ATen/ops/equal.h>
+
+#include "hotloop/train/checkpoint.h"
 #include "support/cli_run.h"
 #include "support/image_files.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "test_paths.h"
 
@@ -114,6 +119,245 @@ TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
       a["val_loss"],
       b["val_loss"]); // bit for bit: same seed, same threads, CPU
   EXPECT_EQ(a["val_accuracy"], b["val_accuracy"]);
+}
+
+// cnn-small (BatchNorm, dropout) for 12 steps, checkpointing every 4, with
+// the one evaluation at the end: small enough to run nine times.
+std::vector<std::string> kill_args(const std::string& out) {
+  return {
+      HOTLOOP_TEST_BINARY,
+      "train",
+      "--data",
+      "synthetic:512x1x28x28",
+      "--model",
+      "cnn-small",
+      "--steps",
+      "12",
+      "--batch",
+      "32",
+      "--optimizer",
+      "adamw",
+      "--lr",
+      "2e-3",
+      "--schedule",
+      "cosine",
+      "--augment",
+      "default",
+      "--threads",
+      "1",
+      "--workers",
+      "1",
+      "--seed",
+      "4",
+      "--checkpoint-every",
+      "4",
+      "--log-every",
+      "0",
+      "--out",
+      out};
+}
+
+// Killed (SIGKILL, from inside, at an exact moment: HOTLOOP_INJECT_KILL) in
+// the middle of a step, while a checkpoint is being written, just after the
+// last checkpoint, and during the final evaluation, then resumed with
+// --resume auto: each ends where the uninterrupted run ends, bit for bit,
+// with the same evaluation, a metrics file that has each step once, and
+// summary figures that are not zero, naming those from before the kill.
+TEST(TrainCli, AKillAtAnyMomentResumesToTheUninterruptedRunsResult) {
+  test::TempDir dir;
+  const auto full = dir.path() / "full";
+  const std::string log = (dir.path() / "log").string();
+  ASSERT_EQ(run_to_end(kill_args(full.string()), log), 0) << test::slurp(log);
+  const auto want = summary(full);
+  ASSERT_FALSE(want["val_loss"].is_null());
+
+  for (const std::string kill :
+       {"step:6", "checkpoint:8", "final-checkpoint", "final-evaluation"}) {
+    SCOPED_TRACE(kill);
+    const auto run = dir.path() / kill.substr(0, kill.find(':'));
+    {
+      test::ScopedEnv inject("HOTLOOP_INJECT_KILL", kill);
+      EXPECT_EQ(run_to_end(kill_args(run.string()), log), 128 + SIGKILL)
+          << test::slurp(log);
+    }
+    EXPECT_FALSE(std::filesystem::exists(run / "summary.json"));
+    auto args = kill_args(run.string());
+    args.insert(args.end(), {"--resume", "auto"});
+    ASSERT_EQ(run_to_end(args, log), 0) << test::slurp(log);
+    const std::string out = test::slurp(log);
+    const auto got = summary(run);
+    EXPECT_EQ(got["steps"], 12);
+    EXPECT_EQ(got["val_loss"], want["val_loss"]) << out;
+    EXPECT_EQ(got["val_accuracy"], want["val_accuracy"]);
+    EXPECT_EQ(got["val_confusion"], want["val_confusion"]);
+    EXPECT_EQ(got["train_loss"], want["train_loss"]);
+    EXPECT_GT(got["images_per_s"].get<double>(), 0);
+    EXPECT_GT(got["step_time_ms"]["median"].get<double>(), 0);
+    EXPECT_GE(got["resumed_at"].get<int>(), 4);
+    // The weights of the last checkpoint, tensor by tensor.
+    const auto mine =
+        train::load_checkpoint(
+            (run / "checkpoints" / "step-00000012.safetensors").string())
+            .model;
+    const auto theirs =
+        train::load_checkpoint(
+            (full / "checkpoints" / "step-00000012.safetensors").string())
+            .model;
+    ASSERT_EQ(mine.size(), theirs.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      EXPECT_TRUE(at::equal(mine[i].second, theirs[i].second)) << mine[i].first;
+    }
+    // Each step's line once, in order, and the one evaluation.
+    std::int64_t last = 0;
+    int evaluations = 0;
+    std::ifstream metrics(run / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("loss")) {
+        EXPECT_EQ(j["step"].get<std::int64_t>(), last + 1);
+        last = j["step"].get<std::int64_t>();
+      }
+      evaluations += j.contains("val_loss") ? 1 : 0;
+    }
+    EXPECT_EQ(last, 12);
+    EXPECT_EQ(evaluations, 1);
+    const auto before = got["from_before_resume"];
+    if (kill == "final-checkpoint") {
+      // No step left to run: the rates and the evaluation are the earlier
+      // part's, and say so.
+      EXPECT_EQ(got["resumed_at"], 12);
+      for (const char* figure :
+           {"images_per_s", "val_loss", "train_loss", "step_time_ms"}) {
+        EXPECT_NE(std::find(before.begin(), before.end(), figure), before.end())
+            << figure << ": " << before.dump();
+      }
+      EXPECT_NE(out.find("from the part before it"), std::string::npos) << out;
+    } else {
+      EXPECT_EQ(
+          std::find(before.begin(), before.end(), "images_per_s"), before.end())
+          << before.dump();
+    }
+    if (kill == "checkpoint:8") {
+      // The half-written checkpoint is cleaned up, and the run resumed from
+      // the one before it.
+      EXPECT_EQ(got["resumed_at"], 4);
+      EXPECT_NE(out.find("an unfinished checkpoint"), std::string::npos) << out;
+    }
+  }
+}
+
+// The defaults train: the command a new user types, at a small batch. The
+// defaults before the recipes (SGD at 0.1 with momentum, cosine, no warm-up,
+// crop and flip) end at chance there, and the diagnosis says so.
+TEST(TrainCli, TheDefaultsLearnAtBatch32AndTheOldOnesAreDiagnosedNotLearning) {
+  test::TempDir dir;
+  const std::string log = (dir.path() / "log").string();
+  const auto run = dir.path() / "run";
+  ASSERT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--model",
+           "cnn-small",
+           "--steps",
+           "400",
+           "--batch",
+           "32",
+           "--seed",
+           "3",
+           "--out",
+           run.string()},
+          log),
+      0)
+      << test::slurp(log);
+  const auto s = summary(run);
+  EXPECT_GE(s["val_accuracy"].get<double>(), 0.80) << s.dump();
+  EXPECT_NE(s["diagnosis"], "not-learning") << s["telemetry"].dump();
+  const auto config = nlohmann::json::parse(test::slurp(run / "config.json"));
+  EXPECT_EQ(config["sources"]["optimizer"], "recipe");
+  EXPECT_EQ(config["sources"]["batch"], "flag");
+
+  const auto old = dir.path() / "old";
+  ASSERT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--model",
+           "cnn-small",
+           "--steps",
+           "400",
+           "--batch",
+           "32",
+           "--seed",
+           "3",
+           "--optimizer",
+           "sgd",
+           "--lr",
+           "0.1",
+           "--momentum",
+           "0.9",
+           "--nesterov=false",
+           "--weight-decay",
+           "0",
+           "--schedule",
+           "cosine",
+           "--augment",
+           "default",
+           "--out",
+           old.string()},
+          log),
+      0)
+      << test::slurp(log);
+  EXPECT_EQ(summary(old)["diagnosis"], "not-learning")
+      << summary(old)["telemetry"].dump();
+  EXPECT_NE(test::slurp(log).find("diagnosis: not-learning"), std::string::npos)
+      << test::slurp(log);
+}
+
+// Where each value came from: the command line, the config file (unless a
+// flag overrides it), the model's recipe, or the default.
+TEST(TrainCli, TheResolvedConfigSaysWhereEachValueCameFrom) {
+  test::TempDir dir;
+  const auto config =
+      dir.write("run.toml", "steps = 2\nlr = 0.01\nbatch = 64\nthreads = 1\n");
+  const std::string log = (dir.path() / "log").string();
+  const auto run = dir.path() / "run";
+  ASSERT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY,
+           "train",
+           "--config",
+           config.string(),
+           "--data",
+           "synthetic:128x1x28x28",
+           "--model",
+           "cnn-small",
+           "--batch",
+           "32",
+           "--out",
+           run.string()},
+          log),
+      0)
+      << test::slurp(log);
+  const auto c = nlohmann::json::parse(test::slurp(run / "config.json"));
+  const auto& src = c["sources"];
+  EXPECT_EQ(src["model"], "flag");
+  EXPECT_EQ(src["batch"], "flag"); // in the file too: the flag won
+  EXPECT_EQ(src["steps"], "config file");
+  EXPECT_EQ(src["lr"], "config file");
+  EXPECT_EQ(src["optimizer"], "recipe");
+  EXPECT_EQ(src["schedule"], "recipe");
+  EXPECT_EQ(src["seed"], "default");
+  EXPECT_EQ(c["batch"], 32);
+  EXPECT_EQ(c["schedule"]["lr"], 0.01); // the file's, not the recipe's
+  EXPECT_EQ(c["optimizer"]["kind"], "adamw");
+  EXPECT_NE(
+      test::slurp(log).find("recipe for cnn-small: optimizer=adamw"),
+      std::string::npos)
+      << test::slurp(log);
+  // The callbacks that observed the run are listed with their settings.
+  EXPECT_EQ(c["callbacks"][0]["name"], "telemetry");
+  EXPECT_EQ(c["callbacks"][0]["config"]["interval_s"], 1.0);
 }
 
 TEST(TrainCli, SigtermFinishesTheStepCheckpointsAndExitsZeroSayingHowToResume) {

@@ -2,6 +2,8 @@
 // diagnosis is a pure function of the window, so no hardware is needed.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hotloop/env/nvml_api.h"
 #include "hotloop/telemetry/diagnosis.h"
 
@@ -173,6 +175,53 @@ TEST(Diagnosis, ARankBusierThanTheOthersIsNamedAsTheStraggler) {
   EXPECT_NE(d.primary().fix.find("--workers"), std::string::npos);
   // Ranks within 20% of each other: no straggler.
   w.ranks = {{0, 0.1, 5.0}, {1, 0.1, 5.5}};
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
+// Not learning: past the warm-up, a mean loss at 95% of a uniform guess's
+// (ln 10 = 2.303 for 10 classes) or above the first window's; either side
+// of each edge, and never before the warm-up ends.
+TEST(Diagnosis, ALossStuckAtChanceOrRisingAfterTheWarmupIsNotLearning) {
+  WindowInput w = busy_gpu();
+  w.chance_loss = std::log(10.0);
+  w.first_loss_mean = 2.31;
+  w.past_warmup = true;
+  w.loss_mean = 0.95 * w.chance_loss + 1e-9; // just at the edge
+  Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "not-learning") << d.primary().evidence;
+  EXPECT_NE(
+      d.primary().evidence.find("95% of a uniform guess's 2.303"),
+      std::string::npos)
+      << d.primary().evidence;
+  EXPECT_NE(d.primary().fix.find("lower --lr"), std::string::npos);
+  // It comes first: a run that does not learn wastes all of its time.
+  w.phases.data_wait = 5;
+  EXPECT_EQ(
+      verdicts(diagnose(w)),
+      (std::vector<std::string>{"not-learning", "input-bound"}));
+  w.phases.data_wait = 0.2;
+
+  w.loss_mean = 0.95 * w.chance_loss - 1e-6; // just under: learning
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+
+  // Far below chance but above where it started: diverging.
+  w.first_loss_mean = 0.5;
+  w.loss_mean = 0.5 + 1e-6;
+  d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "not-learning");
+  EXPECT_NE(
+      d.primary().evidence.find("above the first window's 0.500"),
+      std::string::npos)
+      << d.primary().evidence;
+  w.loss_mean = 0.5; // equal: not above
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+
+  // During the warm-up, or with no loss read back yet, nothing is said.
+  w.loss_mean = 2.303;
+  w.past_warmup = false;
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  w.past_warmup = true;
+  w.loss_mean = std::nan("");
   EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
 }
 

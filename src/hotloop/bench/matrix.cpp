@@ -20,6 +20,7 @@
 #include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/callbacks/time_budget.h"
 #include "hotloop/train/precision.h"
+#include "hotloop/train/recipe.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::bench {
@@ -232,10 +233,8 @@ RowResult run_row(
     t.model.image_size = shape ? shape->height : 224;
     t.steps = o.steps;
     t.batch = row.batch;
-    // One recipe for every row: SGD with momentum, a short warm-up, cosine
-    // (a model from scratch at lr 0.1 without warm-up spikes its loss).
-    t.schedule.lr = 0.05;
-    t.schedule.warmup_steps = std::min<std::int64_t>(20, o.steps / 10);
+    // The model's recipe, as `hotloop train` runs it by default.
+    train::apply_recipe(train::recipe_for(row.model, row.batch), t);
     t.precision = train::parse_precision(r.resolved_precision);
     t.device = row.device;
     t.seed = o.seed;

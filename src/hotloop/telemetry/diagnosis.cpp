@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "hotloop/core/units.h"
 #include "hotloop/env/nvml_api.h"
@@ -58,7 +59,8 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
   // Most important first: what wastes the most, or will end the run.
   auto rank = [](const std::string& verdict) {
     for (int i = 0; const char* v :
-                    {"cpu-with-gpu",
+                    {"not-learning",
+                     "cpu-with-gpu",
                      "memory-leak",
                      "input-bound",
                      "transfer-bound",
@@ -80,6 +82,30 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
   const double copy_share = w.phases.copy / wall;
   const std::string steps =
       fmt::format("steps {}-{}", w.first_step, w.last_step);
+
+  // Not learning: past the warm-up the loss is no better than a uniform
+  // guess, or above where the run started (diverged).
+  if (w.past_warmup && !std::isnan(w.loss_mean)) {
+    const bool at_chance =
+        w.chance_loss > 0 && w.loss_mean >= o.chance_share * w.chance_loss;
+    const bool above_start =
+        !std::isnan(w.first_loss_mean) && w.loss_mean > w.first_loss_mean;
+    if (at_chance || above_start) {
+      add("not-learning",
+          fmt::format(
+              "{}: after the warm-up the mean loss is {:.3f}, {}",
+              steps,
+              w.loss_mean,
+              at_chance
+                  ? fmt::format(
+                        "{:.0f}% of a uniform guess's {:.3f}",
+                        100 * w.loss_mean / w.chance_loss,
+                        w.chance_loss)
+                  : fmt::format(
+                        "above the first window's {:.3f}", w.first_loss_mean)),
+          "lower --lr (or drop --lr/--optimizer/--schedule to train with the model's recipe), add --warmup-steps or --clip-grad-norm, and check that labels match the images (hotloop smoke's overfit rung)");
+    }
+  }
 
   if (!w.on_cuda && w.usable_gpu_present) {
     add("cpu-with-gpu",

@@ -4,6 +4,7 @@
 // every verdict can be tested without hardware.
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,14 @@ struct WindowInput {
   std::string memory_source = "allocated memory";
   std::uint64_t reserved = 0; // CUDA allocator, this window
   std::vector<RankWindow> ranks; // data parallel: every rank's window
+  // Learning: the mean of the losses read back during this window and
+  // during the run's first one (NaN: none), the loss of a uniform guess
+  // (ln of the class count; 0: unknown), and whether the schedule's warm-up
+  // had ended when this window began.
+  double loss_mean = std::numeric_limits<double>::quiet_NaN();
+  double first_loss_mean = std::numeric_limits<double>::quiet_NaN();
+  double chance_loss = 0;
+  bool past_warmup = false;
 };
 
 struct DiagnosisOptions {
@@ -58,12 +67,15 @@ struct DiagnosisOptions {
   std::size_t leak_windows = 3; // windows of steady growth that make a leak
   double leak_growth = 0.01; // each at least this much larger (relative)
   double straggler = 1.2; // a rank busy this many times the others' median
+  // Past the warm-up, a mean loss at or above this share of a uniform
+  // guess's is not learning (as is one above the first window's).
+  double chance_share = 0.95;
 };
 
 struct Finding {
-  // cpu-with-gpu, memory-leak, input-bound, transfer-bound, straggler,
-  // throttled-thermal, throttled-power, throttled, other-process, under-used,
-  // healthy
+  // not-learning, cpu-with-gpu, memory-leak, input-bound, transfer-bound,
+  // straggler, throttled-thermal, throttled-power, throttled, other-process,
+  // under-used, healthy
   std::string verdict;
   std::string evidence;
   std::string fix;

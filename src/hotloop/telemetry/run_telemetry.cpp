@@ -112,6 +112,8 @@ RunTelemetry::~RunTelemetry() = default;
 void RunTelemetry::record_loss(std::int64_t, double loss) {
   last_loss_ = loss;
   last_record_.loss = loss;
+  window_loss_sum_ += loss;
+  ++window_losses_;
 }
 
 std::optional<Sample> RunTelemetry::latest_sample() const {
@@ -253,6 +255,19 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
   in.phases = window_phases_;
   in.on_cuda = device_.is_cuda();
   in.usable_gpu_present = usable_gpu_;
+  // The first window with losses is the reference, never judged itself.
+  const bool have_reference = !std::isnan(first_loss_mean_);
+  if (window_losses_ > 0) {
+    in.loss_mean = window_loss_sum_ / static_cast<double>(window_losses_);
+    if (!have_reference) {
+      first_loss_mean_ = in.loss_mean;
+    }
+  }
+  in.first_loss_mean = first_loss_mean_;
+  in.chance_loss = options_.chance_loss;
+  in.past_warmup = have_reference && window_first_ > options_.warmup_end;
+  window_loss_sum_ = 0;
+  window_losses_ = 0;
   const Window w = sampler_->take_window();
   if (device_.is_cuda()) {
     in.gpu = w.gpu;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +34,10 @@ struct RunTelemetryOptions {
   double interval_s = 1.0; // sampler period
   std::int64_t window_steps = 50; // steps per diagnosis
   std::string nvml_library; // "": the default
+  // For the not-learning verdict: a uniform guess's loss (0: unknown) and
+  // the step the schedule's warm-up ends at.
+  double chance_loss = 0;
+  std::int64_t warmup_end = 0;
   DiagnosisOptions diagnosis;
   // Data parallel: this rank, the number of ranks, and an element-wise sum
   // over ranks (one small all-reduce per window), for per-rank phases.
@@ -118,6 +123,9 @@ class RunTelemetry {
   std::map<std::string, int> verdict_windows_;
   StepRecord last_record_;
   double last_loss_ = 0; // the latest loss read back
+  double window_loss_sum_ = 0; // losses read back in this window
+  std::int64_t window_losses_ = 0;
+  double first_loss_mean_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 } // namespace hotloop::telemetry

@@ -72,6 +72,9 @@ StepResult EagerStep::run(const RunState& s, double lr) {
       parts_.precision->scale(loss / static_cast<double>(s.accum_steps))
           .backward();
       parts_.faults->oom_if_above(images.size(0));
+      if (last) {
+        parts_.faults->kill_at(KillPoint::Step, s.step + 1);
+      }
       if (last && parts_.faults->overflow_at(s.step + 1)) {
         at::NoGradGuard no_grad;
         parts_.tensors.front().mutable_grad().fill_(

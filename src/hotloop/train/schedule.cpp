@@ -94,4 +94,12 @@ double learning_rate(
   return o.lr;
 }
 
+std::int64_t warmup_end(const ScheduleOptions& o, std::int64_t total_steps) {
+  if (o.kind == ScheduleKind::OneCycle) {
+    return static_cast<std::int64_t>(
+        o.pct_start * static_cast<double>(total_steps));
+  }
+  return o.warmup_steps;
+}
+
 } // namespace hotloop::train

@@ -15,4 +15,10 @@ double learning_rate(
     std::int64_t step,
     std::int64_t total_steps);
 
+// The step at which the schedule's warm-up ends: --warmup-steps, or
+// one-cycle's rise (pct_start of the steps).
+std::int64_t warmup_end(
+    const ScheduleOptions& options,
+    std::int64_t total_steps);
+
 } // namespace hotloop::train

@@ -1,8 +1,11 @@
 #include "hotloop/train/callbacks/telemetry_callback.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "hotloop/parallel/process_group.h"
+#include "hotloop/train/options.h"
+#include "hotloop/train/schedule.h"
 
 namespace hotloop::train {
 
@@ -24,6 +27,9 @@ void TelemetryCallback::on_fit_start(const RunState& s) {
   o.nvml_library = options_.nvml_library;
   o.rank = s.rank;
   o.world_size = s.world_size;
+  o.chance_loss = std::log(static_cast<double>(
+      std::max<std::int64_t>(1, s.options->model.num_classes)));
+  o.warmup_end = warmup_end(s.options->schedule, s.total_steps);
   if (s.group != nullptr) {
     o.sum_over_ranks = [g = s.group](std::vector<double> v) {
       return g->allreduce_sum(std::move(v), "telemetry");

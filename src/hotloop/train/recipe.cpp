@@ -1,0 +1,104 @@
+#include "hotloop/train/recipe.h"
+
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace hotloop::train {
+
+namespace {
+
+// The options a recipe may set, by flag name.
+using Setter = std::function<void(TrainerOptions&, const std::string&)>;
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> s = {
+      {"optimizer",
+       [](TrainerOptions& o, const std::string& v) {
+         o.optimizer.kind = parse_optimizer(v);
+       }},
+      {"lr",
+       [](TrainerOptions& o, const std::string& v) {
+         o.schedule.lr = std::stod(v);
+       }},
+      {"schedule",
+       [](TrainerOptions& o, const std::string& v) {
+         o.schedule.kind = parse_schedule(v);
+       }},
+      {"momentum",
+       [](TrainerOptions& o, const std::string& v) {
+         o.optimizer.momentum = std::stod(v);
+       }},
+      {"nesterov",
+       [](TrainerOptions& o, const std::string& v) {
+         o.optimizer.nesterov = v == "true";
+       }},
+      {"weight-decay",
+       [](TrainerOptions& o, const std::string& v) {
+         o.optimizer.weight_decay = std::stod(v);
+       }},
+      {"label-smoothing",
+       [](TrainerOptions& o, const std::string& v) {
+         o.label_smoothing = std::stod(v);
+       }},
+      {"augment", [](TrainerOptions& o, const std::string& v) {
+         o.loader.augment =
+             v == "none" ? data::Augment::None : data::Augment::Default;
+       }}};
+  return s;
+}
+
+} // namespace
+
+Recipe recipe_for(
+    const std::string& model,
+    std::int64_t batch,
+    std::optional<OptimizerKind> optimizer) {
+  Recipe r;
+  r.model = model;
+  const bool resnet = model.starts_with("resnet");
+  if (!resnet && model != "mlp" && model != "cnn-small") {
+    return r;
+  }
+  const OptimizerKind kind =
+      optimizer.value_or(resnet ? OptimizerKind::Sgd : OptimizerKind::AdamW);
+  r.values.push_back({"optimizer", to_string(kind)});
+  if (kind == OptimizerKind::Sgd) {
+    r.values.push_back({"momentum", "0.9"});
+    r.values.push_back({"nesterov", "true"});
+    r.values.push_back(
+        {"lr", fmt::format("{:g}", 0.1 * static_cast<double>(batch) / 128)});
+    r.values.push_back({"weight-decay", "5e-4"});
+  } else {
+    r.values.push_back({"lr", model == "cnn-small" ? "3e-3" : "1e-3"});
+  }
+  r.values.push_back({"schedule", "onecycle"});
+  if (resnet) {
+    r.values.push_back({"label-smoothing", "0.1"});
+  } else {
+    r.values.push_back({"augment", "none"});
+  }
+  return r;
+}
+
+std::vector<std::string> apply_recipe(
+    const Recipe& recipe,
+    TrainerOptions& o,
+    const std::set<std::string>& given) {
+  std::vector<std::string> set;
+  for (const auto& [key, value] : recipe.values) {
+    if (given.contains(key)) {
+      continue;
+    }
+    const auto it = setters().find(key);
+    if (it == setters().end()) {
+      throw std::logic_error("recipe: no setter for '" + key + "'");
+    }
+    it->second(o, value);
+    set.push_back(key);
+  }
+  return set;
+}
+
+} // namespace hotloop::train
