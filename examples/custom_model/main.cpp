@@ -1,8 +1,10 @@
-// Your own model and dataset, trained by hotloop: the same loop, precision,
-// accumulation, checkpoints and resume as `hotloop train`.
+// Your own model, dataset and callback, trained by hotloop: the same loop,
+// precision, accumulation, checkpoints and resume as `hotloop train`.
 //
-//   custom_model [RUN_DIR]     trains for 3 epochs, prints the validation
-//                              accuracy, exits 0 when it is at least 90%
+//   custom_model [RUN_DIR]     trains for 3 epochs, logging the gradient norm
+//                              every 20 steps, prints the validation accuracy,
+//                              exits 0 when it is at least 90% and the
+//                              callback logged
 //
 // The data: 16x16 gray images of stripes, horizontal (class 0) or vertical
 // (class 1), with a random phase, period and noise.
@@ -14,6 +16,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/flatten.h>
 #include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/norm.h>
 #include <ATen/ops/relu.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
@@ -22,6 +25,8 @@
 #include "hotloop/data/dataset.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
+#include "hotloop/train/callback.h"
+#include "hotloop/train/standard_callbacks.h"
 #include "hotloop/train/trainer.h"
 
 namespace {
@@ -87,6 +92,47 @@ class Stripes : public hotloop::data::Dataset {
   std::vector<std::string> names_{"horizontal", "vertical"};
 };
 
+// A callback observes the run at the loop's events (hotloop/train/callback.h)
+// and never changes it. on_gradients comes when a step's gradients are final
+// (averaged across ranks, unscaled), before clipping and the update.
+class GradNormLogger : public hotloop::train::Callback {
+ public:
+  explicit GradNormLogger(std::int64_t every) : every_(every) {}
+  std::string name() const override {
+    return "grad-norm-logger";
+  }
+  void on_gradients(const hotloop::train::RunState& s) override {
+    if ((s.step + 1) % every_ != 0) {
+      return;
+    }
+    double squares = 0; // reads each gradient back: every N steps, not each
+    for (const auto& p : s.model->parameters()) {
+      if (p.grad().defined()) {
+        const double n = p.grad().norm().item<double>();
+        squares += n * n;
+      }
+    }
+    std::printf(
+        "step %lld: gradient norm %.4f\n",
+        static_cast<long long>(s.step + 1),
+        std::sqrt(squares));
+    ++logged_;
+  }
+  // What a callback returns at the end lands in summary.json under its name.
+  nlohmann::json on_fit_end(
+      const hotloop::train::RunState&,
+      const hotloop::train::TrainSummary&) override {
+    return {{"lines", logged_}};
+  }
+  int logged() const {
+    return logged_;
+  }
+
+ private:
+  std::int64_t every_;
+  int logged_ = 0;
+};
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -107,18 +153,24 @@ int main(int argc, char** argv) {
 
     torch::manual_seed(0);
     auto model = std::make_shared<TinyNet>();
+    // hotloop's own callbacks (console, metrics file, telemetry,
+    // TensorBoard), then ours.
+    auto grad_norms = std::make_shared<GradNormLogger>(20);
+    hotloop::train::TrainerContext context;
+    context.callbacks.push_back(grad_norms);
     hotloop::train::Trainer trainer(
         model,
         std::make_shared<Stripes>(1024, 1),
         std::make_shared<Stripes>(256, 2),
-        options);
+        options,
+        context);
     const hotloop::train::TrainSummary s = trainer.fit();
     const double accuracy = s.eval ? s.eval->accuracy : 0.0;
     std::printf(
         "custom_model: %lld steps, validation accuracy %.1f%%\n",
         static_cast<long long>(s.steps),
         100 * accuracy);
-    return accuracy >= 0.9 ? 0 : 1;
+    return accuracy >= 0.9 && grad_norms->logged() > 0 ? 0 : 1;
   } catch (const hotloop::Error& e) {
     std::fprintf(stderr, "custom_model: %s\n", e.what());
     return 1;
