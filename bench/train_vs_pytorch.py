@@ -1,7 +1,7 @@
 """hotloop train's step rate on the CPU against two PyTorch loops, in one run on the same machine.
 
 usage: .venv/bin/python bench/train_vs_pytorch.py [--steps 25] [--rounds 1] [--threads 2] [--model resnet18-small]
-                                                  [--out FILE.json]
+                                                  [--hotloop build/hotloop] [--hotloop-before OTHER] [--out FILE.json]
 
 All the loops train the same model (torchvision's resnet18 with the -small stem: conv1 3x3 stride 1, no
 max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, the same number of threads:
@@ -16,7 +16,13 @@ max-pool) on Fashion-MNIST, batch 64, fp32, SGD with momentum, no augmentation, 
 Each figure is images/s from the median step time over the steps after the first 3 (hotloop: the median
 of its per-step rates after its warm-up steps). Ratios are hotloop / baseline.
 
-With --rounds R > 1 the four loops run R times, interleaved, each round in a rotated order, so that a slow
+hotloop is told the PyTorch loops' optimizer exactly (SGD, lr 0.05, momentum 0.9, no Nesterov, no weight decay,
+no label smoothing, a constant schedule), so that the model's recipe does not change its work.
+
+--hotloop-before OTHER adds a sixth loop, another hotloop binary with the same flags (a build from before a
+change): its rate and the per-round ratio hotloop / hotloop_before say whether the change moved the speed.
+
+With --rounds R > 1 the loops run R times, interleaved, each round in a rotated order, so that a slow
 spell of a shared machine falls on all of them rather than on one; each loop's figure is then the median of
 its R rounds, and every round's rates and ratios are kept under "per_round".
 """
@@ -83,12 +89,14 @@ def loader_batches(loader):
         yield from loader
 
 
-def hotloop_rate(a, run_dir, cpu_conv="auto"):
+def hotloop_rate(a, run_dir, cpu_conv="auto", binary=None):
     """Runs `hotloop train` for a.steps steps into a fresh run_dir and returns its summary's images/s."""
     shutil.rmtree(run_dir, ignore_errors=True)
-    subprocess.run([HOTLOOP, "train", "--data", "fashion-mnist", "--model", a.model, "--batch", str(BATCH),
+    subprocess.run([binary or a.hotloop, "train", "--data", "fashion-mnist", "--model", a.model, "--batch", str(BATCH),
                     "--steps", str(a.steps), "--threads", str(a.threads), "--augment", "none", "--no-eval",
-                    "--lr", "0.05", "--cpu-conv", cpu_conv, "--out", run_dir, "--log-every", "0"],
+                    "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--nesterov=false",
+                    "--weight-decay", "0", "--label-smoothing", "0", "--schedule", "constant",
+                    "--cpu-conv", cpu_conv, "--out", run_dir, "--log-every", "0"],
                    check=True, capture_output=True, text=True)
     with open(os.path.join(run_dir, "summary.json")) as f:
         return json.load(f)["images_per_s"]
@@ -98,10 +106,13 @@ def figures(rate):
     """The images/s of each loop (rate: loop name -> images/s) and hotloop's ratios to the baselines; the
     tuned baseline is the faster of its two layouts."""
     tuned = max(rate["tuned_pytorch_nchw"], rate["tuned_pytorch_channels_last"])
-    return {**{f"{n}_images_per_s": v for n, v in rate.items()}, "tuned_pytorch_images_per_s": tuned,
-            "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"],
-            "hotloop_onednn_ratio_vs_tuned": rate["hotloop_onednn"] / tuned,
-            "gemm_conv_speedup": rate["hotloop"] / rate["hotloop_onednn"]}
+    out = {**{f"{n}_images_per_s": v for n, v in rate.items()}, "tuned_pytorch_images_per_s": tuned,
+           "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"],
+           "hotloop_onednn_ratio_vs_tuned": rate["hotloop_onednn"] / tuned,
+           "gemm_conv_speedup": rate["hotloop"] / rate["hotloop_onednn"]}
+    if "hotloop_before" in rate:
+        out["ratio_vs_before"] = rate["hotloop"] / rate["hotloop_before"]
+    return out
 
 
 def main():
@@ -110,12 +121,15 @@ def main():
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; each figure is their median")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--model", default="resnet18-small")
+    p.add_argument("--hotloop", default=HOTLOOP, help="the hotloop binary to measure")
+    p.add_argument("--hotloop-before", default="", help="another hotloop binary, measured alongside")
     p.add_argument("--out", default="")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     results = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "torch": torch.__version__,
                "model": a.model, "batch": BATCH, "threads": a.threads, "steps": a.steps, "rounds": a.rounds,
+               "hotloop": a.hotloop, "hotloop_before": a.hotloop_before,
                "command": "python bench/train_vs_pytorch.py " + " ".join(sys.argv[1:])}
     with tempfile.TemporaryDirectory() as tmp:
         torchvision_fashion_mnist(tmp)
@@ -133,6 +147,8 @@ def main():
                                                     loader_batches(DataLoader(ds, batch_size=BATCH, shuffle=True)),
                                                     a.steps),
         }
+        if a.hotloop_before:
+            loops["hotloop_before"] = lambda: hotloop_rate(a, os.path.join(tmp, "run"), binary=a.hotloop_before)
         names = list(loops)
         rounds = []
         for r in range(a.rounds):
@@ -146,6 +162,11 @@ def main():
     results.update(figures(rate))
     if a.rounds > 1:
         results["per_round"] = [{"order": order, **figures(rates)} for order, rates in rounds]
+        if a.hotloop_before:
+            # The change's effect: the median of the paired per-round ratios, with their range.
+            paired = sorted(r["ratio_vs_before"] for r in results["per_round"])
+            results["ratio_vs_before_paired"] = {"median": statistics.median(paired), "min": paired[0],
+                                                 "max": paired[-1]}
     report(results, a.out)
 
 

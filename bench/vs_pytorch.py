@@ -206,7 +206,8 @@ def hotloop_run(args, name, w, device, steps, warmup, flops):
         f"synthetic:{SYNTHETIC_IMAGES}x3x{w['size']}x{w['size']}"
     cmd = [args.hotloop, "train", "--model", name, "--data", data, "--batch", str(BATCH), "--precision", "bf16",
            "--device", device.type, "--steps", str(warmup + steps), "--optimizer", "sgd", "--lr", str(LR),
-           "--momentum", "0.9", "--schedule", "constant", "--augment", "none", "--resident", "on", "--no-eval",
+           "--momentum", "0.9", "--nesterov=false", "--weight-decay", "0", "--label-smoothing", "0",
+           "--schedule", "constant", "--augment", "none", "--resident", "on", "--no-eval",
            "--seed", "0", "--tensorboard", "false", "--telemetry-interval", "0.2", "--log-every", "0",
            "--cuda-graphs", "auto", "--out", os.path.join(out_dir, "run")]
     if device.type == "cpu":
