@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "hotloop/errors.h"
+#include "hotloop/train/graph_capture.h"
 #include "hotloop/train/graph_policy.h"
-#include "hotloop/train/graph_step.h"
 
 namespace hotloop::train {
 namespace {

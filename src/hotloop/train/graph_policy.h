@@ -14,7 +14,7 @@
 // Found only at run time, and then a fallback to eager: a batch of another
 // shape (dynamic shapes), an OOM recovery that splits the batch, a model
 // that cannot be captured (a CPU op or a host read in its forward: the
-// capture throws). See graph_step.h.
+// capture throws). See graph_capture.h.
 
 #include <cstdint>
 #include <string>

@@ -1,69 +1,160 @@
 #include "hotloop/train/graph_step.h"
 
-#include <exception>
-
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/errors.h"
+#include "hotloop/train/graph_policy.h"
+#include "hotloop/train/loss.h"
+#include "hotloop/train/optimizer.h"
 
 namespace hotloop::train {
 
-GraphedStep::GraphedStep(
-    GraphStepOptions options,
-    std::function<std::unique_ptr<GraphBackend>()> make_backend,
-    std::function<void(const std::string&)> log)
-    : options_(options),
-      make_backend_(std::move(make_backend)),
-      log_(std::move(log)) {}
+namespace {
 
-void GraphedStep::fall_back(const std::string& reason) {
-  if (state_ == State::Eager) {
-    return;
+// cuda::Graph as what GraphedStep captures with.
+class CudaGraphBackend final : public GraphBackend {
+ public:
+  explicit CudaGraphBackend(int device) : graph_(device) {}
+  void capture(const std::function<void()>& body) override {
+    graph_.capture(body);
   }
-  backend_.reset(); // frees the graph's memory pool
-  state_ = State::Eager;
-  reason_ = reason;
-  if (options_.required) {
-    throw Error(
-        "--cuda-graphs on: " + reason,
-        "use --cuda-graphs auto to run such steps eagerly");
+  void replay() override {
+    graph_.replay();
   }
-  log_("CUDA graphs: off from here on: " + reason + "; running eagerly");
+
+ private:
+  cuda::Graph graph_;
+};
+
+GraphStepOptions capture_options(bool required) {
+  GraphStepOptions go;
+  go.warmup_steps = kGraphWarmupSteps;
+  go.required = required;
+  return go;
 }
 
-void GraphedStep::run(const std::function<void()>& body) {
-  switch (state_) {
-    case State::Eager:
-      body();
-      return;
-    case State::Replaying:
-      backend_->replay();
-      ++replays_;
-      return;
-    case State::WarmingUp:
-      break;
+} // namespace
+
+GraphStep::GraphStep(
+    StepParts parts,
+    int device_index,
+    bool required,
+    std::function<void(const std::string&)> log)
+    : stream_(device_index),
+      eager_(std::move(parts), ""),
+      capture_(
+          capture_options(required),
+          [device_index] {
+            return std::make_unique<CudaGraphBackend>(device_index);
+          },
+          std::move(log)) {}
+
+void GraphStep::body(const RunState& s) {
+  const StepParts& p = eager_.parts();
+  s.optimizer->zero_grad(); // None: backward allocates from the graph's pool
+  at::Tensor logits;
+  {
+    const AutocastScope autocast = p.precision->autocast(/*cache=*/false);
+    logits = s.model->forward(static_images_);
   }
-  if (eager_runs_ < options_.warmup_steps) {
-    body();
-    ++eager_runs_;
-    return;
+  const at::Tensor loss =
+      classification_loss(logits, static_labels_, s.options->label_smoothing);
+  loss.backward();
+  at::NoGradGuard no_grad;
+  static_loss_.copy_(loss.detach());
+  if (s.options->clip_grad_norm > 0) {
+    static_grad_norm_.copy_(
+        clip_gradients(p.params, s.options->clip_grad_norm, p.zero_norm));
   }
+  s.optimizer->step_on_device();
+}
+
+StepResult GraphStep::run(const RunState& s, double lr) {
+  if (capture_.state() == GraphedStep::State::Eager) {
+    return eager_.run(s, lr);
+  }
+  StepResult r;
   try {
-    backend_ = make_backend_();
-    backend_->capture(body);
-  } catch (const std::exception& e) {
-    fall_back(fmt::format(
-        "the step could not be captured ({})", first_line(e.what())));
-    body(); // this step, eagerly: the capture ran none of its kernels
-    return;
+    data::Batch b = eager_.take_batch(s, 0, r);
+    const at::Tensor images = s.options->channels_last
+        ? b.images.contiguous(at::MemoryFormat::ChannelsLast)
+        : b.images;
+    eager_.parts().events->phase(s, Phase::Graph);
+    if (!static_images_.defined() || static_images_.sizes() != images.sizes() ||
+        static_labels_.sizes() != b.labels.sizes()) {
+      if (static_images_.defined()) {
+        capture_.fall_back(fmt::format(
+            "the batch changed shape from {} to {} (dynamic shapes)",
+            fmt::join(static_images_.sizes(), "x"),
+            fmt::join(images.sizes(), "x")));
+      }
+      static_images_ = at::empty_like(images);
+      static_labels_ = at::empty_like(b.labels);
+    }
+    if (!static_loss_.defined()) {
+      const auto o = at::TensorOptions().dtype(at::kFloat).device(s.device);
+      static_loss_ = at::zeros({}, o);
+      static_grad_norm_ = at::zeros({}, o);
+    }
+    static_images_.copy_(images);
+    static_labels_.copy_(b.labels);
+    s.optimizer->set_device_scalars(lr);
+    capture_.run([this, &s] { body(s); });
+    eager_.parts().faults->oom_if_above(images.size(0));
+    r.stop = s.stop_requested();
+    r.loss = static_loss_;
+    r.grad_norm = static_grad_norm_;
+    r.lr = lr;
+    s.optimizer->count_device_step(); // the body applied the update
+    eager_.check_devices_once(s, b);
+  } catch (const c10::OutOfMemoryError& e) {
+    r.out_of_memory = first_line(e.what());
+    r.stop = s.stop_requested();
   }
-  state_ = State::Replaying;
-  log_(fmt::format(
-      "CUDA graphs: the step was captured after {} eager warm-up step(s); replaying it",
-      eager_runs_));
-  backend_->replay(); // the capture only recorded this step
-  ++replays_;
+  return r;
+}
+
+void GraphStep::plan_changed(const RunState& s) {
+  if (s.accum_steps > 1 && capture_.state() != GraphedStep::State::Eager) {
+    capture_.fall_back(fmt::format(
+        "OOM recovery split the batch into {} micro-batches", s.accum_steps));
+  }
+}
+
+std::unique_ptr<Step> make_step(
+    const RunState& s,
+    StepParts parts,
+    const std::function<void(const std::string&)>& log) {
+  const TrainerOptions& o = *s.options;
+  GraphConditions c;
+  c.cuda_device = s.device.is_cuda();
+  c.loss_scaling = parts.precision->scales_loss();
+  c.accum_steps = s.accum_steps;
+  c.world_size = s.world_size;
+  c.steps_to_run = s.total_steps - s.step;
+  const GraphDecision d = decide_graph_capture(o.cuda_graphs, c);
+  if (d.capture) {
+    return std::make_unique<GraphStep>(
+        std::move(parts),
+        s.device.index(),
+        o.cuda_graphs == CudaGraphs::On,
+        log);
+  }
+  if (o.cuda_graphs == CudaGraphs::On) {
+    throw UsageError(
+        "cuda-graphs: --cuda-graphs on, but " + d.reason,
+        "use --cuda-graphs auto to run eagerly where graphs cannot");
+  }
+  if (s.device.is_cuda() && o.cuda_graphs == CudaGraphs::Auto) {
+    log("CUDA graphs: off: " + d.reason);
+  }
+  return std::make_unique<EagerStep>(std::move(parts), d.reason);
 }
 
 } // namespace hotloop::train

@@ -1,68 +1,55 @@
 #pragma once
-// The training step as a replayed CUDA graph, with the fallback to eager.
-// run(body) runs `body` eagerly for the warm-up steps, then captures it once
-// and replays it on every later call. `body` must read its inputs from and
-// write its outputs to tensors that keep their address (the static batch,
-// the parameters, their gradients, the optimizer's state and device scalars).
-// When the capture fails (a model that cannot be captured), the step runs
-// eagerly and so does every later one, with the reason in the log; with
-// `required` (--cuda-graphs on) that is an error instead.
+// The training step as one replayed CUDA graph (graph_policy.h says when a
+// run can; graph_capture.h's GraphedStep captures, replays and falls back):
+// the batch is copied into static tensors, the learning rate written on the
+// device, and zero_grad, forward, backward, clipping and the optimizer's
+// update replay as one launch. Once the capture has fallen back (a batch of
+// another shape, a model that cannot be captured, OOM recovery splitting the
+// batch), every step is the eager one.
 
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "hotloop/cuda/cuda_graph.h"
+#include "hotloop/train/eager_step.h"
+#include "hotloop/train/graph_capture.h"
+
 namespace hotloop::train {
 
-// What captures and replays: cuda::Graph in the trainer, a fake in tests.
-class GraphBackend {
+class GraphStep final : public Step {
  public:
-  virtual ~GraphBackend() = default;
-  // Records `body` without running it; throws when it cannot be captured.
-  virtual void capture(const std::function<void()>& body) = 0;
-  virtual void replay() = 0;
-};
-
-struct GraphStepOptions {
-  std::int64_t warmup_steps = 3;
-  bool required = false; // --cuda-graphs on: no fallback, an error
-};
-
-class GraphedStep {
- public:
-  enum class State { WarmingUp, Replaying, Eager };
-
-  GraphedStep(
-      GraphStepOptions options,
-      std::function<std::unique_ptr<GraphBackend>()> make_backend,
+  GraphStep(
+      StepParts parts,
+      int device_index,
+      bool required,
       std::function<void(const std::string&)> log);
 
-  // One training step (see above).
-  void run(const std::function<void()>& body);
-  // Eager from now on (the batch changed shape, OOM recovery split the
-  // batch): logs why; with `required`, throws Error instead. Outside run().
-  void fall_back(const std::string& reason);
-
-  State state() const {
-    return state_;
+  StepResult run(const RunState& s, double lr) override;
+  void plan_changed(const RunState& s) override;
+  std::int64_t graph_replays() const override {
+    return capture_.replays();
   }
-  const std::string& fallback_reason() const {
-    return reason_;
-  }
-  std::int64_t replays() const {
-    return replays_;
+  std::string graph_off_reason() const override {
+    return capture_.fallback_reason();
   }
 
  private:
-  GraphStepOptions options_;
-  std::function<std::unique_ptr<GraphBackend>()> make_backend_;
-  std::function<void(const std::string&)> log_;
-  std::unique_ptr<GraphBackend> backend_;
-  State state_ = State::WarmingUp;
-  std::int64_t eager_runs_ = 0;
-  std::int64_t replays_ = 0;
-  std::string reason_;
+  // What the graph captures; run eagerly for the warm-up steps.
+  void body(const RunState& s);
+
+  cuda::StreamScope stream_; // first: the capture's stream, for the run
+  EagerStep eager_;
+  GraphedStep capture_;
+  at::Tensor static_images_, static_labels_, static_loss_, static_grad_norm_;
 };
+
+// The step a run uses: a GraphStep when decide_graph_capture() allows it,
+// else an EagerStep that knows why not (logged on a GPU under
+// --cuda-graphs auto; a UsageError under --cuda-graphs on).
+std::unique_ptr<Step> make_step(
+    const RunState& s,
+    StepParts parts,
+    const std::function<void(const std::string&)>& log);
 
 } // namespace hotloop::train

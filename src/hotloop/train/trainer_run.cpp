@@ -12,7 +12,7 @@
 
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
-#include "hotloop/train/cuda_graph_step.h"
+#include "hotloop/train/graph_step.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {

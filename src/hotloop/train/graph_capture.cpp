@@ -1,0 +1,69 @@
+#include "hotloop/train/graph_capture.h"
+
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "hotloop/core/first_line.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::train {
+
+GraphedStep::GraphedStep(
+    GraphStepOptions options,
+    std::function<std::unique_ptr<GraphBackend>()> make_backend,
+    std::function<void(const std::string&)> log)
+    : options_(options),
+      make_backend_(std::move(make_backend)),
+      log_(std::move(log)) {}
+
+void GraphedStep::fall_back(const std::string& reason) {
+  if (state_ == State::Eager) {
+    return;
+  }
+  backend_.reset(); // frees the graph's memory pool
+  state_ = State::Eager;
+  reason_ = reason;
+  if (options_.required) {
+    throw Error(
+        "--cuda-graphs on: " + reason,
+        "use --cuda-graphs auto to run such steps eagerly");
+  }
+  log_("CUDA graphs: off from here on: " + reason + "; running eagerly");
+}
+
+void GraphedStep::run(const std::function<void()>& body) {
+  switch (state_) {
+    case State::Eager:
+      body();
+      return;
+    case State::Replaying:
+      backend_->replay();
+      ++replays_;
+      return;
+    case State::WarmingUp:
+      break;
+  }
+  if (eager_runs_ < options_.warmup_steps) {
+    body();
+    ++eager_runs_;
+    return;
+  }
+  try {
+    backend_ = make_backend_();
+    backend_->capture(body);
+  } catch (const std::exception& e) {
+    fall_back(fmt::format(
+        "the step could not be captured ({})", first_line(e.what())));
+    body(); // this step, eagerly: the capture ran none of its kernels
+    return;
+  }
+  state_ = State::Replaying;
+  log_(fmt::format(
+      "CUDA graphs: the step was captured after {} eager warm-up step(s); replaying it",
+      eager_runs_));
+  backend_->replay(); // the capture only recorded this step
+  ++replays_;
+}
+
+} // namespace hotloop::train
