@@ -236,18 +236,28 @@ void add_train_command(CLI::App& app, Action& action) {
       "--loss-scaling",
       f->loss_scaling,
       "Dynamic loss scaling: auto (fp16 only), on (any precision: overflow check and skip) or off");
-  cmd->add_option("--lr", o.schedule.lr, "Peak learning rate");
+  cmd->add_option(
+      "--lr",
+      o.schedule.lr,
+      "Peak learning rate (a built-in model's recipe sets it: see below)");
   cmd->add_option(
       "--head-lr", o.head_lr, "The head's learning rate; < 0: --lr");
-  cmd->add_option("--momentum", o.optimizer.momentum, "SGD momentum");
+  cmd->add_option(
+      "--momentum",
+      o.optimizer.momentum,
+      "SGD momentum (a built-in model's recipe sets it: see below)");
   cmd->add_flag(
-      "--nesterov", o.optimizer.nesterov, "SGD with Nesterov momentum");
+      "--nesterov",
+      o.optimizer.nesterov,
+      "SGD with Nesterov momentum; --nesterov=false turns it off (a built-in model's recipe sets it: see below)");
   cmd->add_option(
       "--weight-decay",
       o.optimizer.weight_decay,
-      "L2 (SGD) or decoupled (AdamW) weight decay");
+      "L2 (SGD) or decoupled (AdamW) weight decay (a built-in model's recipe sets it: see below)");
   cmd->add_option(
-      "--schedule", f->schedule, "constant, cosine, step or onecycle");
+      "--schedule",
+      f->schedule,
+      "constant, cosine, step or onecycle (a built-in model's recipe sets it: see below)");
   cmd->add_option(
       "--warmup-steps",
       o.schedule.warmup_steps,
@@ -264,7 +274,9 @@ void add_train_command(CLI::App& app, Action& action) {
       o.clip_grad_norm,
       "Clip the global gradient norm; 0: off");
   cmd->add_option(
-      "--label-smoothing", o.label_smoothing, "Cross-entropy label smoothing");
+      "--label-smoothing",
+      o.label_smoothing,
+      "Cross-entropy label smoothing (a built-in model's recipe sets it: see below)");
   cmd->add_option(
       "--cpu-conv",
       f->cpu_conv,
@@ -352,7 +364,9 @@ void add_train_command(CLI::App& app, Action& action) {
       o.loader.prefetch_batches,
       "Ready batches held ahead of the step");
   cmd->add_option(
-      "--augment", f->augment, "default (random crop/flip) or none");
+      "--augment",
+      f->augment,
+      "default (random crop/flip) or none (a built-in model's recipe sets it: see below)");
   cmd->add_option(
       "--on-bad-sample", f->on_bad_sample, "skip (count and log once) or fail");
   cmd->add_option(
@@ -360,6 +374,10 @@ void add_train_command(CLI::App& app, Action& action) {
       c.console.log_every_s,
       "Seconds between plain progress lines off a terminal; 0: none");
   cmd->footer(
+      "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source):\n"
+      "  mlp, cnn-small  --optimizer adamw --lr 1e-3 (cnn-small: 3e-3) --schedule onecycle --augment none\n"
+      "  resnet*         --optimizer sgd --momentum 0.9 --nesterov --lr 0.1*batch/128 --schedule onecycle --weight-decay 5e-4 --label-smoothing 0.1\n"
+      "  With the other --optimizer: that optimizer's values (adamw: lr 1e-3, cnn-small 3e-3; sgd: as for resnet*).\n"
       "Examples:\n"
       "  hotloop train --model cnn-small --epochs 3\n"
       "  hotloop train --config run.toml --out runs/a --resume auto\n"

@@ -38,7 +38,9 @@ void add_training_flags(
       o.loader.size,
       "Input height and width; 0: the data's native size (224 for photos)");
   cmd->add_option(
-      "--optimizer", f.optimizer, "sgd or adamw (its state counts in memory)");
+      "--optimizer",
+      f.optimizer,
+      "sgd or adamw (its state counts in memory); a built-in model's recipe picks one");
   cmd->add_option(
       "--activation-checkpointing",
       f.activation_checkpointing,

@@ -44,6 +44,8 @@ std::vector<std::string> train_args(const std::string& out, int steps) {
       "1",
       "--augment",
       "none",
+      "--optimizer",
+      "sgd",
       "--lr",
       "0.05",
       "--schedule",

@@ -252,24 +252,27 @@ TEST(TrainCli, AKillAtAnyMomentResumesToTheUninterruptedRunsResult) {
 TEST(TrainCli, TheDefaultsLearnAtBatch32AndTheOldOnesAreDiagnosedNotLearning) {
   test::TempDir dir;
   const std::string log = (dir.path() / "log").string();
+  // The command the issue reported, plus `extra`.
+  auto train = [&](const std::filesystem::path& out,
+                   const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        HOTLOOP_TEST_BINARY,
+        "train",
+        "--model",
+        "cnn-small",
+        "--steps",
+        "400",
+        "--batch",
+        "32",
+        "--seed",
+        "3",
+        "--out",
+        out.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_to_end(args, log);
+  };
   const auto run = dir.path() / "run";
-  ASSERT_EQ(
-      run_to_end(
-          {HOTLOOP_TEST_BINARY,
-           "train",
-           "--model",
-           "cnn-small",
-           "--steps",
-           "400",
-           "--batch",
-           "32",
-           "--seed",
-           "3",
-           "--out",
-           run.string()},
-          log),
-      0)
-      << test::slurp(log);
+  ASSERT_EQ(train(run, {}), 0) << test::slurp(log);
   const auto s = summary(run);
   EXPECT_GE(s["val_accuracy"].get<double>(), 0.80) << s.dump();
   EXPECT_NE(s["diagnosis"], "not-learning") << s["telemetry"].dump();
@@ -279,18 +282,9 @@ TEST(TrainCli, TheDefaultsLearnAtBatch32AndTheOldOnesAreDiagnosedNotLearning) {
 
   const auto old = dir.path() / "old";
   ASSERT_EQ(
-      run_to_end(
-          {HOTLOOP_TEST_BINARY,
-           "train",
-           "--model",
-           "cnn-small",
-           "--steps",
-           "400",
-           "--batch",
-           "32",
-           "--seed",
-           "3",
-           "--optimizer",
+      train(
+          old,
+          {"--optimizer",
            "sgd",
            "--lr",
            "0.1",
@@ -302,10 +296,7 @@ TEST(TrainCli, TheDefaultsLearnAtBatch32AndTheOldOnesAreDiagnosedNotLearning) {
            "--schedule",
            "cosine",
            "--augment",
-           "default",
-           "--out",
-           old.string()},
-          log),
+           "default"}),
       0)
       << test::slurp(log);
   EXPECT_EQ(summary(old)["diagnosis"], "not-learning")

@@ -5,10 +5,10 @@
 // parts (issue 19): the split, and any later change meant to be a pure
 // refactoring, must leave every number here unchanged on the CPU.
 //
-// Floating-point results depend on the CPU's vector unit (oneDNN and MKL pick
-// their kernels by it), so the comparison runs only where ATen reports the
-// capability the file was recorded with (the development machine and CI:
-// AVX512); elsewhere it is skipped, saying so.
+// Floating-point results depend on the CPU (oneDNN and MKL pick their kernels
+// by its vendor and vector unit), so the comparison runs only on the CPU
+// model the file was recorded on, with the capability ATen reports there;
+// elsewhere it is skipped, saying so.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -43,6 +43,18 @@ using test::synthetic;
 
 const fs::path kGoldenFile =
     fs::path(HOTLOOP_TEST_SOURCE_DIR) / "train" / "golden" / "trainer.json";
+
+// The CPU's model name (/proc/cpuinfo), e.g. "AMD EPYC".
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("model name")) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
 
 bool recording() {
   const char* v = std::getenv("HOTLOOP_GOLDEN_RECORD");
@@ -263,10 +275,10 @@ TEST(TrainerGolden, LossesGradNormsAndWeightsAreBitIdenticalToTheRecording) {
   if (!recording()) {
     std::ifstream in(kGoldenFile);
     want = nlohmann::json::parse(in);
-    if (want["cpu_capability"] != capability) {
-      GTEST_SKIP() << "recorded on a CPU with " << want["cpu_capability"]
-                   << ", this one has " << capability
-                   << ": its kernels round differently";
+    if (want["cpu_capability"] != capability || want["cpu"] != cpu_model()) {
+      GTEST_SKIP() << "recorded on " << want["cpu"] << " ("
+                   << want["cpu_capability"] << "), this is " << cpu_model()
+                   << " (" << capability << "): its kernels round differently";
     }
   }
   test::TempDir dir;
@@ -274,8 +286,9 @@ TEST(TrainerGolden, LossesGradNormsAndWeightsAreBitIdenticalToTheRecording) {
   if (recording()) {
     fs::create_directories(kGoldenFile.parent_path());
     std::ofstream(kGoldenFile)
-        << nlohmann::json{{"cpu_capability", capability}, {"cases", got}}.dump(
-               1)
+        << nlohmann::
+               json{{"cpu", cpu_model()}, {"cpu_capability", capability}, {"cases", got}}
+                   .dump(1)
         << '\n';
     GTEST_SKIP() << "recorded " << kGoldenFile;
   }

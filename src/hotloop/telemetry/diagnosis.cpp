@@ -59,8 +59,7 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
   // Most important first: what wastes the most, or will end the run.
   auto rank = [](const std::string& verdict) {
     for (int i = 0; const char* v :
-                    {"not-learning",
-                     "cpu-with-gpu",
+                    {"cpu-with-gpu",
                      "memory-leak",
                      "input-bound",
                      "transfer-bound",
@@ -69,7 +68,12 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
                      "throttled-power",
                      "throttled",
                      "other-process",
-                     "under-used"}) {
+                     "under-used",
+                     // Last of the findings, first before healthy: the speed
+                     // verdicts come first (a throughput run on synthetic
+                     // data, whose labels are noise, never learns), and a
+                     // run that does not learn is never called healthy.
+                     "not-learning"}) {
       if (verdict == v) {
         return i;
       }

@@ -57,6 +57,15 @@ std::optional<std::size_t> slot_of(Phase p) {
   }
 }
 
+const Finding* find(const Diagnosis& d, const std::string& verdict) {
+  for (const auto& f : d.findings) {
+    if (f.verdict == verdict) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
 double& at(PhaseTotals& t, std::size_t slot) {
   switch (slot) {
     case kDataWait:
@@ -231,13 +240,21 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
             {"cache_gap", m.reserved - m.allocated},
             {"alloc_retries", m.alloc_retries}};
       }
-      if (!before || before->primary().verdict != d->primary().verdict) {
-        out.log = fmt::format(
+      auto line = [](const Finding& f) {
+        return fmt::format(
             "diagnosis: {}: {}{}",
-            d->primary().verdict,
-            d->primary().evidence,
-            d->primary().fix.empty() ? std::string()
-                                     : " -> " + d->primary().fix);
+            f.verdict,
+            f.evidence,
+            f.fix.empty() ? std::string() : " -> " + f.fix);
+      };
+      if (!before || before->primary().verdict != d->primary().verdict) {
+        out.log = line(d->primary());
+      }
+      // Not learning is said when it starts, even behind a speed verdict.
+      const Finding* stuck = find(*d, "not-learning");
+      if (stuck != nullptr && &d->primary() != stuck &&
+          (!before || find(*before, "not-learning") == nullptr)) {
+        out.log += (out.log.empty() ? "" : "\n") + line(*stuck);
       }
     }
   }
