@@ -254,7 +254,10 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
       const Finding* stuck = find(*d, "not-learning");
       if (stuck != nullptr && &d->primary() != stuck &&
           (!before || find(*before, "not-learning") == nullptr)) {
-        out.log += (out.log.empty() ? "" : "\n") + line(*stuck);
+        if (!out.log.empty()) {
+          out.log += '\n';
+        }
+        out.log += line(*stuck);
       }
     }
   }
