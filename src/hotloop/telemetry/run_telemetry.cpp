@@ -119,8 +119,6 @@ RunTelemetry::RunTelemetry(
 RunTelemetry::~RunTelemetry() = default;
 
 void RunTelemetry::record_loss(std::int64_t, double loss) {
-  last_loss_ = loss;
-  last_record_.loss = loss;
   window_loss_sum_ += loss;
   ++window_losses_;
 }
@@ -174,12 +172,7 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
   close_phase();
   in_step_ = false;
   current_.reset();
-  last_record_ = r;
-  if (std::isnan(r.loss)) {
-    last_record_.loss = last_loss_;
-  } else {
-    last_loss_ = r.loss;
-  }
+  last_step_ = r.step;
   // The phases: CPU clocks on the CPU. On a GPU the data wait is the host's
   // and the rest comes from the events of the previous step.
   double seconds[kPhases] = {};
@@ -325,7 +318,7 @@ nlohmann::json RunTelemetry::finish(double run_wall_s) {
   // A last partial window of at least a few steps gets its diagnosis too, so
   // that short runs have one.
   if (window_steps_ >= std::min<std::int64_t>(5, options_.window_steps)) {
-    close_window(last_record_.step);
+    close_window(last_step_);
   }
   nlohmann::json j = {
       {"enabled", true},

@@ -48,7 +48,8 @@ struct RunTelemetryOptions {
 
 struct StepRecord {
   std::int64_t step = 0;
-  double loss = 0; // NaN: not read back yet (record_loss brings it later)
+  double loss = 0; // for the exporters (Prometheus); telemetry takes its
+                   // losses from record_loss(), when they are read back
   double lr = 0;
   double step_time_s = 0;
   double images_per_s = 0;
@@ -78,8 +79,8 @@ class RunTelemetry {
   // one's. Phases outside a step (evaluation, checkpoint) are not timed.
   void enter_phase(Phase p);
   StepOutput end_step(const StepRecord& r);
-  // A step's loss read back after its end_step (the trainer reads losses
-  // every N steps on CUDA).
+  // A step's loss, read back at or after its end_step (every N steps on
+  // CUDA): the diagnosis's learning check averages them per window.
   void record_loss(std::int64_t step, double loss);
   // The last partial window's diagnosis, the overhead and the verdicts seen;
   // for summary.json.
@@ -121,8 +122,7 @@ class RunTelemetry {
   std::optional<Diagnosis> last_;
   std::vector<RankWindow> last_ranks_;
   std::map<std::string, int> verdict_windows_;
-  StepRecord last_record_;
-  double last_loss_ = 0; // the latest loss read back
+  std::int64_t last_step_ = 0;
   double window_loss_sum_ = 0; // losses read back in this window
   std::int64_t window_losses_ = 0;
   double first_loss_mean_ = std::numeric_limits<double>::quiet_NaN();
