@@ -11,8 +11,11 @@
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/weights.h"
+#include "support/cli_run.h"
+#include "support/file_size_limit.h"
 #include "support/temp_dir.h"
 
+#include <filesystem>
 #include <fstream>
 
 namespace hotloop::model {
@@ -26,6 +29,15 @@ std::shared_ptr<Model> make(
   return make_model(
       ModelOptions().set_name(name).set_num_classes(classes).set_in_channels(
           1));
+}
+
+std::size_t files_in(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(dir)) {
+    ++n;
+  }
+  return n;
 }
 
 bool same(const StateDict& a, const StateDict& b) {
@@ -143,7 +155,7 @@ TEST(Weights, LoadConvertsDtypeIntoTheModulesTensors) {
       1e-3));
 }
 
-TEST(Weights, AFailedWriteLeavesTheOldFileAndNoTemporaryFile) {
+TEST(Weights, AWeightSetThatCannotBeWrittenIsRefusedBeforeTheFileIsTouched) {
   test::TempDir dir;
   const std::string path = (dir.path() / "w.safetensors").string();
   const StateDict w = {{"a", at::arange(4, at::kFloat)}};
@@ -154,12 +166,36 @@ TEST(Weights, AFailedWriteLeavesTheOldFileAndNoTemporaryFile) {
   EXPECT_TRUE(same(read_weights(path), w));
   EXPECT_THROW(
       write_weights((dir.path() / "no/such/dir/w.pt").string(), w), DataError);
-  std::size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-    (void)e;
-    ++files;
+  EXPECT_EQ(files_in(dir.path()), 1u);
+}
+
+// The disk fills up part-way through the write (the temporary file exists
+// and holds some bytes): the old file keeps its bytes, the error says what
+// failed, and no temporary file is left beside it. Both formats.
+TEST(Weights, AWriteThatFailsHalfwayLeavesTheOldFileAndNoTemporaryFile) {
+  for (const char* name : {"w.safetensors", "w.pt"}) {
+    test::TempDir dir;
+    const std::string path = (dir.path() / name).string();
+    const StateDict old = {{"a", at::arange(4, at::kFloat)}};
+    write_weights(path, old);
+    const std::string before = test::slurp(path);
+    const StateDict big = {{"a", at::arange(100000, at::kFloat)}}; // 400 KB
+    {
+      const test::FileSizeLimit full_disk(64 * 1024);
+      try {
+        write_weights(path, big);
+        FAIL() << name << ": a write past the file size limit succeeded";
+      } catch (const DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("write failed"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+            << e.what();
+      }
+    }
+    EXPECT_EQ(test::slurp(path), before) << name;
+    EXPECT_TRUE(same(read_weights(path), old)) << name;
+    EXPECT_EQ(files_in(dir.path()), 1u) << name;
   }
-  EXPECT_EQ(files, 1u);
 }
 
 TEST(FineTune, ANewClassCountReplacesTheHeadAndLoadsTheBackbone) {

@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <thread>
 
 #include <ATen/Context.h>
 #include <ATen/ops/allclose.h>
@@ -19,9 +19,12 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/train/callback.h"
 #include "hotloop/train/checkpoint.h"
 #include "hotloop/train/graph_policy.h"
 #include "hotloop/train/trainer.h"
+#include "support/cli_run.h"
+#include "support/file_size_limit.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
 
@@ -50,6 +53,44 @@ TrainerOptions small_options(const std::string& out) {
   o.loader.resident = data::Resident::Off;
   return o;
 }
+
+// Raises the stop flag as step `at` begins, as SIGTERM would then: the run
+// finishes that step, checkpoints and returns.
+class StopAtStep : public Callback {
+ public:
+  StopAtStep(std::int64_t at, std::atomic<bool>* stop) : at_(at), stop_(stop) {}
+  std::string name() const override {
+    return "stop-at-step";
+  }
+  void on_step_begin(const RunState& s) override {
+    if (s.step + 1 == at_) {
+      *stop_ = true;
+    }
+  }
+
+ private:
+  std::int64_t at_;
+  std::atomic<bool>* stop_;
+};
+
+// Wraps a model and records the dtype of the logits of each training
+// forward: what autocast made of its activations.
+class DtypeProbe : public model::Model {
+ public:
+  explicit DtypeProbe(std::shared_ptr<model::Model> inner)
+      : inner_(register_module("inner", std::move(inner))) {}
+  at::Tensor forward(const at::Tensor& images) override {
+    at::Tensor out = inner_->forward(images);
+    if (is_training()) {
+      seen.push_back(out.scalar_type());
+    }
+    return out;
+  }
+  std::vector<at::ScalarType> seen;
+
+ private:
+  std::shared_ptr<model::Model> inner_;
+};
 
 nlohmann::json read_json(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -95,9 +136,9 @@ TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
   o.loader.augment = data::Augment::Default;
   const TrainSummary full = Trainer(make(o), train, val, o).fit();
 
-  // The same run stopped twice: after its first step, and once it is past
-  // the first epoch (a watcher thread raises the flag, as SIGTERM would);
-  // each time resumed from the newest checkpoint in a new Trainer.
+  // The same run stopped twice: after its first step, and at step 13, in
+  // the middle of the second epoch (a callback raises the flag, as SIGTERM
+  // would); each time resumed from the newest checkpoint in a new Trainer.
   TrainerOptions split = o;
   split.out_dir = (dir.path() / "split").string();
   std::atomic<bool> stop{true};
@@ -107,23 +148,17 @@ TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
 
   split.resume = "auto";
   stop = false;
-  std::thread watcher([&] {
-    const auto metrics = std::filesystem::path(split.out_dir) / "metrics.jsonl";
-    for (int i = 0; i < 20000 && !stop; ++i) {
-      std::ifstream in(metrics);
-      const auto lines =
-          std::count(std::istreambuf_iterator<char>(in), {}, '\n');
-      if (lines >= 13) {
-        stop = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  TrainerContext at_13;
+  at_13.callbacks.push_back(std::make_shared<StopAtStep>(13, &stop));
   const TrainSummary second =
-      Trainer(make(split), train, val, split).fit(&stop);
-  stop = true;
-  watcher.join();
-  EXPECT_GT(second.steps, 10);
+      Trainer(make(split), train, val, split, at_13).fit(&stop);
+  ASSERT_TRUE(second.stopped_early);
+  ASSERT_EQ(second.steps, 13); // 10 steps per epoch: 3 batches into epoch 2
+  EXPECT_NE(
+      list_checkpoints(split.out_dir + "/checkpoints")
+          .front()
+          .find("step-00000013"),
+      std::string::npos);
 
   const TrainSummary resumed = Trainer(make(split), train, val, split).fit();
   ASSERT_TRUE(resumed.eval && full.eval);
@@ -187,6 +222,53 @@ TEST(Trainer, RunDirectoryHoldsConfigMetricsSummaryAndTheLastKCheckpoints) {
   EXPECT_EQ(load_checkpoint(checkpoints[0]).meta["step"], 6);
 }
 
+// The disk fills up while a checkpoint is written: the error names it, the
+// earlier checkpoints keep their bytes (none is pruned for the failed one),
+// no temporary file is left, and the newest still resumes.
+TEST(Checkpoint, AWriteThatFailsHalfwayKeepsTheEarlierOnesAndNoTemporaryFile) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 4;
+  o.checkpoint_every = 2;
+  o.keep_checkpoints = 2;
+  Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
+  const std::string folder = o.out_dir + "/checkpoints";
+  const auto before = list_checkpoints(folder);
+  ASSERT_EQ(before.size(), 2u);
+  std::vector<std::string> bytes;
+  for (const auto& p : before) {
+    bytes.push_back(test::slurp(p));
+  }
+  const Checkpoint c = load_checkpoint(before.front());
+  {
+    const test::FileSizeLimit full_disk(bytes.front().size() / 2);
+    try {
+      save_checkpoint(folder, 6, c, 2);
+      FAIL() << "a checkpoint past the file size limit was written";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("step-00000006"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(list_checkpoints(folder), before);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(test::slurp(before[i]), bytes[i]) << before[i];
+  }
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(folder)) {
+    ++files;
+  }
+  EXPECT_EQ(files, 2u);
+  o.resume = "auto";
+  o.steps = 5;
+  EXPECT_EQ(
+      Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o)
+          .fit()
+          .steps,
+      5);
+}
+
 TEST(Trainer, ResumeAutoSkipsACorruptNewestCheckpoint) {
   test::TempDir dir;
   TrainerOptions o = small_options((dir.path() / "run").string());
@@ -246,7 +328,7 @@ TEST(Trainer, ANonFiniteLossStopsWithTheStepAndAFixAfterCheckpointing) {
   EXPECT_FALSE(list_checkpoints(o.out_dir + "/checkpoints").empty());
 }
 
-TEST(Trainer, Bf16AutocastTrainsOnTheCpu) {
+TEST(Trainer, Bf16AutocastRunsTheForwardInBf16AndTrainsOnTheCpu) {
   test::TempDir dir;
   TrainerOptions o = small_options((dir.path() / "run").string());
   o.model.name = "cnn-small";
@@ -254,10 +336,119 @@ TEST(Trainer, Bf16AutocastTrainsOnTheCpu) {
   o.steps = 8;
   o.optimizer.kind = OptimizerKind::AdamW;
   o.schedule.lr = 1e-3;
+  const auto probe = std::make_shared<DtypeProbe>(make(o));
   const TrainSummary s =
-      Trainer(make(o), synthetic("synthetic:256x1x8x8"), nullptr, o).fit();
+      Trainer(probe, synthetic("synthetic:256x1x8x8"), nullptr, o).fit();
   EXPECT_EQ(s.precision, "bf16");
   EXPECT_TRUE(std::isfinite(s.train_loss));
+  ASSERT_EQ(probe->seen.size(), 8u);
+  for (const auto t : probe->seen) {
+    EXPECT_EQ(t, at::kBFloat16);
+  }
+  // The weights stay float32 (autocast casts copies for each op).
+  for (const auto& p : probe->parameters()) {
+    EXPECT_EQ(p.scalar_type(), at::kFloat);
+  }
+  // fp32: the same probe sees float32 logits.
+  o.precision = Precision::Fp32;
+  o.out_dir = (dir.path() / "fp32").string();
+  const auto fp32 = std::make_shared<DtypeProbe>(make(o));
+  o.steps = 1;
+  Trainer(fp32, synthetic("synthetic:256x1x8x8"), nullptr, o).fit();
+  ASSERT_EQ(fp32->seen.size(), 1u);
+  EXPECT_EQ(fp32->seen[0], at::kFloat);
+}
+
+TEST(Trainer, ResumingWithOptionsThatChangeWhatIsTrainedIsRefusedNamingThem) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:128x1x8x8");
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 4;
+  o.checkpoint_every = 2;
+  Trainer(make(o), data, nullptr, o).fit();
+  TrainerOptions changed = o;
+  changed.resume = "auto";
+  changed.steps = 6;
+  changed.batch = 16;
+  changed.precision = Precision::Bf16;
+  try {
+    Trainer(make(changed), data, nullptr, changed).fit();
+    FAIL() << "resumed under a different batch and precision";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot resume"), std::string::npos) << what;
+    EXPECT_NE(what.find("step-00000004"), std::string::npos) << what;
+    EXPECT_NE(
+        what.find("batch: 32 in the checkpoint, 16 now"), std::string::npos)
+        << what;
+    EXPECT_NE(
+        what.find(R"(precision: "fp32" in the checkpoint, "bf16" now)"),
+        std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("steps:"), std::string::npos) << what;
+    EXPECT_NE(e.hint().find("--init"), std::string::npos) << e.hint();
+  }
+  changed = o;
+  changed.resume = "auto";
+  changed.model.name = "cnn-small";
+  EXPECT_THROW(
+      Trainer(make(changed), data, nullptr, changed).fit(), UsageError);
+  changed = o;
+  changed.resume = "auto";
+  changed.seed = 6;
+  EXPECT_THROW(
+      Trainer(make(changed), data, nullptr, changed).fit(), UsageError);
+  // What does not change the training may: a longer run, other threads,
+  // workers, micro-batch and checkpoint cadence.
+  changed = o;
+  changed.resume = "auto";
+  changed.steps = 6;
+  changed.threads = 2;
+  changed.loader.workers = 2;
+  changed.micro_batch = 16;
+  changed.checkpoint_every = 3;
+  EXPECT_EQ(Trainer(make(changed), data, nullptr, changed).fit().steps, 6);
+}
+
+TEST(Trainer, ResumeFromAMissingOrCorruptFileStopsNamingTheFile) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:128x1x8x8");
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 2;
+  Trainer(make(o), data, nullptr, o).fit();
+  const std::string good = list_checkpoints(o.out_dir + "/checkpoints").front();
+  o.steps = 4;
+  o.resume = (dir.path() / "nowhere.safetensors").string();
+  try {
+    Trainer(make(o), data, nullptr, o).fit();
+    FAIL() << "resumed from a file that does not exist";
+  } catch (const DataError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("nowhere.safetensors"), std::string::npos)
+        << e.what();
+  }
+  const auto corrupt = dir.path() / "corrupt.safetensors";
+  std::filesystem::copy_file(good, corrupt);
+  {
+    // One byte of the tensor data flipped: the checksum catches it.
+    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-5, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  o.resume = corrupt.string();
+  try {
+    Trainer(make(o), data, nullptr, o).fit();
+    FAIL() << "resumed from a corrupt file";
+  } catch (const DataError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("corrupt.safetensors"), std::string::npos)
+        << e.what();
+  }
+  // The good one still resumes.
+  o.resume = good;
+  EXPECT_EQ(Trainer(make(o), data, nullptr, o).fit().steps, 4);
 }
 
 TEST(Trainer, OptionsThatDoNotFitAreUsageErrorsNamingTheKey) {

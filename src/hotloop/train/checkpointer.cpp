@@ -1,6 +1,8 @@
 #include "hotloop/train/checkpointer.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,56 @@
 namespace hotloop::train {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The options that define what is trained: a checkpoint resumes exactly only
+// under the same ones. The rest may change on resume: the run's length
+// (--steps, --epochs: a longer run continues), the micro-batch (the position
+// is converted through samples), and what only changes speed or output
+// (threads, workers, CUDA graphs, readback, logging, checkpoint cadence).
+constexpr const char* kMustMatch[] = {
+    "/model/name",
+    "/model/num_classes",
+    "/model/in_channels",
+    "/model/image_size",
+    "/model/zero_init_residual",
+    "/batch",
+    "/world_size",
+    "/sync_batchnorm",
+    "/precision",
+    "/loss_scaling",
+    "/seed",
+    "/optimizer",
+    "/schedule",
+    "/head_lr",
+    "/clip_grad_norm",
+    "/label_smoothing",
+    "/freeze",
+    "/loader/augment",
+    "/loader/size",
+};
+
+// "batch: 32 in the checkpoint, 64 now" for each key that differs.
+std::vector<std::string> differing_options(
+    const nlohmann::json& saved,
+    const nlohmann::json& now) {
+  std::vector<std::string> out;
+  for (const char* key : kMustMatch) {
+    const nlohmann::json::json_pointer at(key);
+    const nlohmann::json a = saved.contains(at) ? saved.at(at) : nullptr;
+    const nlohmann::json b = now.contains(at) ? now.at(at) : nullptr;
+    if (a != b) {
+      std::string name = std::string(key).substr(1);
+      std::replace(name.begin(), name.end(), '/', '.');
+      out.push_back(fmt::format(
+          "{}: {} in the checkpoint, {} now", name, a.dump(), b.dump()));
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
     : dir_(
@@ -98,6 +150,22 @@ std::optional<Resumed> Checkpointer::resume(
     found.emplace(resume, load_checkpoint(resume));
   }
   const auto& [path, c] = *found;
+  if (c.meta.contains("config")) {
+    const auto diff = differing_options(c.meta["config"], s.options->to_json());
+    if (!diff.empty()) {
+      std::string list;
+      for (const auto& d : diff) {
+        list += "\n  " + d;
+      }
+      throw UsageError(
+          fmt::format(
+              "cannot resume {} exactly: the run's options differ from the checkpoint's:{}",
+              path,
+              list),
+          "resume with the options the run started with (its config.json), or start a new run (another --out) from its weights with --init " +
+              path);
+    }
+  }
   model::LoadOptions lo;
   lo.source = path;
   model::load_state_dict(*s.model, c.model, lo);
