@@ -135,11 +135,81 @@ TEST(Diagnosis, AllocatedMemoryGrowingWindowAfterWindowIsALeak) {
   EXPECT_NE(d.primary().fix.find(".item()"), std::string::npos);
 }
 
-TEST(Diagnosis, ALargeButStableCacheIsNotALeak) {
+// Each threshold just either side of its edge (DiagnosisOptions' defaults):
+// the verdict appears on one side only.
+
+TEST(Diagnosis, BusyNinetyPercentIsTheEdgeOfUnderUsed) {
   WindowInput w = busy_gpu();
-  w.memory_history = {4ull << 30, 4ull << 30, 4ull << 30, 4ull << 30};
-  w.reserved = 30ull << 30; // the allocator's cache: reserved >> allocated
+  w.gpu->util_mean = 90; // at the edge: busy enough
+  EXPECT_EQ(verdicts(diagnose(w)), std::vector<std::string>{"healthy"});
+  w.gpu->util_mean = 89.9;
+  EXPECT_EQ(verdicts(diagnose(w)), std::vector<std::string>{"under-used"});
+}
+
+TEST(Diagnosis, DataWaitTenPercentIsTheEdgeOfInputBound) {
+  WindowInput w = busy_gpu();
+  w.phases.data_wait = 1.0; // 10% of 10 s: at the edge, not above
   EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  w.phases.data_wait = 1.001;
+  EXPECT_EQ(diagnose(w).primary().verdict, "input-bound");
+}
+
+TEST(Diagnosis, ExposedCopyTenPercentIsTheEdgeOfTransferBound) {
+  WindowInput w = busy_gpu();
+  w.phases.copy = 1.0;
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  w.phases.copy = 1.001;
+  EXPECT_EQ(verdicts(diagnose(w)), std::vector<std::string>{"transfer-bound"});
+  // Copies on the CPU are not transfers to a device.
+  w.on_cuda = false;
+  EXPECT_NE(diagnose(w).primary().verdict, "transfer-bound");
+}
+
+TEST(Diagnosis, ClocksUnderNinetyPercentOfMaxWhileSlowedAreThrottled) {
+  WindowInput w = busy_gpu();
+  w.gpu->slowing_mask = nvml::kThrottleHwSlowdown; // neither thermal nor power
+  w.gpu->slowed_samples = 10;
+  w.gpu->sm_clock_mean = 0.9 * 1980; // at the edge: not below
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  w.gpu->sm_clock_mean = 0.9 * 1980 - 1;
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(verdicts(d), std::vector<std::string>{"throttled"});
+  EXPECT_NE(d.primary().evidence.find("hardware slowdown"), std::string::npos)
+      << d.primary().evidence;
+  EXPECT_NE(
+      d.primary().fix.find("nvidia-smi -q -d PERFORMANCE"), std::string::npos);
+  // Low clocks with no slowing reason (an idle boost state) are not
+  // throttling.
+  w.gpu->slowing_mask = 0;
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
+TEST(Diagnosis, MemoryGrowingMoreThanOnePercentInEachOfThreeWindowsIsALeak) {
+  WindowInput w = busy_gpu();
+  // Each window just over 1% above the one before.
+  w.memory_history = {1'000'000, 1'010'001, 1'020'102, 1'030'304};
+  EXPECT_EQ(diagnose(w).primary().verdict, "memory-leak");
+  // Exactly 1% in one of the three: not a leak.
+  w.memory_history = {1'000'000, 1'010'000, 1'020'102, 1'030'304};
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  // Growth in only two windows (a warm-up's allocations): not yet.
+  w.memory_history = {1'010'001, 1'020'102, 1'030'304};
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  // Grew, then stopped: not a leak.
+  w.memory_history = {1'000'000, 1'010'001, 1'020'102, 1'030'304, 1'030'304};
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+}
+
+TEST(Diagnosis, ARankBusierThanOnePointTwoTimesTheMedianIsTheStraggler) {
+  WindowInput w = busy_gpu();
+  w.ranks = {{0, 0.0, 5.0}, {1, 0.0, 6.0}, {2, 0.0, 5.0}}; // 1.2x: the edge
+  EXPECT_EQ(diagnose(w).primary().verdict, "healthy");
+  w.ranks = {{0, 0.0, 5.0}, {1, 0.0, 6.001}, {2, 0.0, 5.0}};
+  const Diagnosis d = diagnose(w);
+  EXPECT_EQ(d.primary().verdict, "straggler");
+  EXPECT_NE(d.primary().evidence.find("rank 1"), std::string::npos);
+  // Its device, not its input, is slower: the fix says where to look.
+  EXPECT_NE(d.primary().fix.find("hotloop monitor"), std::string::npos);
 }
 
 TEST(Diagnosis, TrainingOnTheCpuBesideAUsableGpuComesFirst) {

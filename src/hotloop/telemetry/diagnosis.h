@@ -43,10 +43,10 @@ struct WindowInput {
   bool usable_gpu_present = false; // CUDA can use a GPU this run is not on
   std::optional<GpuWindow> gpu; // the training GPU's signals
   // Memory in use at the end of each window so far (this one last): on CUDA
-  // the allocator's allocated bytes, which a cache cannot inflate.
+  // the allocator's allocated bytes, which its cache (reserved but free)
+  // cannot inflate, so a large cache is never taken for a leak.
   std::vector<std::uint64_t> memory_history;
   std::string memory_source = "allocated memory";
-  std::uint64_t reserved = 0; // CUDA allocator, this window
   std::vector<RankWindow> ranks; // data parallel: every rank's window
   // Learning: the mean of the losses read back during this window and
   // during the run's first one (NaN: none), the loss of a uniform guess

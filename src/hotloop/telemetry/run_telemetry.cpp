@@ -288,7 +288,6 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
         cuda::memory_stats(std::max<int>(0, device_.index()));
     allocated_history_.push_back(m.allocated);
     in.memory_history = allocated_history_;
-    in.reserved = m.reserved;
   }
   if (options_.world_size > 1 && options_.sum_over_ranks) {
     // Every rank closes its window at the same step: share the busy times.
