@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -156,8 +157,11 @@ TEST(Cli, RunDoesDoctorSmokeAndBenchAndPointsToTheReport) {
         "report: "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   }
-  EXPECT_TRUE(
-      std::filesystem::exists(std::filesystem::path(out) / "report.html"));
+  const std::string html =
+      test::slurp(std::filesystem::path(out) / "report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("cnn-small"), std::string::npos);
+  EXPECT_NE(html.find("no GPU"), std::string::npos);
 }
 
 TEST(Cli, RunStopsWithExitOneWhenDoctorFails) {
@@ -238,7 +242,17 @@ TEST(Cli, TrainOutOfMemoryAtMicroBatchOneExitsOneWithTheOptions) {
   EXPECT_NE(r.out.find("out of memory at micro-batch 1"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("--precision bf16"), std::string::npos) << r.out;
-  EXPECT_TRUE(std::filesystem::exists(dir.path() / "run" / "oom_report.jsonl"));
+  // One line per out-of-memory, each at step 1 on the CPU, the micro-batch
+  // halving from the batch of 4 down to 1.
+  std::ifstream lines(dir.path() / "run" / "oom_report.jsonl");
+  std::vector<int> micro;
+  for (std::string line; std::getline(lines, line);) {
+    const auto report = nlohmann::json::parse(line);
+    EXPECT_EQ(report["step"], 1) << line;
+    EXPECT_EQ(report["device"], "cpu") << line;
+    micro.push_back(report["micro_batch"].get<int>());
+  }
+  EXPECT_EQ(micro, (std::vector<int>{4, 2, 1}));
 }
 
 TEST(Cli, BatchFlagsRejectWhatIsNeitherACountNorAuto) {

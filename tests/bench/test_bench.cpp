@@ -16,6 +16,7 @@
 #include "hotloop/bench/report.h"
 #include "hotloop/bench/smoke.h"
 #include "hotloop/errors.h"
+#include "support/cli_run.h"
 #include "support/temp_dir.h"
 
 namespace hotloop::bench {
@@ -130,7 +131,12 @@ TEST(Matrix, ATinyCpuMatrixRunsEveryRowAlikeAndSkipsTheGpuRows) {
     EXPECT_EQ(rows[i].losses.size(), 12u);
     EXPECT_GT(rows[i].images_per_s, 0);
     EXPECT_GT(rows[i].median_step_ms, 0);
-    EXPECT_GT(rows[i].val_accuracy, 0);
+    // Evaluated on the 64 samples asked for: a whole number of them right.
+    EXPECT_GE(rows[i].val_accuracy, 0);
+    EXPECT_LE(rows[i].val_accuracy, 1);
+    const double right = rows[i].val_accuracy * 64;
+    EXPECT_NEAR(right, std::round(right), 1e-6) << rows[i].val_accuracy;
+    EXPECT_TRUE(std::isfinite(rows[i].val_loss) && rows[i].val_loss > 0);
     EXPECT_TRUE(rows[i].phases_ms.contains("forward"));
     // No checkpoints: benchmark rows are throwaway.
     EXPECT_FALSE(std::filesystem::exists(
@@ -156,7 +162,9 @@ TEST(Matrix, ACpuRowStopsAtItsTimeBudgetAndSaysHowManyStepsItRan) {
   EXPECT_TRUE(rows[0].cut_by_budget);
   EXPECT_GT(rows[0].steps, 0);
   EXPECT_LT(rows[0].steps, 1000000);
-  EXPECT_LT(rows[0].wall_s, 30);
+  // The budget is honoured from below (how fast the steps ran is bench's
+  // business, not a unit test's).
+  EXPECT_GE(rows[0].wall_s, 1.0);
 }
 
 namespace {
@@ -251,9 +259,15 @@ TEST(Report, TheHtmlIsSelfContainedWithItsCharts) {
 TEST(Report, ResultsJsonRoundTrips) {
   test::TempDir dir;
   write_report(dir.path().string(), sample_report());
-  for (const char* f : {"results.json", "report.md", "report.html"}) {
-    EXPECT_TRUE(std::filesystem::exists(dir.path() / f)) << f;
-  }
+  const std::string md = test::slurp(dir.path() / "report.md");
+  EXPECT_NE(md.find("| row | status | steps |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| cuda bf16 b64 | ok | 200 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 2500 |"), std::string::npos) << md; // its images/s
+  EXPECT_NE(md.find("| cuda fp32 b4096 | out of memory |"), std::string::npos)
+      << md;
+  const std::string html = test::slurp(dir.path() / "report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("cuda bf16 b64"), std::string::npos);
   const BenchReport back = read_results((dir.path() / "results.json").string());
   ASSERT_EQ(back.rows.size(), 3u);
   EXPECT_EQ(back.steps, 200);

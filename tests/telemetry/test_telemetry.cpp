@@ -1,6 +1,7 @@
 // Telemetry's parts against the fake NVML and on the CPU: the sampler reads
-// each scenario and the diagnosis names it; the trainer finds an artificially
-// slowed loader input-bound and a normal run not; TensorBoard framing; the
+// each scenario and the diagnosis names it; the step phases timed on a clock
+// the test drives make the input-bound verdict; a run's telemetry files;
+// TensorBoard framing; the
 // Prometheus endpoint; `hotloop monitor --once --json`.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/telemetry/diagnosis.h"
 #include "hotloop/telemetry/metrics_server.h"
+#include "hotloop/telemetry/run_telemetry.h"
 #include "hotloop/telemetry/sampler.h"
 #include "hotloop/telemetry/tensorboard.h"
 #include "hotloop/train/trainer.h"
@@ -54,35 +56,6 @@ WindowInput gpu_steps(const Window& w) {
   in.gpu = w.gpu;
   return in;
 }
-
-// A data set that takes `delay` per sample: a starved loader.
-class SlowDataset final : public data::Dataset {
- public:
-  SlowDataset(
-      std::shared_ptr<const data::Dataset> inner,
-      std::chrono::microseconds delay)
-      : inner_(std::move(inner)), delay_(delay) {}
-  std::size_t size() const override {
-    return inner_->size();
-  }
-  data::Sample get(std::size_t i) const override {
-    std::this_thread::sleep_for(delay_);
-    return inner_->get(i);
-  }
-  const std::vector<std::string>& class_names() const override {
-    return inner_->class_names();
-  }
-  std::optional<data::ImageShape> shape() const override {
-    return inner_->shape();
-  }
-  std::string describe() const override {
-    return "slow " + inner_->describe();
-  }
-
- private:
-  std::shared_ptr<const data::Dataset> inner_;
-  std::chrono::microseconds delay_;
-};
 
 train::TrainSummary train_cnn(
     std::shared_ptr<const data::Dataset> data,
@@ -201,25 +174,68 @@ TEST(Telemetry, FakeMemoryGrowingWindowAfterWindowIsALeakAndABusyGpuIsHealthy) {
       "healthy");
 }
 
-TEST(Telemetry, AnArtificiallySlowedLoaderIsInputBoundAndANormalOneIsNot) {
+// The host's phases as RunTelemetry times them, on a clock the test
+// advances: 20 steps of 10 ms whose data phase takes `data_ms`, windows of
+// 10. Returns each window's verdict.
+std::vector<std::string> verdicts_for_data_wait(double data_ms) {
+  auto t = std::make_shared<std::chrono::steady_clock::time_point>();
+  RunTelemetryOptions o;
+  o.window_steps = 10;
+  o.interval_s = 60; // the sampler plays no part
+  o.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  o.clock = [t] { return *t; };
+  RunTelemetry run(o, c10::Device(c10::kCPU), "");
+  auto advance = [&](double ms) {
+    *t += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double, std::milli>(ms));
+  };
+  std::vector<std::string> verdicts;
+  for (std::int64_t step = 1; step <= 20; ++step) {
+    run.begin_step();
+    run.enter_phase(Phase::Data);
+    advance(data_ms);
+    run.enter_phase(Phase::Forward);
+    advance((10 - data_ms) / 2);
+    run.enter_phase(Phase::Backward);
+    advance((10 - data_ms) / 2);
+    const StepOutput out = run.end_step({step, 0, 0.1, 0.010, 3200});
+    EXPECT_NEAR(out.phases_ms.at("data_wait").get<double>(), data_ms, 1e-6);
+    if (out.window) {
+      verdicts.push_back((*out.window)["diagnosis"]["verdict"]);
+    }
+  }
+  return verdicts;
+}
+
+TEST(Telemetry, StepsThatWaitForDataOverTenPercentOfTheTimeAreInputBound) {
+  EXPECT_EQ(
+      verdicts_for_data_wait(6),
+      (std::vector<std::string>{"input-bound", "input-bound"}));
+  EXPECT_EQ(
+      verdicts_for_data_wait(1.05),
+      (std::vector<std::string>{"input-bound", "input-bound"}));
+  EXPECT_EQ(
+      verdicts_for_data_wait(0.95),
+      (std::vector<std::string>{"healthy", "healthy"}));
+}
+
+TEST(Telemetry, ATrainingRunWritesSamplesDiagnosesPhasesAndEventFiles) {
   test::TempDir dir;
   const std::shared_ptr<const data::Dataset> data = data::open_dataset(
       data::parse_data_spec("synthetic:1024x1x28x28"), data::Split::Train, 1);
-  const train::TrainSummary normal =
-      train_cnn(data, (dir.path() / "normal").string());
-  const train::TrainSummary slow = train_cnn(
-      std::make_shared<SlowDataset>(data, std::chrono::microseconds(3000)),
-      (dir.path() / "slow").string());
-  EXPECT_NE(
-      normal.callbacks["telemetry"]["diagnosis"]["verdict"], "input-bound")
-      << normal.callbacks.dump();
-  EXPECT_EQ(slow.callbacks["telemetry"]["diagnosis"]["verdict"], "input-bound")
-      << slow.callbacks.dump();
-  EXPECT_EQ(slow.callbacks["telemetry"]["verdict_windows"]["input-bound"], 2);
+  const train::TrainSummary s = train_cnn(data, (dir.path() / "run").string());
+  // Two windows of 10 steps, each with a verdict (which one depends on
+  // this machine's load: the verdicts' logic is tested above).
+  int windows = 0;
+  for (const auto& [verdict, n] :
+       s.callbacks["telemetry"]["verdict_windows"].items()) {
+    windows += n.get<int>();
+  }
+  EXPECT_EQ(windows, 2) << s.callbacks.dump();
 
   // The run directory has the sampler's lines, the diagnosis lines in
   // metrics.jsonl, per-step phases, and a TensorBoard event file.
-  const auto run = dir.path() / "slow";
+  const auto run = dir.path() / "run";
   std::ifstream telemetry_lines(run / "telemetry.jsonl");
   std::string first;
   ASSERT_TRUE(std::getline(telemetry_lines, first));
@@ -240,11 +256,13 @@ TEST(Telemetry, AnArtificiallySlowedLoaderIsInputBoundAndANormalOneIsNot) {
         e.path().filename().string().starts_with("events.out.tfevents.");
   }
   EXPECT_TRUE(events);
+  // Its speed (the sampler's overhead) is measured in bench/
+  // (telemetry_overhead.py), not here.
   const auto summary =
       nlohmann::json::parse(std::ifstream(run / "summary.json"));
-  EXPECT_EQ(summary["diagnosis"], "input-bound");
-  EXPECT_GE(summary["telemetry_overhead"].get<double>(), 0);
-  EXPECT_LT(summary["telemetry_overhead"].get<double>(), 0.01);
+  EXPECT_EQ(
+      summary["diagnosis"], s.callbacks["telemetry"]["diagnosis"]["verdict"]);
+  EXPECT_TRUE(summary.contains("telemetry_overhead"));
 }
 
 TEST(Telemetry, Crc32cMatchesTheCastagnoliCheckValue) {

@@ -134,7 +134,7 @@ std::size_t RunTelemetry::samples_taken() const {
 void RunTelemetry::begin_step() {
   in_step_ = true;
   current_.reset();
-  mark_ = Clock::now();
+  mark_ = now();
   for (auto& p : cpu_phase_) {
     p = 0;
   }
@@ -144,10 +144,10 @@ void RunTelemetry::begin_step() {
 }
 
 void RunTelemetry::close_phase() {
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point t = now();
   if (current_) {
     if (const auto slot = slot_of(*current_)) {
-      cpu_phase_[*slot] += std::chrono::duration<double>(now - mark_).count();
+      cpu_phase_[*slot] += std::chrono::duration<double>(t - mark_).count();
       if (gpu_timer_) {
         // On the GPU, the stream's time across the loader's next() is the
         // copy it waits for (and the normalization); the host's time is the
@@ -156,7 +156,11 @@ void RunTelemetry::close_phase() {
       }
     }
   }
-  mark_ = now;
+  mark_ = t;
+}
+
+Clock::time_point RunTelemetry::now() const {
+  return options_.clock ? options_.clock() : Clock::now();
 }
 
 void RunTelemetry::enter_phase(Phase p) {

@@ -44,6 +44,9 @@ struct RunTelemetryOptions {
   int rank = 0;
   int world_size = 1;
   std::function<std::vector<double>(std::vector<double>)> sum_over_ranks;
+  // The clock the host's phases are timed with; empty: steady_clock. Tests
+  // give one they advance by hand, so that a verdict needs no sleeps.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 struct StepRecord {
@@ -100,6 +103,7 @@ class RunTelemetry {
  private:
   std::optional<Diagnosis> close_window(std::int64_t last_step);
   void close_phase();
+  std::chrono::steady_clock::time_point now() const;
 
   RunTelemetryOptions options_;
   c10::Device device_;
