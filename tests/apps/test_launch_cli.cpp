@@ -17,15 +17,13 @@
 
 #include "hotloop/train/checkpoint.h"
 #include "support/cli_run.h"
+#include "support/free_port.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 #include "test_paths.h"
 
 namespace hotloop {
 namespace {
-
-int port(int offset) {
-  return 21000 + static_cast<int>(::getpid() % 15000) + offset;
-}
 
 std::vector<std::string> train_args(const std::string& out, int steps) {
   return {
@@ -93,7 +91,6 @@ std::vector<std::string> single(const std::string& out, int steps) {
 std::vector<std::string> launched(
     const std::string& out,
     int steps,
-    int port_offset,
     const std::vector<std::string>& launcher = {},
     const std::vector<std::string>& env = {}) {
   std::vector<std::string> args;
@@ -105,7 +102,7 @@ std::vector<std::string> launched(
     args.emplace_back(a);
   }
   args.emplace_back("--master-port");
-  args.push_back(std::to_string(port(port_offset)));
+  args.push_back(std::to_string(test::free_port()));
   args.insert(args.end(), launcher.begin(), launcher.end());
   args.emplace_back("--");
   for (auto& a : train_args(out, steps)) {
@@ -126,7 +123,7 @@ TEST(LaunchCli, TwoGlooRanksEndWithTheWeightsAndValLossOfOneRank) {
       0)
       << test::slurp(dir.path() / "one.log");
 
-  const auto two = launched((dir.path() / "two").string(), 12, 0);
+  const auto two = launched((dir.path() / "two").string(), 12);
   const std::string log = (dir.path() / "two.log").string();
   ASSERT_EQ(
       wait_exit(test::spawn_logged(two, log), std::chrono::seconds(120)), 0)
@@ -208,10 +205,10 @@ TEST(LaunchCli, SyncBatchNormMakesTwoRanksTrainLikeOneRankWithTheWholeBatch) {
   const double synced = val_loss(
       "synced",
       with(
-          launched((dir.path() / "synced").string(), 4, 6),
+          launched((dir.path() / "synced").string(), 4),
           with(resnet, {"--sync-batchnorm", "true"})));
   const double local = val_loss(
-      "local", with(launched((dir.path() / "local").string(), 4, 7), resnet));
+      "local", with(launched((dir.path() / "local").string(), 4), resnet));
   EXPECT_NEAR(synced, one, 3e-5 * one);
   EXPECT_GT(std::abs(local - one), 1e-4 * one);
   const std::string log = test::slurp(dir.path() / "synced.log");
@@ -237,7 +234,6 @@ TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
   const auto two = launched(
       (dir.path() / "two").string(),
       6,
-      2,
       {},
       {"HOTLOOP_INJECT_OOM_ABOVE=16", "HOTLOOP_INJECT_OOM_RANK=1"});
   const std::string log = (dir.path() / "two.log").string();
@@ -261,8 +257,8 @@ TEST(LaunchCli, AnOutOfMemoryOnOneRankShrinksTheMicroBatchOnEveryRank) {
 TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   // Uninterrupted: 2 ranks, 40 steps.
   test::TempDir dir;
-  auto launch = [&](const std::string& out, int port_offset, bool resume) {
-    auto args = launched(out, 40, port_offset);
+  auto launch = [&](const std::string& out, bool resume) {
+    auto args = launched(out, 40);
     args.push_back("--checkpoint-every");
     args.push_back("5");
     if (resume) {
@@ -274,7 +270,7 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   const std::string full = (dir.path() / "full").string();
   ASSERT_EQ(
       wait_exit(
-          test::spawn_logged(launch(full, 3, false), full + ".log"),
+          test::spawn_logged(launch(full, false), full + ".log"),
           std::chrono::seconds(120)),
       0)
       << test::slurp(full + ".log");
@@ -284,15 +280,15 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   // and all exit 0. Then the same command with --resume auto.
   const std::string split = (dir.path() / "split").string();
   const pid_t launcher =
-      test::spawn_logged(launch(split, 4, false), split + ".log");
-  for (int i = 0; i < 600; ++i) {
-    const auto metrics = std::filesystem::path(split) / "metrics.jsonl";
-    if (std::filesystem::exists(metrics) &&
-        std::filesystem::file_size(metrics) > 0) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+      test::spawn_logged(launch(split, false), split + ".log");
+  const auto metrics = std::filesystem::path(split) / "metrics.jsonl";
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::file_size(metrics, ec) > 0 && !ec;
+      },
+      std::chrono::minutes(2)))
+      << test::slurp(split + ".log");
   ::kill(launcher, SIGTERM);
   EXPECT_EQ(wait_exit(launcher, std::chrono::seconds(60)), 0)
       << test::slurp(split + ".log");
@@ -300,7 +296,7 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
   ASSERT_NE(first.find("[rank 0] stopped at step"), std::string::npos) << first;
   ASSERT_EQ(
       wait_exit(
-          test::spawn_logged(launch(split, 5, true), split + "2.log"),
+          test::spawn_logged(launch(split, true), split + "2.log"),
           std::chrono::seconds(120)),
       0)
       << test::slurp(split + "2.log");
@@ -320,25 +316,42 @@ TEST(LaunchCli, SigtermToTheLauncherStopsEveryRankAtOneStepAndAllResumeFromIt) {
 TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
   test::TempDir dir;
   const auto args =
-      launched((dir.path() / "run").string(), 10000000, 1, {"--grace", "5"});
+      launched((dir.path() / "run").string(), 10000000, {"--grace", "5"});
   const std::string log = (dir.path() / "launch.log").string();
   const pid_t launcher = test::spawn_logged(args, log);
   // Wait until the job trains (rank 0 writes metrics), then kill rank 1.
   pid_t victim = -1;
   const std::regex pid_line(R"(\[launch\] rank 1: pid (\d+))");
-  for (int i = 0; i < 600 && victim < 0; ++i) {
-    std::smatch m;
-    const std::string text = test::slurp(log);
-    if (std::regex_search(text, m, pid_line) &&
-        std::filesystem::exists(dir.path() / "run" / "metrics.jsonl") &&
-        std::filesystem::file_size(dir.path() / "run" / "metrics.jsonl") > 0) {
-      victim = std::stoi(m[1]);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_GT(victim, 0) << test::slurp(log);
-  // Long enough for the rank to publish a training phase (twice a second).
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        std::smatch m;
+        const std::string text = test::slurp(log);
+        std::error_code ec;
+        if (std::regex_search(text, m, pid_line) &&
+            std::filesystem::file_size(
+                dir.path() / "run" / "metrics.jsonl", ec) > 0 &&
+            !ec) {
+          victim = std::stoi(m[1]);
+        }
+        return victim > 0;
+      },
+      std::chrono::minutes(2)))
+      << test::slurp(log);
+  // Until the rank has published a training phase to the status file the
+  // launcher gave it (its environment names the file).
+  const std::string environ_text =
+      test::slurp(fmt::format("/proc/{}/environ", victim));
+  const std::string key = "HOTLOOP_RANK_STATUS_FILE=";
+  const auto at = environ_text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::string status_file =
+      environ_text.substr(at + key.size()).c_str(); // up to the NUL
+  const std::regex training(
+      R"(\d+ \d+ (data|forward|backward|all-reduce|optimizer))");
+  ASSERT_TRUE(test::wait_until(
+      [&] { return std::regex_search(test::slurp(status_file), training); },
+      std::chrono::minutes(1)))
+      << test::slurp(status_file);
   const auto killed = std::chrono::steady_clock::now();
   ::kill(victim, SIGKILL);
   const int code = wait_exit(launcher, std::chrono::seconds(60));

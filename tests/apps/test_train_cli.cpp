@@ -20,6 +20,7 @@
 #include "support/image_files.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 #include "test_paths.h"
 
 namespace hotloop {
@@ -64,15 +65,16 @@ int run_to_end(const std::vector<std::string>& args, const std::string& log) {
   return wait_exit(test::spawn_logged(args, log));
 }
 
-// Waits until `path` has at least `lines` lines (the run is that far).
-void wait_for_lines(const std::filesystem::path& path, long lines) {
-  for (int i = 0; i < 60000; ++i) {
-    std::ifstream in(path);
-    if (std::count(std::istreambuf_iterator<char>(in), {}, '\n') >= lines) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+// Waits until `path` has at least `lines` lines (the run is that far);
+// false when it has not within two minutes.
+bool wait_for_lines(const std::filesystem::path& path, long lines) {
+  return test::wait_until(
+      [&] {
+        std::ifstream in(path);
+        return std::count(std::istreambuf_iterator<char>(in), {}, '\n') >=
+            lines;
+      },
+      std::chrono::minutes(2));
 }
 
 nlohmann::json summary(const std::filesystem::path& run) {
@@ -99,7 +101,7 @@ TEST(TrainCli, KilledWithSigkillAndResumedEndsWhereAnUninterruptedRunEnds) {
     args.push_back("auto");
     const pid_t pid =
         test::spawn_logged(args, (dir.path() / "killed.log").string());
-    wait_for_lines(killed / "metrics.jsonl", lines);
+    ASSERT_TRUE(wait_for_lines(killed / "metrics.jsonl", lines));
     ::kill(pid, SIGKILL);
     EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
   }
@@ -356,7 +358,7 @@ TEST(TrainCli, SigtermFinishesTheStepCheckpointsAndExitsZeroSayingHowToResume) {
   const auto run = dir.path() / "run";
   const std::string log = (dir.path() / "log").string();
   const pid_t pid = test::spawn_logged(train_args(run.string()), log);
-  wait_for_lines(run / "metrics.jsonl", 3);
+  ASSERT_TRUE(wait_for_lines(run / "metrics.jsonl", 3));
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 0) << test::slurp(log);
   EXPECT_NE(test::slurp(log).find("--resume auto"), std::string::npos)

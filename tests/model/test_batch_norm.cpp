@@ -16,6 +16,7 @@
 
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/parallel/process_group.h"
+#include "support/free_port.h"
 
 namespace hotloop::model {
 namespace {
@@ -66,7 +67,7 @@ TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachMatchOneRankWithAllOfIt) {
   BatchNorm2d whole(3);
   const Result ref = run(whole, x, w, 3);
 
-  const int port = 24000 + static_cast<int>(::getpid() % 20000);
+  const int port = test::free_port();
   auto rank = [&](int r) {
     parallel::DistEnv env;
     env.rank = r;

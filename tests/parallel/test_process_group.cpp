@@ -23,13 +23,31 @@
 #include "hotloop/parallel/gradient_reducer.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/rank_status.h"
+#include "support/free_port.h"
+#include "support/wait_until.h"
 
 namespace hotloop::parallel {
 namespace {
 
-int free_port() {
-  // A port in the dynamic range, different per test process run.
-  return 20000 + static_cast<int>(::getpid() % 20000);
+using test::free_port;
+
+// Waits until `rank`'s report in `store` is at `step` and `phase`.
+bool published(
+    c10d::Store& store,
+    int rank,
+    std::int64_t step,
+    const std::string& phase) {
+  return test::wait_until(
+      [&] {
+        const std::string key = fmt::format("status/{}", rank);
+        if (!store.check({key})) {
+          return false;
+        }
+        const auto bytes = store.get(key);
+        const auto r = parse_report(std::string(bytes.begin(), bytes.end()));
+        return r && r->step == step && r->phase == phase;
+      },
+      std::chrono::seconds(60));
 }
 
 DistEnv rank_env(int rank, int port) {
@@ -109,7 +127,7 @@ ReducerOptions small_buckets(bool overlap) {
 } // namespace
 
 TEST(GradientReducer, BucketsStartDuringBackwardAndEndAsTheMean) {
-  two_ranks(free_port() + 2, [](int r, std::shared_ptr<ProcessGroup> g) {
+  two_ranks(free_port(), [](int r, std::shared_ptr<ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
     GradientReducer reducer(g, params, small_buckets(true));
     ASSERT_GE(reducer.bucket_count(), 2u);
@@ -129,7 +147,7 @@ TEST(GradientReducer, BucketsStartDuringBackwardAndEndAsTheMean) {
 }
 
 TEST(GradientReducer, OnlyTheArmedBackwardStartsBucketsWhenAccumulating) {
-  two_ranks(free_port() + 3, [](int r, std::shared_ptr<ProcessGroup> g) {
+  two_ranks(free_port(), [](int r, std::shared_ptr<ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
     GradientReducer reducer(g, params, small_buckets(true));
     // Two micro-batches of half the gradient each: only the second is armed,
@@ -145,7 +163,7 @@ TEST(GradientReducer, OnlyTheArmedBackwardStartsBucketsWhenAccumulating) {
 }
 
 TEST(GradientReducer, ARankThatFailedBeforeBackwardStillLinesUpAndDiscards) {
-  two_ranks(free_port() + 4, [](int r, std::shared_ptr<ProcessGroup> g) {
+  two_ranks(free_port(), [](int r, std::shared_ptr<ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
     GradientReducer reducer(g, params, small_buckets(true));
     // Step 1: rank 1 "runs out of memory" in forward (no backward); rank 0
@@ -171,7 +189,7 @@ TEST(GradientReducer, ARankThatFailedBeforeBackwardStillLinesUpAndDiscards) {
 }
 
 TEST(GradientReducer, WithoutOverlapEveryBucketStartsAfterBackward) {
-  two_ranks(free_port() + 5, [](int r, std::shared_ptr<ProcessGroup> g) {
+  two_ranks(free_port(), [](int r, std::shared_ptr<ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
     GradientReducer reducer(g, params, small_buckets(false));
     reducer.arm();
@@ -185,17 +203,17 @@ TEST(GradientReducer, WithoutOverlapEveryBucketStartsAfterBackward) {
 
 TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
   c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(free_port() + 6);
+  so.port = static_cast<std::uint16_t>(free_port());
   so.isServer = true;
   so.numWorkers = 1;
   so.waitWorkers = false;
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  const std::chrono::milliseconds fast(50);
+  const std::chrono::milliseconds fast(200);
   RankStatus rank0(0, store->clone(), "", fast);
   {
     RankStatus rank1(1, store->clone(), "", fast);
     rank1.set(7, Phase::Backward);
-    std::this_thread::sleep_for(fast * 4);
+    ASSERT_TRUE(published(*store, 1, 7, "backward"));
     RankStatus rank2(2, store->clone(), "", fast);
     // Rank 2 is alive: not named.
     const std::string live = rank0.describe_peers(3);
@@ -214,18 +232,18 @@ TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
 
 TEST(RankStatus, AFailedRankIsNotBlamedAndTheFileHoldsTheLastReport) {
   c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(free_port() + 7);
+  so.port = static_cast<std::uint16_t>(free_port());
   so.isServer = true;
   so.numWorkers = 1;
   so.waitWorkers = false;
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  const std::chrono::milliseconds fast(50);
+  const std::chrono::milliseconds fast(200);
   const std::string file =
       fmt::format("/tmp/hotloop-rank-status-{}", ::getpid());
   {
     RankStatus rank1(1, store->clone(), file, fast);
     rank1.set(41, Phase::AllReduce);
-    std::this_thread::sleep_for(fast * 4);
+    ASSERT_TRUE(published(*store, 1, 41, "all-reduce"));
     // Rank 1 saw the failure too and said so before stopping.
     EXPECT_NE(
         rank1.describe_peers(2).find("rank 0 (never reported)"),
@@ -284,7 +302,7 @@ TEST(ProcessGroup, TwoGlooRanksAverageBroadcastAndAgree) {
 TEST(ProcessGroup, ARankThatNeverComesIsAnErrorNamingTheMaster) {
   GroupOptions o;
   o.timeout = std::chrono::seconds(2);
-  DistEnv e = rank_env(0, free_port() + 1);
+  DistEnv e = rank_env(0, free_port());
   try {
     ProcessGroup::create(e, o);
     FAIL() << "expected EnvError";
