@@ -373,4 +373,30 @@ TEST(LaunchCli, ARankKilledWithSigkillStopsTheJobWithinAMinuteNamingIt) {
       << out;
 }
 
+// A rank that hangs (alive, its training thread blocked after step 3's
+// backward) leaves the other waiting in a collective: after --dist-timeout
+// it stops with an error that names the stuck rank and where it is, and the
+// launcher ends the job with exit 1.
+TEST(LaunchCli, ARankThatHangsStopsTheOthersAfterTheTimeoutNamingIt) {
+  test::TempDir dir;
+  auto args = launched(
+      (dir.path() / "run").string(),
+      10000000,
+      {"--grace", "2"},
+      {"HOTLOOP_INJECT_HANG=3", "HOTLOOP_INJECT_HANG_RANK=1"});
+  args.insert(args.end(), {"--dist-timeout", "5"});
+  const std::string log = (dir.path() / "launch.log").string();
+  EXPECT_EQ(
+      wait_exit(test::spawn_logged(args, log), std::chrono::seconds(120)), 1)
+      << test::slurp(log);
+  const std::string out = test::slurp(log);
+  EXPECT_NE(out.find("[rank 0]"), std::string::npos) << out;
+  EXPECT_NE(out.find("collective (Gloo) failed"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find(
+          "alive but stuck outside the collective: rank 1 (still at step 3, backward"),
+      std::string::npos)
+      << out;
+}
+
 } // namespace hotloop

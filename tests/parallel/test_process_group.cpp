@@ -210,24 +210,59 @@ TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
   const std::chrono::milliseconds fast(200);
   RankStatus rank0(0, store->clone(), "", fast);
+  rank0.set(7, Phase::AllReduce);
   {
     RankStatus rank1(1, store->clone(), "", fast);
     rank1.set(7, Phase::Backward);
     ASSERT_TRUE(published(*store, 1, 7, "backward"));
     RankStatus rank2(2, store->clone(), "", fast);
-    // Rank 2 is alive: not named.
+    rank2.set(7, Phase::AllReduce);
+    ASSERT_TRUE(published(*store, 2, 7, "all-reduce"));
+    // Rank 1 hangs in its backward; rank 2 waits in the all-reduce as this
+    // one did: not named.
     const std::string live = rank0.describe_peers(3);
-    EXPECT_NE(live.find("no other rank stopped reporting"), std::string::npos)
+    EXPECT_NE(
+        live.find(
+            "alive but stuck outside the collective: rank 1 (still at step 8, backward"),
+        std::string::npos)
         << live;
+    EXPECT_EQ(live.find("rank 2"), std::string::npos) << live;
   } // ranks 1 and 2 stop here, like a killed process (no last word)
   RankStatus rank3(3, store->clone(), "", fast);
+  rank3.set(7, Phase::AllReduce);
   const std::string s = rank0.describe_peers(5);
   EXPECT_NE(s.find("rank 1 (last report: step 8, backward"), std::string::npos)
       << s;
-  EXPECT_NE(s.find("rank 2 (last report: step 1, start"), std::string::npos)
+  EXPECT_NE(
+      s.find("rank 2 (last report: step 8, all-reduce"), std::string::npos)
       << s;
   EXPECT_EQ(s.find("rank 3"), std::string::npos) << s; // still reporting
   EXPECT_NE(s.find("rank 4 (never reported)"), std::string::npos) << s;
+}
+
+// A rank that still reports but whose step and phase do not move while
+// this one's collective failed hangs outside the collective: named as stuck,
+// not as stopped.
+TEST(RankStatus, NamesARankThatIsAliveButStuckOutsideTheCollective) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(free_port());
+  so.isServer = true;
+  so.numWorkers = 1;
+  so.waitWorkers = false;
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  const std::chrono::milliseconds fast(200);
+  RankStatus rank1(1, store->clone(), "", fast);
+  rank1.set(2, Phase::Backward);
+  ASSERT_TRUE(published(*store, 1, 2, "backward"));
+  RankStatus rank0(0, store->clone(), "", fast);
+  rank0.set(2, Phase::AllReduce);
+  const std::string s = rank0.describe_peers(2);
+  EXPECT_NE(
+      s.find(
+          "alive but stuck outside the collective: rank 1 (still at step 3, backward"),
+      std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("stopped reporting"), std::string::npos) << s;
 }
 
 TEST(RankStatus, AFailedRankIsNotBlamedAndTheFileHoldsTheLastReport) {

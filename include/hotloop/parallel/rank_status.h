@@ -60,10 +60,12 @@ class RankStatus {
   }
 
   // After a collective failed: which of the `world_size` ranks stopped
-  // reporting. Watches every rank's report for about three intervals (the
-  // live ones keep reporting: their threads still run) and names the ones
-  // that did not move, with their last step and phase. Never throws: a
-  // store that is gone (rank 0 died) is said so.
+  // reporting, or are stuck. Watches every rank's report for about three
+  // intervals and names those whose reports did not move (the process is
+  // gone) and those that still report but whose step and phase did not move
+  // and that did not see the failure (alive, hanging outside the
+  // collective), each with its last step and phase. Never throws: a store
+  // that is gone (rank 0 died) is said so.
   std::string describe_peers(int world_size);
 
  private:

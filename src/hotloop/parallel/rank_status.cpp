@@ -131,7 +131,15 @@ std::string RankStatus::describe_peers(int world_size) {
     std::this_thread::sleep_for(interval_ * 3);
     read_all(after);
     const std::int64_t now = unix_ms_now();
+    // Silent: the process is gone (killed, crashed). Stuck: it still
+    // reports, but neither moved on nor saw the failure: its training thread
+    // hangs outside the collective (a deadlock, a stuck loader, a debugger).
+    // The healthy ranks waiting in the same collective time out with this
+    // one, within the watch, and say so (phase "failed"); one still in the
+    // gradients' all-reduce is waiting like this one and is not named.
     std::vector<std::string> silent;
+    std::vector<std::string> stuck;
+    const std::int64_t my_step = step_.load(std::memory_order_relaxed);
     for (int r = 0; r < world_size; ++r) {
       if (r == rank_) {
         continue;
@@ -140,19 +148,41 @@ std::string RankStatus::describe_peers(int world_size) {
       const auto a = after.find(r);
       if (a == after.end()) {
         silent.push_back(fmt::format("rank {} (never reported)", r));
-      } else if (
-          a->second.phase != to_string(Phase::Failed) && b != before.end() &&
-          a->second.unix_ms == b->second.unix_ms) {
+        continue;
+      }
+      if (a->second.phase == to_string(Phase::Failed) || b == before.end()) {
+        continue;
+      }
+      if (a->second.unix_ms == b->second.unix_ms) {
         silent.push_back(fmt::format(
             "rank {} (last report: {})", r, describe_report(a->second, now)));
+      } else if (
+          a->second.step == b->second.step &&
+          a->second.phase == b->second.phase && a->second.step <= my_step &&
+          a->second.phase != to_string(Phase::AllReduce)) {
+        stuck.push_back(fmt::format(
+            "rank {} (still at {}; it neither joined nor saw the failure)",
+            r,
+            describe_report(a->second, now)));
       }
     }
-    if (silent.empty()) {
+    if (silent.empty() && stuck.empty()) {
       return "no other rank stopped reporting without seeing the failure too (look for the cause in the network or the collective library)";
     }
-    std::string s = "stopped reporting: ";
-    for (std::size_t i = 0; i < silent.size(); ++i) {
-      s += (i > 0 ? "; " : "") + silent[i];
+    auto list = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        s += (i > 0 ? "; " : "") + v[i];
+      }
+      return s;
+    };
+    std::string s;
+    if (!silent.empty()) {
+      s = "stopped reporting: " + list(silent);
+    }
+    if (!stuck.empty()) {
+      s += (s.empty() ? "" : "; ") +
+          ("alive but stuck outside the collective: " + list(stuck));
     }
     return s;
   } catch (const std::exception&) {

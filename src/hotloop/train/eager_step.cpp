@@ -74,6 +74,7 @@ StepResult EagerStep::run(const RunState& s, double lr) {
       parts_.faults->oom_if_above(images.size(0));
       if (last) {
         parts_.faults->kill_at(KillPoint::Step, s.step + 1);
+        parts_.faults->hang_at(s.step + 1);
       }
       if (last && parts_.faults->overflow_at(s.step + 1)) {
         at::NoGradGuard no_grad;

@@ -1,6 +1,7 @@
 #include "hotloop/train/fault_injection.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -88,6 +89,17 @@ FaultInjection read_fault_injection() {
     }
     f.kill_step = *step;
   }
+  const std::string hang = env("HOTLOOP_INJECT_HANG");
+  const std::string hang_rank = env("HOTLOOP_INJECT_HANG_RANK");
+  if (!hang.empty() &&
+      (hang_rank.empty() || hang_rank == (rank.empty() ? "0" : rank))) {
+    f.hang_step = parse_count(hang);
+    if (!f.hang_step) {
+      throw UsageError(
+          fmt::format("HOTLOOP_INJECT_HANG={}: expected a step number", hang),
+          "unset it, or give the 1-based step to hang at");
+    }
+  }
   return f;
 }
 
@@ -114,6 +126,14 @@ void FaultInjection::kill_at(KillPoint point, std::int64_t step) const {
       point == KillPoint::Step || point == KillPoint::Checkpoint;
   if (kill == point && (!counted || kill_step == step)) {
     ::raise(SIGKILL);
+  }
+}
+
+void FaultInjection::hang_at(std::int64_t step) const {
+  if (hang_step && *hang_step == step) {
+    for (;;) {
+      ::pause(); // until a signal ends the process
+    }
   }
 }
 

@@ -16,7 +16,12 @@
 //                                    to its temporary file, not yet renamed),
 //                                    final-checkpoint (just after the last
 //                                    step's checkpoint), final-evaluation
-//                                    (inside the last evaluation).
+//                                    (inside the last evaluation);
+//   HOTLOOP_INJECT_HANG=N            after step N's backward the training
+//                                    thread blocks for good (a deadlock, a
+//                                    stuck loader) while the process lives:
+//                                    the other ranks wait in a collective;
+//   HOTLOOP_INJECT_HANG_RANK=R       ... only on rank R.
 // A value that does not parse is a UsageError naming the variable.
 
 #include <cstdint>
@@ -39,6 +44,7 @@ struct FaultInjection {
   std::vector<std::int64_t> overflow_steps;
   KillPoint kill = KillPoint::None;
   std::int64_t kill_step = 0; // for Step and Checkpoint
+  std::optional<std::int64_t> hang_step;
 
   // Throws c10::OutOfMemoryError when `samples` exceeds oom_above.
   void oom_if_above(std::int64_t samples) const;
@@ -47,6 +53,8 @@ struct FaultInjection {
   // SIGKILLs this process when `point` (at `step`, where it counts) is the
   // one asked for.
   void kill_at(KillPoint point, std::int64_t step = 0) const;
+  // Blocks the calling thread for good when `step` is hang_step.
+  void hang_at(std::int64_t step) const;
 };
 
 // Reads the variables above (for this rank: RANK, where set).
