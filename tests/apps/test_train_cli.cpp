@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
 
 #include "hotloop/train/checkpoint.h"
@@ -578,6 +579,31 @@ TEST(TrainCli, FineTuningFromACheckpointReplacesTheHeadAndFreezesTheBackbone) {
       << out;
   EXPECT_NE(out.find("parameters: 387 trainable"), std::string::npos)
       << out; // 128 x 3 + 3
+  // After 3 steps the backbone's parameters are the checkpoint's, bit for
+  // bit, and the new head has moved. (BatchNorm's running statistics are
+  // buffers, not parameters: they follow the new data, as in PyTorch with
+  // requires_grad off.)
+  const auto init = train::load_checkpoint(checkpoint).model;
+  const auto tuned = train::load_checkpoint((dir.path() / "ft" / "checkpoints" /
+                                             "step-00000003.safetensors")
+                                                .string())
+                         .model;
+  ASSERT_EQ(init.size(), tuned.size());
+  int backbone = 0;
+  for (std::size_t i = 0; i < init.size(); ++i) {
+    ASSERT_EQ(init[i].first, tuned[i].first);
+    if (init[i].first.starts_with("fc.")) {
+      EXPECT_NE(init[i].second.sizes(), tuned[i].second.sizes());
+      continue;
+    }
+    if (init[i].first.find("running_") != std::string::npos ||
+        init[i].first.find("num_batches") != std::string::npos) {
+      continue;
+    }
+    ++backbone;
+    EXPECT_TRUE(at::equal(init[i].second, tuned[i].second)) << init[i].first;
+  }
+  EXPECT_EQ(backbone, 8); // cnn-small's backbone parameter tensors
   // A file for another model stops before training, listing the keys.
   EXPECT_EQ(
       run_to_end(
@@ -597,6 +623,84 @@ TEST(TrainCli, FineTuningFromACheckpointReplacesTheHeadAndFreezesTheBackbone) {
       1);
   EXPECT_NE(test::slurp(log).find("missing: conv1.weight"), std::string::npos)
       << test::slurp(log);
+}
+
+// --head-lr is the head's learning rate, --lr the backbone's: with one of
+// them 1e-30 (plain SGD, constant schedule, no weight decay; a learning rate
+// must be positive) that part of the model keeps its weights to within 1e-20
+// and the other moves.
+TEST(TrainCli, HeadLrTrainsTheHeadAndLrTheBackbone) {
+  test::TempDir dir;
+  const std::string log = (dir.path() / "log").string();
+  auto run = [&](const std::string& name, const char* lr, const char* head_lr) {
+    const std::string out = (dir.path() / name).string();
+    EXPECT_EQ(
+        run_to_end(
+            {HOTLOOP_TEST_BINARY,
+             "train",
+             "--data",
+             "synthetic:64x1x16x16",
+             "--model",
+             "cnn-small",
+             "--optimizer",
+             "sgd",
+             "--momentum",
+             "0",
+             "--weight-decay",
+             "0",
+             "--schedule",
+             "constant",
+             "--lr",
+             lr,
+             "--head-lr",
+             head_lr,
+             "--steps",
+             "2",
+             "--checkpoint-every",
+             "1",
+             "--batch",
+             "16",
+             "--threads",
+             "1",
+             "--out",
+             out},
+            log),
+        0)
+        << test::slurp(log);
+    const auto dir_path = std::filesystem::path(out) / "checkpoints";
+    return std::make_pair(
+        train::load_checkpoint(
+            (dir_path / "step-00000001.safetensors").string())
+            .model,
+        train::load_checkpoint(
+            (dir_path / "step-00000002.safetensors").string())
+            .model);
+  };
+  // Whether each parameter moved between step 1 and step 2 (BatchNorm's
+  // running statistics move with any batch: not parameters, left out).
+  auto moved = [](const auto& pair, bool head) {
+    bool any = false;
+    bool all_same = true;
+    for (std::size_t i = 0; i < pair.first.size(); ++i) {
+      const std::string& name = pair.first[i].first;
+      if (name.find("running_") != std::string::npos ||
+          name.find("num_batches") != std::string::npos ||
+          name.starts_with("fc.") != head) {
+        continue;
+      }
+      const bool same =
+          at::allclose(pair.first[i].second, pair.second[i].second, 0, 1e-20);
+      any = any || !same;
+      all_same = all_same && same;
+    }
+    return std::make_pair(any, all_same);
+  };
+  const auto head_only = run("head", "1e-30", "0.1");
+  EXPECT_TRUE(moved(head_only, true).first);
+  EXPECT_TRUE(moved(head_only, false).second); // backbone unchanged
+  const auto backbone_only = run("backbone", "0.1", "1e-30");
+  EXPECT_TRUE(moved(backbone_only, false).first);
+  EXPECT_TRUE(moved(backbone_only, true).second); // head unchanged
 }
 
 } // namespace hotloop

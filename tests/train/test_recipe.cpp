@@ -58,6 +58,25 @@ TEST(Recipe, AnOptimizerTheUserChoseGetsItsOwnValuesNotAMix) {
   EXPECT_NO_THROW(o.validate());
 }
 
+TEST(Recipe, MomentumZeroFromTheUserIsPlainSgdWithoutNesterov) {
+  TrainerOptions o;
+  o.optimizer.kind = OptimizerKind::Sgd;
+  o.optimizer.momentum = 0;
+  apply_recipe(
+      recipe_for("resnet18-small", 64, OptimizerKind::Sgd),
+      o,
+      {"optimizer", "momentum"});
+  EXPECT_FALSE(o.optimizer.nesterov);
+  EXPECT_NO_THROW(o.validate());
+  // Any other momentum keeps the recipe's Nesterov.
+  o.optimizer.momentum = 0.5;
+  apply_recipe(
+      recipe_for("resnet18-small", 64, OptimizerKind::Sgd),
+      o,
+      {"optimizer", "momentum"});
+  EXPECT_TRUE(o.optimizer.nesterov);
+}
+
 TEST(Recipe, ApplyingSetsOnlyWhatTheUserLeftUnsetAndSaysWhat) {
   TrainerOptions o;
   o.schedule.lr = 0.5; // given by the user

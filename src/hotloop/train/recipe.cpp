@@ -91,6 +91,11 @@ std::vector<std::string> apply_recipe(
     if (given.contains(key)) {
       continue;
     }
+    // Plain SGD asked for (--momentum 0): no Nesterov momentum on top.
+    if (key == "nesterov" && given.contains("momentum") &&
+        o.optimizer.momentum == 0) {
+      continue;
+    }
     const auto it = setters().find(key);
     if (it == setters().end()) {
       throw std::logic_error("recipe: no setter for '" + key + "'");
