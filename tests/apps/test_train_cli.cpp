@@ -703,4 +703,93 @@ TEST(TrainCli, HeadLrTrainsTheHeadAndLrTheBackbone) {
   EXPECT_TRUE(moved(backbone_only, true).second); // head unchanged
 }
 
+// A folder of real image files, three of them broken the ways files break:
+// a JPEG cut short, a PNG whose compressed data was overwritten, and a text
+// file with a .jpg name. Skip: the run trains on the rest, warns once per
+// file and counts them in summary.json. Fail: it stops naming the first.
+TEST(TrainCli, CorruptJpegAndPngFilesAreSkippedAndCountedOrStopTheRun) {
+  test::TempDir dir;
+  const auto photos = dir.path() / "photos";
+  for (const char* split : {"train", "val"}) {
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 6; ++i) {
+        const auto px = test::flat_image(
+            16,
+            16,
+            {static_cast<std::uint8_t>(100 * c),
+             static_cast<std::uint8_t>(30 * i),
+             90});
+        test::write_bytes(
+            photos / split / fmt::format("class{}", c) /
+                fmt::format("{}.{}", i, i % 2 == 0 ? "jpg" : "png"),
+            i % 2 == 0 ? test::jpeg_bytes(px, 16, 16, 3)
+                       : test::png_bytes(px, 16, 16, 3));
+      }
+    }
+  }
+  const auto noise = test::flat_image(16, 16, {7, 8, 9});
+  std::vector<std::uint8_t> cut = test::jpeg_bytes(noise, 16, 16, 3);
+  cut.resize(cut.size() * 2 / 3);
+  test::write_bytes(photos / "train" / "class0" / "cut.jpg", cut);
+  std::vector<std::uint8_t> png = test::png_bytes(noise, 16, 16, 3);
+  for (std::size_t i = png.size() / 2; i < png.size() / 2 + 8; ++i) {
+    png[i] ^= 0xff;
+  }
+  test::write_bytes(photos / "train" / "class1" / "garbled.png", png);
+  const std::string text = "this is not an image\n";
+  test::write_bytes(
+      photos / "train" / "class1" / "notes.jpg",
+      std::vector<std::uint8_t>(text.begin(), text.end()));
+
+  const std::string log = (dir.path() / "log").string();
+  auto train = [&](const char* policy, const std::string& out) {
+    return run_to_end(
+        {HOTLOOP_TEST_BINARY,
+         "train",
+         "--data",
+         "folder:" + photos.string(),
+         "--size",
+         "16",
+         "--model",
+         "cnn-small",
+         "--epochs",
+         "1",
+         "--batch",
+         "5",
+         "--threads",
+         "1",
+         "--on-bad-sample",
+         policy,
+         "--out",
+         out},
+        log);
+  };
+  // 15 files in train: one epoch of 3 batches reads every one once.
+  ASSERT_EQ(train("skip", (dir.path() / "skip").string()), 0)
+      << test::slurp(log);
+  const std::string out = test::slurp(log);
+  for (const char* name : {"cut.jpg", "garbled.png", "notes.jpg"}) {
+    EXPECT_NE(
+        out.find(
+            std::string("skipping a bad sample: ") +
+            (photos / "train").string()),
+        std::string::npos)
+        << out;
+    EXPECT_NE(out.find(name), std::string::npos) << name << "\n" << out;
+  }
+  const auto s = summary(dir.path() / "skip");
+  EXPECT_EQ(s["bad_samples"], 3) << s.dump();
+  EXPECT_EQ(s["steps"], 3);
+
+  EXPECT_EQ(train("fail", (dir.path() / "fail").string()), 1)
+      << test::slurp(log);
+  const std::string failed = test::slurp(log);
+  EXPECT_TRUE(
+      failed.find("cut.jpg") != std::string::npos ||
+      failed.find("garbled.png") != std::string::npos ||
+      failed.find("notes.jpg") != std::string::npos)
+      << failed;
+  EXPECT_NE(failed.find("hotloop: error:"), std::string::npos) << failed;
+}
+
 } // namespace hotloop

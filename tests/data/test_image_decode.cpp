@@ -109,6 +109,25 @@ TEST(ImageDecode, BadFilesAreDataErrorsNamingTheFile) {
       << decode_error(png);
 }
 
+// A damaged JPEG does not break the next, good one decoded on the same
+// thread (TurboJPEG's handle is made anew after a failure): every kind of
+// damage, each followed by a good file.
+TEST(ImageDecode, AGoodJpegAfterADamagedOneOnTheSameThreadDecodes) {
+  const auto px = flat_image(16, 16, {100, 120, 90});
+  const auto good = jpeg_bytes(px, 16, 16, 3);
+  auto cut_header = good;
+  cut_header.resize(good.size() * 2 / 3);
+  auto cut_scan = jpeg_bytes(flat_image(64, 64, {7, 200, 9}), 64, 64, 3);
+  cut_scan.resize(cut_scan.size() * 3 / 4);
+  std::vector<std::uint8_t> header_only = {0xFF, 0xD8, 0xFF, 0xE0, 0, 0};
+  for (const auto* bad : {&cut_header, &cut_scan, &header_only}) {
+    EXPECT_FALSE(decode_error(*bad).empty());
+    const DecodedImage img = decode_image(good, "good.jpg", {});
+    EXPECT_EQ(img.width, 16);
+    EXPECT_EQ(img.height, 16);
+  }
+}
+
 TEST(ImageDecode, OversizedImagesAreRefusedBeforeAllocating) {
   DecodeOptions small;
   small.max_pixels = 100;

@@ -4,6 +4,7 @@
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
 #include <torch/cuda.h>
 
 #include "hotloop/data/loader.h"
@@ -166,6 +167,102 @@ TEST(Loader, BadSamplesAreSkippedAndCountedOrStopTheRun) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("/data/item3.jpg"), std::string::npos)
         << e.what();
+  }
+}
+
+namespace {
+
+// IndexDataset whose sample 5 has a label past the class count and sample 6
+// three channels where the data set has one.
+class MislabelledDataset final : public Dataset {
+ public:
+  MislabelledDataset() : inner_(20, ImageShape{1, 2, 2}) {}
+  std::size_t size() const override {
+    return inner_.size();
+  }
+  Sample get(std::size_t i) const override {
+    Sample s = inner_.get(i);
+    if (i == 5) {
+      s.label = 99;
+    }
+    if (i == 6) {
+      s.image = at::zeros({3, 2, 2}, at::kByte);
+    }
+    return s;
+  }
+  const std::vector<std::string>& class_names() const override {
+    return inner_.class_names();
+  }
+  std::optional<ImageShape> shape() const override {
+    return inner_.shape();
+  }
+  std::string describe() const override {
+    return "mislabelled set";
+  }
+
+ private:
+  IndexDataset inner_;
+};
+
+} // namespace
+
+TEST(Loader, ALabelOutOfRangeOrAWrongChannelCountIsABadSample) {
+  auto ds = std::make_shared<MislabelledDataset>();
+  Loader skip(ds, plain(10));
+  const auto labels = epoch_labels(skip);
+  EXPECT_EQ(labels.size(), 18u);
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), 99), 0);
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), 6), 0);
+  EXPECT_EQ(skip.stats().bad_samples, 2u);
+  LoaderOptions o = plain(10);
+  o.on_bad_sample = BadSamplePolicy::Fail;
+  Loader fail(ds, o);
+  try {
+    fail.next();
+    FAIL() << "a label of 99 in 20 classes was delivered";
+  } catch (const DataError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "sample 5 of mislabelled set: label 99 outside 0..19"),
+        std::string::npos)
+        << e.what();
+  }
+  auto wrong_shape = std::make_shared<MislabelledDataset>();
+  LoaderOptions one = plain(1);
+  one.on_bad_sample = BadSamplePolicy::Fail;
+  Loader shape(wrong_shape, one);
+  shape.start_epoch(0, 6); // sample 6 alone
+  try {
+    shape.next();
+    FAIL() << "a 3-channel image in a 1-channel set was delivered";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(
+        what.find("sample 6 of mislabelled set: image of shape [3, 2, 2]"),
+        std::string::npos)
+        << what;
+  }
+}
+
+TEST(Loader, ABatchWhoseEverySampleIsBadStopsEvenWhenSkipping) {
+  std::set<std::size_t> bad;
+  for (std::size_t i = 10; i < 20; ++i) {
+    bad.insert(i);
+  }
+  auto ds = std::make_shared<IndexDataset>(20, ImageShape{1, 2, 2}, bad);
+  Loader loader(ds, plain(10));
+  ASSERT_TRUE(loader.next().has_value()); // samples 0..9
+  try {
+    loader.next();
+    FAIL() << "an empty batch was delivered";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(
+        what.find(
+            "every sample of batch 1 of epoch 0 is bad (all 10; the first: /data/item1"),
+        std::string::npos)
+        << what;
+    EXPECT_NE(e.hint().find("--on-bad-sample"), std::string::npos);
   }
 }
 

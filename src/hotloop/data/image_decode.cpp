@@ -20,19 +20,36 @@ DataError bad_image(const std::string& name, const std::string& what) {
       "the file is damaged or not an image: replace or delete it (bad samples are skipped by default)");
 }
 
-// One TurboJPEG decompressor per thread, destroyed with the thread.
-tjhandle thread_jpeg_decoder() {
-  struct Handle {
-    tjhandle h = tjInitDecompress();
-    ~Handle() {
-      if (h != nullptr) {
-        tjDestroy(h);
-      }
+// One TurboJPEG decompressor per thread, destroyed with the thread. After a
+// failed decode it is made anew: TurboJPEG 2.x leaves a handle whose header
+// read failed half-way in a state where the next, valid, file reads as
+// having no size.
+class JpegDecoder {
+ public:
+  static JpegDecoder& of_this_thread() {
+    thread_local JpegDecoder d;
+    return d;
+  }
+  tjhandle get() {
+    if (h_ == nullptr) {
+      h_ = tjInitDecompress();
     }
-  };
-  thread_local Handle handle;
-  return handle.h;
-}
+    return h_;
+  }
+  void reset() {
+    if (h_ != nullptr) {
+      tjDestroy(h_);
+      h_ = nullptr;
+    }
+  }
+  ~JpegDecoder() {
+    reset();
+  }
+
+ private:
+  JpegDecoder() = default;
+  tjhandle h_ = nullptr;
+};
 
 void check_size(
     const std::string& name,
@@ -57,7 +74,8 @@ DecodedImage decode_jpeg(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
     const DecodeOptions& o) {
-  tjhandle tj = thread_jpeg_decoder();
+  JpegDecoder& decoder = JpegDecoder::of_this_thread();
+  tjhandle tj = decoder.get();
   if (tj == nullptr) {
     throw DataError(fmt::format("{}: cannot create a TurboJPEG decoder", name));
   }
@@ -70,10 +88,12 @@ DecodedImage decode_jpeg(
   const auto size = static_cast<unsigned long>(bytes.size());
   if (tjDecompressHeader3(
           tj, data, size, &width, &height, &subsampling, &colorspace) != 0) {
-    throw bad_image(
-        name, fmt::format("not a valid JPEG: {}", tjGetErrorStr2(tj)));
+    const std::string why = tjGetErrorStr2(tj);
+    decoder.reset();
+    throw bad_image(name, fmt::format("not a valid JPEG: {}", why));
   }
   if (width <= 0 || height <= 0) {
+    decoder.reset();
     throw bad_image(
         name,
         "not a valid JPEG: the header has no image size (truncated file?)");
@@ -98,8 +118,9 @@ DecodedImage decode_jpeg(
           height,
           format,
           TJFLAG_STOPONWARNING) != 0) {
-    throw bad_image(
-        name, fmt::format("corrupt JPEG data: {}", tjGetErrorStr2(tj)));
+    const std::string why = tjGetErrorStr2(tj);
+    decoder.reset();
+    throw bad_image(name, fmt::format("corrupt JPEG data: {}", why));
   }
   return img;
 }

@@ -408,6 +408,19 @@ std::optional<Batch> Loader::next() {
           stderr, "hotloop: warning: skipping a bad sample: {}\n", message);
     }
   }
+  if (r.count == 0 && !r.bad.empty()) {
+    // Nothing to train on: a whole batch of bad samples is broken data, not
+    // a few bad files, and an empty batch has no loss.
+    give_back(nullptr);
+    throw DataError(
+        fmt::format(
+            "every sample of batch {} of epoch {} is bad (all {}; the first: {})",
+            index,
+            m.epoch,
+            r.bad.size(),
+            r.bad.front()),
+        "check the data set's files there (--on-bad-sample skip skips a few bad samples, not whole batches)");
+  }
   const auto count = static_cast<std::int64_t>(r.count);
   Delivered d = m.transfer->deliver(
       m.buffers[r.buffer].images.narrow(0, 0, count),
