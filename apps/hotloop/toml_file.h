@@ -2,6 +2,7 @@
 // Reading a TOML file for the CLI (--config, --matrix): a syntax error is a
 // ConfigError with the file, line and column.
 
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
@@ -15,9 +16,25 @@ inline toml::table parse_toml_file(
     const std::string& path,
     const std::string& what, // "config file", "matrix file"
     const std::string& hint) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw ConfigError(
+        fmt::format(
+            "cannot read the {} {}: {}",
+            what,
+            path,
+            std::filesystem::exists(path, ec) ? "not a file" : "no such file"),
+        fmt::format(
+            "check the path (a relative one starts from {})",
+            std::filesystem::current_path(ec).string()));
+  }
   try {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
+    if (e.source().begin.line == 0) { // opening or reading it failed
+      throw ConfigError(fmt::format(
+          "cannot read the {} {}: {}", what, path, e.description()));
+    }
     throw ConfigError(
         fmt::format(
             "{}:{}:{}: {}",

@@ -408,6 +408,36 @@ TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
       2);
   EXPECT_NE(test::slurp(log).find("steps"), std::string::npos)
       << test::slurp(log);
+  // A syntax error names the file, line and column; a missing file and a
+  // value that is not a scalar name the file and what is wrong. All exit 2
+  // before any work.
+  const auto syntax =
+      dir.write("syntax.toml", "model = \"mlp\"\nsteps = = 3\n");
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY, "train", "--config", syntax.string()}, log),
+      2);
+  EXPECT_NE(test::slurp(log).find(syntax.string() + ":2:"), std::string::npos)
+      << test::slurp(log);
+  const std::string missing = (dir.path() / "nowhere.toml").string();
+  EXPECT_EQ(
+      run_to_end({HOTLOOP_TEST_BINARY, "train", "--config", missing}, log), 2);
+  EXPECT_NE(
+      test::slurp(log).find("cannot read the config file " + missing),
+      std::string::npos)
+      << test::slurp(log);
+  const auto table =
+      dir.write("list.toml", "model = [\"mlp\", \"cnn-small\"]\n");
+  EXPECT_EQ(
+      run_to_end(
+          {HOTLOOP_TEST_BINARY, "train", "--config", table.string()}, log),
+      2);
+  EXPECT_NE(
+      test::slurp(log).find(
+          "key 'model' has type array; it must be a string, number or boolean"),
+      std::string::npos)
+      << test::slurp(log);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs"));
   EXPECT_EQ(
       run_to_end(
           {HOTLOOP_TEST_BINARY,
