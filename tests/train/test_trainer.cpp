@@ -25,6 +25,7 @@
 #include "hotloop/train/trainer.h"
 #include "support/cli_run.h"
 #include "support/file_size_limit.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
 
@@ -562,6 +563,90 @@ TEST(Trainer, ADeferredNonFiniteLossStopsNamingItsStepWithoutCheckpointingIt) {
       EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << path << " " << name;
     }
   }
+}
+
+// The CUDA-graph step's own path (static batch, learning rate and optimizer
+// update as device scalars, warm-up, capture, replays, the fallback when OOM
+// recovery splits the batch) on the CPU, through HOTLOOP_FAKE_CUDA_GRAPH: a
+// backend whose capture keeps the body and whose replay runs it. What only a
+// GPU shows (that the capture succeeds, the replay's speed) is not here.
+TEST(Trainer, TheGraphStepReplaysLikeTheEagerStepAndFallsBackWhenOomSplitsIt) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:256x1x8x8");
+  TrainerOptions o = small_options((dir.path() / "eager").string());
+  o.steps = 8;
+  auto eager_model = make(o);
+  const TrainSummary eager = Trainer(eager_model, data, nullptr, o).fit();
+  EXPECT_EQ(eager.graph_replays, 0);
+
+  const test::ScopedEnv fake("HOTLOOP_FAKE_CUDA_GRAPH", "1");
+  o.out_dir = (dir.path() / "graph").string();
+  auto graph_model = make(o);
+  const TrainSummary graph = Trainer(graph_model, data, nullptr, o).fit();
+  EXPECT_EQ(graph.graph_replays, 5); // 8 steps after 3 eager warm-up steps
+  EXPECT_EQ(graph.graph_off_reason, "");
+  // The same updates: the eager optimizer step and the device-scalar one
+  // differ only in rounding (float32, 8 steps).
+  const auto w1 = model::state_dict(*eager_model);
+  const auto w2 = model::state_dict(*graph_model);
+  for (std::size_t i = 0; i < w1.size(); ++i) {
+    EXPECT_TRUE(at::allclose(w1[i].second, w2[i].second, 1e-4, 1e-6))
+        << w1[i].first;
+  }
+  EXPECT_NEAR(graph.train_loss, eager.train_loss, 1e-4 * eager.train_loss);
+
+  // OOM recovery halves the micro-batch: two micro-batches per step cannot
+  // be one graph, so the run goes on eagerly and says why.
+  const test::ScopedEnv oom("HOTLOOP_INJECT_OOM_ABOVE", "16");
+  o.out_dir = (dir.path() / "oom").string();
+  const TrainSummary split = Trainer(make(o), data, nullptr, o).fit();
+  EXPECT_EQ(split.steps, 8);
+  EXPECT_EQ(split.accum_steps, 2);
+  EXPECT_EQ(split.graph_replays, 0);
+  EXPECT_NE(
+      split.graph_off_reason.find(
+          "OOM recovery split the batch into 2 micro-batches"),
+      std::string::npos)
+      << split.graph_off_reason;
+}
+
+// Records each step's loss scale and whether it was skipped.
+class ScaleLog : public Callback {
+ public:
+  std::string name() const override {
+    return "scale-log";
+  }
+  void on_step_end(const RunState&, const StepEnd& e) override {
+    scales.push_back(e.loss_scale);
+    skipped.push_back(e.skipped);
+  }
+  std::vector<double> scales;
+  std::vector<bool> skipped;
+};
+
+// fp16's loss-scaler path through the trainer on the CPU (--loss-scaling on,
+// as fp16 on a GPU turns it on): a step whose gradients overflow (injected
+// +inf) is skipped and counted, the scale halves at each, and the good steps
+// after it keep the scale (growth comes after 2000 good steps).
+TEST(Trainer, AnOverflowingStepIsSkippedAndHalvesTheLossScale) {
+  test::TempDir dir;
+  const test::ScopedEnv overflow("HOTLOOP_INJECT_OVERFLOW_STEPS", "3,4");
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 6;
+  o.loss_scaling = LossScaling::On;
+  TrainerContext ctx;
+  const auto log = std::make_shared<ScaleLog>();
+  ctx.callbacks.push_back(log);
+  const TrainSummary s =
+      Trainer(make(o), synthetic("synthetic:256x1x8x8"), nullptr, o, ctx).fit();
+  EXPECT_EQ(s.skipped_steps, 2);
+  EXPECT_EQ(
+      log->skipped,
+      (std::vector<bool>{false, false, true, true, false, false}));
+  EXPECT_EQ(
+      log->scales,
+      (std::vector<double>{65536, 65536, 32768, 16384, 16384, 16384}));
+  EXPECT_TRUE(std::isfinite(s.train_loss));
 }
 
 TEST(Trainer, CudaGraphsOnWithoutAGpuIsAUsageErrorNamingTheOption) {

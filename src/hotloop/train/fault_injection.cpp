@@ -89,6 +89,16 @@ FaultInjection read_fault_injection() {
     }
     f.kill_step = *step;
   }
+  const std::string fake_graph = env("HOTLOOP_FAKE_CUDA_GRAPH");
+  if (!fake_graph.empty() && fake_graph != "0") {
+    if (fake_graph != "1") {
+      throw UsageError(
+          fmt::format(
+              "HOTLOOP_FAKE_CUDA_GRAPH={}: expected 1 or 0", fake_graph),
+          "unset it outside hotloop's tests");
+    }
+    f.fake_cuda_graph = true;
+  }
   const std::string hang = env("HOTLOOP_INJECT_HANG");
   const std::string hang_rank = env("HOTLOOP_INJECT_HANG_RANK");
   if (!hang.empty() &&

@@ -21,7 +21,12 @@
 //                                    thread blocks for good (a deadlock, a
 //                                    stuck loader) while the process lives:
 //                                    the other ranks wait in a collective;
-//   HOTLOOP_INJECT_HANG_RANK=R       ... only on rank R.
+//   HOTLOOP_INJECT_HANG_RANK=R       ... only on rank R;
+//   HOTLOOP_FAKE_CUDA_GRAPH=1        not a fault, a seam: on the CPU the step
+//                                    is the CUDA-graph step (static batch,
+//                                    device scalars, the fallbacks) with a
+//                                    backend whose capture records the body
+//                                    and whose replay runs it.
 // A value that does not parse is a UsageError naming the variable.
 
 #include <cstdint>
@@ -45,6 +50,7 @@ struct FaultInjection {
   KillPoint kill = KillPoint::None;
   std::int64_t kill_step = 0; // for Step and Checkpoint
   std::optional<std::int64_t> hang_step;
+  bool fake_cuda_graph = false;
 
   // Throws c10::OutOfMemoryError when `samples` exceeds oom_above.
   void oom_if_above(std::int64_t samples) const;

@@ -32,6 +32,20 @@ class CudaGraphBackend final : public GraphBackend {
   cuda::Graph graph_;
 };
 
+// HOTLOOP_FAKE_CUDA_GRAPH: the capture keeps the body, the replay runs it.
+class ReplayBodyBackend final : public GraphBackend {
+ public:
+  void capture(const std::function<void()>& body) override {
+    body_ = body;
+  }
+  void replay() override {
+    body_();
+  }
+
+ private:
+  std::function<void()> body_;
+};
+
 GraphStepOptions capture_options(bool required) {
   GraphStepOptions go;
   go.warmup_steps = kGraphWarmupSteps;
@@ -45,12 +59,16 @@ GraphStep::GraphStep(
     StepParts parts,
     int device_index,
     bool required,
-    std::function<void(const std::string&)> log)
-    : stream_(device_index),
+    std::function<void(const std::string&)> log,
+    std::function<std::unique_ptr<GraphBackend>()> backend)
+    : stream_(
+          backend ? nullptr
+                  : std::make_unique<cuda::StreamScope>(device_index)),
       eager_(std::move(parts), ""),
       capture_(
           capture_options(required),
-          [device_index] {
+          backend ? std::move(backend)
+                  : [device_index]() -> std::unique_ptr<GraphBackend> {
             return std::make_unique<CudaGraphBackend>(device_index);
           },
           std::move(log)) {}
@@ -133,18 +151,24 @@ std::unique_ptr<Step> make_step(
     const std::function<void(const std::string&)>& log) {
   const TrainerOptions& o = *s.options;
   GraphConditions c;
-  c.cuda_device = s.device.is_cuda();
+  const bool fake = parts.faults != nullptr && parts.faults->fake_cuda_graph;
+  c.cuda_device = s.device.is_cuda() || fake;
   c.loss_scaling = parts.precision->scales_loss();
   c.accum_steps = s.accum_steps;
   c.world_size = s.world_size;
   c.steps_to_run = s.total_steps - s.step;
   const GraphDecision d = decide_graph_capture(o.cuda_graphs, c);
   if (d.capture) {
+    std::function<std::unique_ptr<GraphBackend>()> backend;
+    if (fake && !s.device.is_cuda()) {
+      backend = [] { return std::make_unique<ReplayBodyBackend>(); };
+    }
     return std::make_unique<GraphStep>(
         std::move(parts),
         s.device.index(),
         o.cuda_graphs == CudaGraphs::On,
-        log);
+        log,
+        std::move(backend));
   }
   if (o.cuda_graphs == CudaGraphs::On) {
     throw UsageError(

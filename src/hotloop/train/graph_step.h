@@ -19,11 +19,14 @@ namespace hotloop::train {
 
 class GraphStep final : public Step {
  public:
+  // `backend`: what captures and replays (empty: a CUDA graph on
+  // `device_index`'s capture stream; tests give a fake and no stream).
   GraphStep(
       StepParts parts,
       int device_index,
       bool required,
-      std::function<void(const std::string&)> log);
+      std::function<void(const std::string&)> log,
+      std::function<std::unique_ptr<GraphBackend>()> backend = {});
 
   StepResult run(const RunState& s, double lr) override;
   void plan_changed(const RunState& s) override;
@@ -38,7 +41,8 @@ class GraphStep final : public Step {
   // What the graph captures; run eagerly for the warm-up steps.
   void body(const RunState& s);
 
-  cuda::StreamScope stream_; // first: the capture's stream, for the run
+  // First: the capture's stream, for the run (none with a fake backend).
+  std::unique_ptr<cuda::StreamScope> stream_;
   EagerStep eager_;
   GraphedStep capture_;
   at::Tensor static_images_, static_labels_, static_loss_, static_grad_norm_;
