@@ -78,6 +78,7 @@ TEST(Smoke, AnInjectedFailureStopsTheLadderThere) {
         EXPECT_NE(x.status, env::Status::Fail) << x.id;
       }
     }
+    EXPECT_TRUE(after) << "no rung named " << rung;
     EXPECT_EQ(exit_code(r), 1);
   }
   SmokeOptions bad = small_smoke();
