@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -120,7 +121,13 @@ TEST(BenchCli, ConvTimesBothAlgorithmsForEachShapeAndShowsAutosChoice) {
   EXPECT_EQ(test::run_cli("bench conv --size 4", kNoDriver).exit_code, 2);
 }
 
-TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasTenTimesAsFast) {
+// The audit end to end: rerun a baseline's rows, compare, write the verdicts.
+// Its statistics (noise band, verdicts) are tested with built inputs in
+// Audit.*; here the baseline is doctored to say row 0 ran a thousand times
+// as fast, so that no load on the machine can hide it (the band is the
+// reruns' spread squared: a 1000x change needs reruns 30x apart to look
+// like noise). Not a speed measurement: that is bench's.
+TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasAThousandTimesAsFast) {
   test::TempDir dir;
   const fs::path base = dir.path() / "base";
   ASSERT_EQ(
@@ -130,14 +137,9 @@ TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasTenTimesAsFast) {
           kNoDriver)
           .exit_code,
       0);
-  // The injected slowdown: the baseline says row 0 ran ten times as fast as
-  // it does, as if today's driver had cut it to a tenth. ctest runs this
-  // test alone (RUN_SERIAL): beside other tests on two cores the reruns
-  // spread by 100% and more. (Before the band was a ratio, a spread of 50%
-  // on a quiet VM already hid the 10x slowdown.)
   auto j = nlohmann::json::parse(test::slurp(base / "results.json"));
   j["rows"][0]["images_per_s"] =
-      j["rows"][0]["images_per_s"].get<double>() * 10;
+      j["rows"][0]["images_per_s"].get<double>() * 1000;
   const fs::path doctored = dir.path() / "baseline.json";
   std::ofstream(doctored) << j.dump();
   const fs::path out = dir.path() / "audit";
@@ -149,8 +151,10 @@ TEST(BenchCli, AuditFlagsTheRowWhoseBaselineWasTenTimesAsFast) {
   const auto a = nlohmann::json::parse(test::slurp(out / "audit.json"));
   ASSERT_EQ(a["rows"].size(), 2u);
   EXPECT_EQ(a["rows"][0]["verdict"], "slower") << a.dump(2);
-  EXPECT_LT(
-      a["rows"][0]["change"].get<double>(), -0.5); // -0.9 on a quiet machine
+  EXPECT_LT(a["rows"][0]["change"].get<double>(), -0.9) << a.dump(2);
+  const std::set<std::string> verdicts = {"within noise", "slower", "faster"};
+  EXPECT_TRUE(verdicts.contains(a["rows"][1]["verdict"].get<std::string>()))
+      << a.dump(2);
   EXPECT_NE(
       test::slurp(out / "audit.md").find("**slower**"), std::string::npos);
 }
