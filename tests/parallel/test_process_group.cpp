@@ -31,6 +31,16 @@ namespace {
 
 using test::free_port;
 
+// A job's store on loopback, served by this process (rank 0's side).
+c10::intrusive_ptr<c10d::TCPStore> job_store() {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(free_port());
+  so.isServer = true;
+  so.numWorkers = 1;
+  so.waitWorkers = false;
+  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+}
+
 // Waits until `rank`'s report in `store` is at `step` and `phase`.
 bool published(
     c10d::Store& store,
@@ -202,12 +212,7 @@ TEST(GradientReducer, WithoutOverlapEveryBucketStartsAfterBackward) {
 }
 
 TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(free_port());
-  so.isServer = true;
-  so.numWorkers = 1;
-  so.waitWorkers = false;
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  auto store = job_store();
   const std::chrono::milliseconds fast(200);
   RankStatus rank0(0, store->clone(), "", fast);
   rank0.set(7, Phase::AllReduce);
@@ -244,12 +249,7 @@ TEST(RankStatus, NamesTheRankThatStoppedReportingWithItsStepAndPhase) {
 // this one's collective failed hangs outside the collective: named as stuck,
 // not as stopped.
 TEST(RankStatus, NamesARankThatIsAliveButStuckOutsideTheCollective) {
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(free_port());
-  so.isServer = true;
-  so.numWorkers = 1;
-  so.waitWorkers = false;
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  auto store = job_store();
   const std::chrono::milliseconds fast(200);
   RankStatus rank1(1, store->clone(), "", fast);
   rank1.set(2, Phase::Backward);
@@ -266,12 +266,7 @@ TEST(RankStatus, NamesARankThatIsAliveButStuckOutsideTheCollective) {
 }
 
 TEST(RankStatus, AFailedRankIsNotBlamedAndTheFileHoldsTheLastReport) {
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(free_port());
-  so.isServer = true;
-  so.numWorkers = 1;
-  so.waitWorkers = false;
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  auto store = job_store();
   const std::chrono::milliseconds fast(200);
   const std::string file =
       fmt::format("/tmp/hotloop-rank-status-{}", ::getpid());
