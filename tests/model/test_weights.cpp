@@ -31,15 +31,6 @@ std::shared_ptr<Model> make(
           1));
 }
 
-std::size_t files_in(const std::filesystem::path& dir) {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e :
-       std::filesystem::directory_iterator(dir)) {
-    ++n;
-  }
-  return n;
-}
-
 bool same(const StateDict& a, const StateDict& b) {
   if (a.size() != b.size()) {
     return false;
@@ -166,7 +157,7 @@ TEST(Weights, AWeightSetThatCannotBeWrittenIsRefusedBeforeTheFileIsTouched) {
   EXPECT_TRUE(same(read_weights(path), w));
   EXPECT_THROW(
       write_weights((dir.path() / "no/such/dir/w.pt").string(), w), DataError);
-  EXPECT_EQ(files_in(dir.path()), 1u);
+  EXPECT_EQ(test::count_entries(dir.path()), 1u);
 }
 
 // The disk fills up part-way through the write (the temporary file exists
@@ -194,7 +185,7 @@ TEST(Weights, AWriteThatFailsHalfwayLeavesTheOldFileAndNoTemporaryFile) {
     }
     EXPECT_EQ(test::slurp(path), before) << name;
     EXPECT_TRUE(same(read_weights(path), old)) << name;
-    EXPECT_EQ(files_in(dir.path()), 1u) << name;
+    EXPECT_EQ(test::count_entries(dir.path()), 1u) << name;
   }
 }
 

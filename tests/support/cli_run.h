@@ -67,6 +67,20 @@ inline pid_t spawn_logged(
   return pid;
 }
 
+// Waits for `pid` and returns its exit code (128 + the signal that killed it).
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs `args` to its end with its output in `log`; returns the exit code.
+inline int run_to_end(
+    const std::vector<std::string>& args,
+    const std::string& log) {
+  return wait_exit(spawn_logged(args, log));
+}
+
 // A text file's whole contents ("" when it cannot be read).
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);

@@ -22,6 +22,16 @@ inline void write_bytes(
           static_cast<std::streamsize>(bytes.size()));
 }
 
+// How many entries `dir` holds (files and folders, not recursive).
+inline std::size_t count_entries(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(dir)) {
+    ++n;
+  }
+  return n;
+}
+
 class TempDir {
  public:
   TempDir() {

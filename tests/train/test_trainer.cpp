@@ -1,6 +1,7 @@
 // The training loop on small synthetic data: accumulation equals one large
-// batch, a stopped run resumes to the same result, non-finite losses stop
-// with a diagnosis, the run directory holds what it should.
+// batch, non-finite losses stop with a diagnosis, the run directory holds
+// what it should, bf16 and the graph and loss-scaler paths. Resume and
+// checkpoints: test_resume.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,8 +24,6 @@
 #include "hotloop/train/checkpoint.h"
 #include "hotloop/train/graph_policy.h"
 #include "hotloop/train/trainer.h"
-#include "support/cli_run.h"
-#include "support/file_size_limit.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
@@ -33,46 +32,8 @@ namespace hotloop::train {
 namespace {
 
 using test::make;
+using test::small_options;
 using test::synthetic;
-
-TrainerOptions small_options(const std::string& out) {
-  TrainerOptions o;
-  o.model.name = "mlp";
-  o.model.in_channels = 1;
-  o.model.image_size = 8;
-  o.model.num_classes = 10;
-  o.batch = 32;
-  o.device = "cpu";
-  o.threads = 1;
-  o.seed = 5;
-  o.out_dir = out;
-  o.optimizer.kind = OptimizerKind::Sgd;
-  o.schedule.kind = ScheduleKind::Constant;
-  o.schedule.lr = 0.05;
-  o.loader.workers = 1;
-  o.loader.augment = data::Augment::None;
-  o.loader.resident = data::Resident::Off;
-  return o;
-}
-
-// Raises the stop flag as step `at` begins, as SIGTERM would then: the run
-// finishes that step, checkpoints and returns.
-class StopAtStep : public Callback {
- public:
-  StopAtStep(std::int64_t at, std::atomic<bool>* stop) : at_(at), stop_(stop) {}
-  std::string name() const override {
-    return "stop-at-step";
-  }
-  void on_step_begin(const RunState& s) override {
-    if (s.step + 1 == at_) {
-      *stop_ = true;
-    }
-  }
-
- private:
-  std::int64_t at_;
-  std::atomic<bool>* stop_;
-};
 
 // Wraps a model and records the dtype of the logits of each training
 // forward: what autocast made of its activations.
@@ -123,62 +84,6 @@ TEST(Trainer, AccumulatedMicroBatchesGiveTheUpdateOfOneLargeBatch) {
   }
 }
 
-TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
-  test::TempDir dir;
-  const auto train = synthetic("synthetic:320x1x8x8");
-  const auto val = synthetic("synthetic:64x1x8x8", data::Split::Val);
-  TrainerOptions o = small_options((dir.path() / "full").string());
-  o.model.name =
-      "cnn-small"; // BatchNorm and dropout: buffers and RNG must resume too
-  o.epochs = 3;
-  o.optimizer.kind = OptimizerKind::AdamW;
-  o.schedule.kind = ScheduleKind::Cosine;
-  o.schedule.lr = 1e-3;
-  o.loader.augment = data::Augment::Default;
-  const TrainSummary full = Trainer(make(o), train, val, o).fit();
-
-  // The same run stopped twice: after its first step, and at step 13, in
-  // the middle of the second epoch (a callback raises the flag, as SIGTERM
-  // would); each time resumed from the newest checkpoint in a new Trainer.
-  TrainerOptions split = o;
-  split.out_dir = (dir.path() / "split").string();
-  std::atomic<bool> stop{true};
-  const TrainSummary first = Trainer(make(split), train, val, split).fit(&stop);
-  EXPECT_TRUE(first.stopped_early);
-  EXPECT_EQ(first.steps, 1);
-
-  split.resume = "auto";
-  stop = false;
-  TrainerContext at_13;
-  at_13.callbacks.push_back(std::make_shared<StopAtStep>(13, &stop));
-  const TrainSummary second =
-      Trainer(make(split), train, val, split, at_13).fit(&stop);
-  ASSERT_TRUE(second.stopped_early);
-  ASSERT_EQ(second.steps, 13); // 10 steps per epoch: 3 batches into epoch 2
-  EXPECT_NE(
-      list_checkpoints(split.out_dir + "/checkpoints")
-          .front()
-          .find("step-00000013"),
-      std::string::npos);
-
-  const TrainSummary resumed = Trainer(make(split), train, val, split).fit();
-  ASSERT_TRUE(resumed.eval && full.eval);
-  EXPECT_EQ(resumed.steps, full.steps);
-  EXPECT_EQ(resumed.eval->loss, full.eval->loss);
-  EXPECT_EQ(resumed.eval->accuracy, full.eval->accuracy);
-  // The metrics file has each step once, as if the run had never stopped.
-  std::ifstream in(std::filesystem::path(split.out_dir) / "metrics.jsonl");
-  std::int64_t last = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) {
-      EXPECT_EQ(j["step"].get<std::int64_t>(), last + 1);
-      last = j["step"].get<std::int64_t>();
-    }
-  }
-  EXPECT_EQ(last, full.steps);
-}
-
 TEST(Trainer, RunDirectoryHoldsConfigMetricsSummaryAndTheLastKCheckpoints) {
   test::TempDir dir;
   TrainerOptions o = small_options((dir.path() / "run").string());
@@ -221,94 +126,6 @@ TEST(Trainer, RunDirectoryHoldsConfigMetricsSummaryAndTheLastKCheckpoints) {
   ASSERT_EQ(checkpoints.size(), 2u);
   EXPECT_NE(checkpoints[0].find("step-00000006"), std::string::npos);
   EXPECT_EQ(load_checkpoint(checkpoints[0]).meta["step"], 6);
-}
-
-// The disk fills up while a checkpoint is written: the error names it, the
-// earlier checkpoints keep their bytes (none is pruned for the failed one),
-// no temporary file is left, and the newest still resumes.
-TEST(Checkpoint, AWriteThatFailsHalfwayKeepsTheEarlierOnesAndNoTemporaryFile) {
-  test::TempDir dir;
-  TrainerOptions o = small_options((dir.path() / "run").string());
-  o.steps = 4;
-  o.checkpoint_every = 2;
-  o.keep_checkpoints = 2;
-  Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
-  const std::string folder = o.out_dir + "/checkpoints";
-  const auto before = list_checkpoints(folder);
-  ASSERT_EQ(before.size(), 2u);
-  std::vector<std::string> bytes;
-  for (const auto& p : before) {
-    bytes.push_back(test::slurp(p));
-  }
-  const Checkpoint c = load_checkpoint(before.front());
-  {
-    const test::FileSizeLimit full_disk(bytes.front().size() / 2);
-    try {
-      save_checkpoint(folder, 6, c, 2);
-      FAIL() << "a checkpoint past the file size limit was written";
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find("step-00000006"), std::string::npos)
-          << e.what();
-    }
-  }
-  EXPECT_EQ(list_checkpoints(folder), before);
-  for (std::size_t i = 0; i < before.size(); ++i) {
-    EXPECT_EQ(test::slurp(before[i]), bytes[i]) << before[i];
-  }
-  std::size_t files = 0;
-  for ([[maybe_unused]] const auto& e :
-       std::filesystem::directory_iterator(folder)) {
-    ++files;
-  }
-  EXPECT_EQ(files, 2u);
-  o.resume = "auto";
-  o.steps = 5;
-  EXPECT_EQ(
-      Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o)
-          .fit()
-          .steps,
-      5);
-}
-
-TEST(Trainer, ResumeAutoSkipsACorruptNewestCheckpoint) {
-  test::TempDir dir;
-  TrainerOptions o = small_options((dir.path() / "run").string());
-  o.steps = 4;
-  o.checkpoint_every = 2;
-  Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
-  const auto newest = list_checkpoints(o.out_dir + "/checkpoints").front();
-  std::filesystem::resize_file(
-      newest, std::filesystem::file_size(newest) - 10); // truncated
-  o.steps = 6;
-  o.resume = "auto";
-  testing::internal::CaptureStdout();
-  const TrainSummary s =
-      Trainer(make(o), synthetic("synthetic:128x1x8x8"), nullptr, o).fit();
-  const std::string out = testing::internal::GetCapturedStdout();
-  EXPECT_NE(out.find("warning: skipping"), std::string::npos) << out;
-  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
-  EXPECT_NE(out.find("at step 2"), std::string::npos) << out;
-  EXPECT_EQ(s.steps, 6);
-}
-
-TEST(Trainer, AFreshRunRefusesADirectoryThatHoldsAnotherRunsCheckpoints) {
-  test::TempDir dir;
-  TrainerOptions o = small_options((dir.path() / "run").string());
-  o.steps = 2;
-  const auto data = synthetic("synthetic:128x1x8x8");
-  Trainer(make(o), data, nullptr, o).fit();
-  try {
-    Trainer(make(o), data, nullptr, o).fit();
-    FAIL() << "a second fresh run wrote into the first run's directory";
-  } catch (const UsageError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("already holds a run's checkpoints"),
-        std::string::npos);
-    EXPECT_NE(e.hint().find("--resume auto"), std::string::npos);
-  }
-  o.resume = "auto";
-  o.steps = 3;
-  EXPECT_EQ(Trainer(make(o), data, nullptr, o).fit().steps, 3);
 }
 
 TEST(Trainer, ANonFiniteLossStopsWithTheStepAndAFixAfterCheckpointing) {
@@ -358,98 +175,6 @@ TEST(Trainer, Bf16AutocastRunsTheForwardInBf16AndTrainsOnTheCpu) {
   Trainer(fp32, synthetic("synthetic:256x1x8x8"), nullptr, o).fit();
   ASSERT_EQ(fp32->seen.size(), 1u);
   EXPECT_EQ(fp32->seen[0], at::kFloat);
-}
-
-TEST(Trainer, ResumingWithOptionsThatChangeWhatIsTrainedIsRefusedNamingThem) {
-  test::TempDir dir;
-  const auto data = synthetic("synthetic:128x1x8x8");
-  TrainerOptions o = small_options((dir.path() / "run").string());
-  o.steps = 4;
-  o.checkpoint_every = 2;
-  Trainer(make(o), data, nullptr, o).fit();
-  TrainerOptions changed = o;
-  changed.resume = "auto";
-  changed.steps = 6;
-  changed.batch = 16;
-  changed.precision = Precision::Bf16;
-  try {
-    Trainer(make(changed), data, nullptr, changed).fit();
-    FAIL() << "resumed under a different batch and precision";
-  } catch (const UsageError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("cannot resume"), std::string::npos) << what;
-    EXPECT_NE(what.find("step-00000004"), std::string::npos) << what;
-    EXPECT_NE(
-        what.find("batch: 32 in the checkpoint, 16 now"), std::string::npos)
-        << what;
-    EXPECT_NE(
-        what.find(R"(precision: "fp32" in the checkpoint, "bf16" now)"),
-        std::string::npos)
-        << what;
-    EXPECT_EQ(what.find("steps:"), std::string::npos) << what;
-    EXPECT_NE(e.hint().find("--init"), std::string::npos) << e.hint();
-  }
-  changed = o;
-  changed.resume = "auto";
-  changed.model.name = "cnn-small";
-  EXPECT_THROW(
-      Trainer(make(changed), data, nullptr, changed).fit(), UsageError);
-  changed = o;
-  changed.resume = "auto";
-  changed.seed = 6;
-  EXPECT_THROW(
-      Trainer(make(changed), data, nullptr, changed).fit(), UsageError);
-  // What does not change the training may: a longer run, other threads,
-  // workers, micro-batch and checkpoint cadence.
-  changed = o;
-  changed.resume = "auto";
-  changed.steps = 6;
-  changed.threads = 2;
-  changed.loader.workers = 2;
-  changed.micro_batch = 16;
-  changed.checkpoint_every = 3;
-  EXPECT_EQ(Trainer(make(changed), data, nullptr, changed).fit().steps, 6);
-}
-
-TEST(Trainer, ResumeFromAMissingOrCorruptFileStopsNamingTheFile) {
-  test::TempDir dir;
-  const auto data = synthetic("synthetic:128x1x8x8");
-  TrainerOptions o = small_options((dir.path() / "run").string());
-  o.steps = 2;
-  Trainer(make(o), data, nullptr, o).fit();
-  const std::string good = list_checkpoints(o.out_dir + "/checkpoints").front();
-  o.steps = 4;
-  o.resume = (dir.path() / "nowhere.safetensors").string();
-  try {
-    Trainer(make(o), data, nullptr, o).fit();
-    FAIL() << "resumed from a file that does not exist";
-  } catch (const DataError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("nowhere.safetensors"), std::string::npos)
-        << e.what();
-  }
-  const auto corrupt = dir.path() / "corrupt.safetensors";
-  std::filesystem::copy_file(good, corrupt);
-  {
-    // One byte of the tensor data flipped: the checksum catches it.
-    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-5, std::ios::end);
-    const char c = static_cast<char>(f.get());
-    f.seekp(-5, std::ios::end);
-    f.put(static_cast<char>(c ^ 0x5a));
-  }
-  o.resume = corrupt.string();
-  try {
-    Trainer(make(o), data, nullptr, o).fit();
-    FAIL() << "resumed from a corrupt file";
-  } catch (const DataError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("corrupt.safetensors"), std::string::npos)
-        << e.what();
-  }
-  // The good one still resumes.
-  o.resume = good;
-  EXPECT_EQ(Trainer(make(o), data, nullptr, o).fit().steps, 4);
 }
 
 TEST(Trainer, OptionsThatDoNotFitAreUsageErrorsNamingTheKey) {
