@@ -29,6 +29,7 @@ void add_pack_command(CLI::App& app, Action& action);
 void add_data_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
+void add_generate_command(CLI::App& app, Action& action);
 void add_weights_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
 void add_tune_command(CLI::App& app, Action& action);

@@ -16,6 +16,7 @@
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
+#include "hotloop/model/gpt.h"
 #include "hotloop/parallel/job.h"
 #include "hotloop/train/recipe.h"
 #include "hotloop/train/trainer.h"
@@ -65,6 +66,34 @@ std::optional<std::int64_t> parse_batch(
   return n;
 }
 
+std::string describe_eval(const train::TrainSummary& s) {
+  if (!s.eval) {
+    return {};
+  }
+  const train::EvalResult& e = *s.eval;
+  if (e.bits_per_byte) {
+    return fmt::format(
+        "; val_loss {:.4f} ({:.3f} bits per byte)", e.loss, *e.bits_per_byte);
+  }
+  if (e.perplexity) {
+    return fmt::format(
+        "; val_loss {:.4f} (perplexity {:.1f})", e.loss, *e.perplexity);
+  }
+  return fmt::format(
+      "; val_loss {:.4f}, val_accuracy {:.2f}%", e.loss, 100 * e.accuracy);
+}
+
+std::string describe_rate(const train::TrainSummary& s) {
+  if (s.tokens_per_s <= 0) {
+    return fmt::format("{:.0f} images/s", s.images_per_s);
+  }
+  return fmt::format(
+      "{:.0f} tokens/s, {}",
+      s.tokens_per_s,
+      s.mfu ? fmt::format("MFU {:.1f}%", 100 * *s.mfu)
+            : fmt::format("{:.2f} TFLOP/s", s.model_flops_per_s / 1e12));
+}
+
 int run_train(TrainFlags& f, const CLI::App& cmd) {
   train::TrainerOptions& o = f.options;
   f.common.apply(o);
@@ -110,6 +139,9 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
   const bool talk = o.rank == 0;
 
   // The data decides the defaults of the model's input and output.
+  if (model::is_gpt(o.model.name) && !given.contains("data")) {
+    f.common.data = "text:fortunes";
+  }
   const TrainData data = open_train_data(f.common.data, o.seed, !f.no_eval);
   o.batch = parse_batch("batch", f.batch, 1).value_or(1);
   o.micro_batch = parse_batch("micro-batch", f.micro_batch, 0).value_or(0);
@@ -167,17 +199,13 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     return 0;
   }
   fmt::print(
-      "done: {} steps in {:.1f} s; train_loss {:.4f}{}; {:.0f} images/s (median); data wait {:.1f}%; skipped {}; bad samples {}{}\n"
+      "done: {} steps in {:.1f} s; train_loss {:.4f}{}; {} (median); data wait {:.1f}%; skipped {}; bad samples {}{}\n"
       "summary: {}/summary.json\n",
       s.steps,
       s.wall_s,
       s.train_loss,
-      s.eval ? fmt::format(
-                   "; val_loss {:.4f}, val_accuracy {:.2f}%",
-                   s.eval->loss,
-                   100 * s.eval->accuracy)
-             : std::string(),
-      s.images_per_s,
+      describe_eval(s),
+      describe_rate(s),
       100 * s.data_wait_fraction,
       s.skipped_steps,
       s.bad_samples,
@@ -250,6 +278,11 @@ void add_train_command(CLI::App& app, Action& action) {
       "--nesterov",
       o.optimizer.nesterov,
       "SGD with Nesterov momentum; --nesterov=false turns it off (a built-in model's recipe sets it: see below)");
+  cmd->add_option("--beta1", o.optimizer.beta1, "AdamW's first-moment decay");
+  cmd->add_option(
+      "--beta2",
+      o.optimizer.beta2,
+      "AdamW's second-moment decay (a GPT's recipe sets it: see below)");
   cmd->add_option(
       "--weight-decay",
       o.optimizer.weight_decay,
@@ -377,9 +410,11 @@ void add_train_command(CLI::App& app, Action& action) {
       "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source):\n"
       "  mlp, cnn-small  --optimizer adamw --lr 1e-3 (cnn-small: 3e-3) --schedule onecycle --augment none\n"
       "  resnet*         --optimizer sgd --momentum 0.9 --nesterov --lr 0.1*batch/128 --schedule onecycle --weight-decay 5e-4 --label-smoothing 0.1\n"
+      "  gpt-*           --optimizer adamw --lr 2e-3 (gpt2 6e-4, gpt2-medium 3e-4) --min-lr lr/10 --beta2 0.95 --weight-decay 0.1 (matrices only) --schedule cosine --warmup-steps 50 (gpt2*: 700) --clip-grad-norm 1\n"
       "  With the other --optimizer: that optimizer's values (adamw: lr 1e-3, cnn-small 3e-3; sgd: as for resnet*).\n"
       "Examples:\n"
       "  hotloop train --model cnn-small --epochs 3\n"
+      "  hotloop train --model gpt-nano --data text:fortunes\n"
       "  hotloop train --config run.toml --out runs/a --resume auto\n"
       "SIGINT/SIGTERM finish the step, write a checkpoint and exit 0; --resume auto continues.");
   cmd->add_option("--config-keys", f->config_keys)->group("");

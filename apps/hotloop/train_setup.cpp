@@ -5,7 +5,9 @@
 
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
 
 namespace hotloop::cli {
 
@@ -35,6 +37,22 @@ void fit_model_to_data(
     const data::Dataset& train,
     std::int64_t in_channels,
     std::int64_t num_classes) {
+  if (model::is_gpt(o.model.name)) {
+    const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
+    if (tokens != nullptr && o.model.vocab == 0) {
+      o.model.vocab =
+          std::max(model::gpt_config(o.model).vocab, tokens->vocabulary_hint());
+    }
+    // The resolved size, so that config.json and checkpoints name it.
+    const model::GptConfig c = model::gpt_config(o.model);
+    o.model.layers = c.layers;
+    o.model.heads = c.heads;
+    o.model.width = c.width;
+    o.model.context = c.context;
+    o.model.vocab = c.vocab;
+    o.validate();
+    return;
+  }
   const auto shape = train.shape();
   o.model.in_channels =
       in_channels > 0 ? in_channels : (shape ? shape->channels : 3);

@@ -19,11 +19,27 @@ void add_training_flags(
     TrainingFlags& f,
     train::TrainerOptions& o) {
   cmd->add_option(
-      "--model", o.model.name, "mlp, cnn-small, resnet18|34|50[-small]");
+      "--model",
+      o.model.name,
+      "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium");
   cmd->add_option(
       "--data",
       f.data,
-      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]");
+      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]; for language models tokens:FILE|DIR|GLOB or text:fortunes|FILE|DIR (default with --model gpt-*: text:fortunes)");
+  cmd->add_option(
+      "--layers", o.model.layers, "GPT: transformer blocks; 0: the size's");
+  cmd->add_option(
+      "--heads", o.model.heads, "GPT: attention heads; 0: the size's");
+  cmd->add_option(
+      "--width", o.model.width, "GPT: embedding width; 0: the size's");
+  cmd->add_option(
+      "--context",
+      o.model.context,
+      "GPT: tokens per sequence (the longest it reads); 0: the size's");
+  cmd->add_option(
+      "--vocab",
+      o.model.vocab,
+      "GPT: vocabulary (padded to a multiple of 64 inside); 0: the size's or the data's, the larger");
   cmd->add_option(
       "--num-classes", f.num_classes, "Outputs; 0: the data set's class count");
   cmd->add_option(

@@ -26,7 +26,8 @@ struct TrainingFlags {
   void apply(train::TrainerOptions& o) const;
 };
 
-// Adds --model --data --num-classes --in-channels --precision --device --size
+// Adds --model --data --layers --heads --width --context --vocab --num-classes
+// --in-channels --precision --device --size
 // --optimizer --activation-checkpointing --channels-last --memory-fraction
 // --threads --workers --resident --augment-device --seed to `cmd`.
 void add_training_flags(

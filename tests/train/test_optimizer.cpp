@@ -101,6 +101,31 @@ TEST(Optimizer, GroupScaleSetsEachGroupsLearningRate) {
   EXPECT_FLOAT_EQ(b[0].item<float>(), -1.0f);
 }
 
+TEST(Optimizer, AGroupWithoutDecayIsNotDecayedEagerOrOnTheDevice) {
+  for (const auto kind : {OptimizerKind::Sgd, OptimizerKind::AdamW}) {
+    for (const bool on_device : {false, true}) {
+      const at::Tensor a = at::ones({2}).set_requires_grad(true);
+      const at::Tensor b = at::ones({2}).set_requires_grad(true);
+      OptimizerOptions o;
+      o.kind = kind;
+      o.momentum = 0;
+      o.weight_decay = 0.5;
+      Optimizer opt({{"all", {a}, 1.0}, {"no_decay", {b}, 1.0, false}}, o);
+      // Zero gradients: only weight decay moves a parameter.
+      a.mutable_grad() = at::zeros({2});
+      b.mutable_grad() = at::zeros({2});
+      if (on_device) {
+        opt.set_device_scalars(0.1);
+        opt.step_on_device();
+      } else {
+        opt.step(0.1);
+      }
+      EXPECT_FLOAT_EQ(a[0].item<float>(), 0.95f) << on_device;
+      EXPECT_FLOAT_EQ(b[0].item<float>(), 1.0f) << on_device;
+    }
+  }
+}
+
 TEST(Optimizer, StateRoundTripsAndResumesTheSameTrajectory) {
   Twin t;
   OptimizerOptions o;

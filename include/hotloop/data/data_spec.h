@@ -5,6 +5,10 @@
 // - folder:DIR: image folders DIR/{train,val,test}/<class>/*.{jpg,png}.
 // - wds:DIR or wds:GLOB: WebDataset tar shards (DIR: DIR/<split>-*.tar).
 // - synthetic:N[xCxHxW]: N random images (default 3x224x224), 10 classes.
+// - tokens:FILE|DIR|GLOB: token files for language models (llm.c .bin shards
+//   or nanoGPT's headerless uint16 files; data/token_data.h).
+// - text:fortunes|FILE|DIR: text as byte-level tokens; fortunes is the
+//   built-in corpus (Debian's fortunes package).
 
 #include <cstdint>
 #include <memory>
@@ -15,7 +19,7 @@
 namespace hotloop::data {
 
 struct DataSpec {
-  enum class Kind { FashionMnist, Folder, WebDataset, Synthetic };
+  enum class Kind { FashionMnist, Folder, WebDataset, Synthetic, Tokens, Text };
   Kind kind = Kind::FashionMnist;
   std::string path; // folder or glob; empty for synthetic
   std::size_t synthetic_count = 0;

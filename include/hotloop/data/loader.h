@@ -57,11 +57,19 @@ struct LoaderOptions {
   std::vector<float> mean; // per channel; empty: Fashion-MNIST's for 1 channel,
                            // ImageNet's for 3
   std::vector<float> std;
+  // Token data (data/token_data.h): tokens per sample (the model's context;
+  // each sample reads one more for the targets), and at most this many
+  // samples per epoch, evenly spaced (evaluation; 0: all).
+  std::int64_t context = 0;
+  std::size_t max_samples = 0;
 };
 
 struct Batch {
-  at::Tensor images; // (B, C, H, W) float32, normalized, on the loader's device
-  at::Tensor labels; // (B,) int64, on the loader's device
+  // Images: (B, C, H, W) float32, normalized, and (B,) int64 labels.
+  // Tokens: (B, T) int64 inputs and (B, T) int64 targets (the next tokens).
+  // On the loader's device.
+  at::Tensor images;
+  at::Tensor labels;
   std::size_t epoch = 0;
   std::size_t index = 0; // batch index within the epoch
   std::size_t bad_samples =
@@ -90,7 +98,25 @@ class BatchSource {
   virtual double last_wait_seconds() const = 0;
 };
 
-class Loader final : public BatchSource {
+// A source that reads the data in epochs: what the trainer drives.
+class EpochLoader : public BatchSource {
+ public:
+  // Begins `epoch` at batch `start_batch` (a resumed run passes its saved
+  // position).
+  virtual void start_epoch(std::size_t epoch, std::size_t start_batch = 0) = 0;
+  virtual std::size_t batches_per_epoch() const = 0;
+  // Where a checkpoint should record the position: (epoch, next batch index).
+  virtual std::pair<std::size_t, std::size_t> position() const = 0;
+  virtual LoaderStats stats() const = 0;
+};
+
+// The loader for `dataset`: a TokenLoader (data/token_loader.h) for token
+// data, else a Loader.
+std::unique_ptr<EpochLoader> make_loader(
+    std::shared_ptr<const Dataset> dataset,
+    LoaderOptions options);
+
+class Loader final : public EpochLoader {
  public:
   // Starts the decode threads. Throws UsageError for bad options (batch 0, rank
   // out of range, fewer samples than one batch), EnvError for a CUDA device
@@ -102,16 +128,15 @@ class Loader final : public BatchSource {
 
   // Begins `epoch` at batch `start_batch` (a resumed run passes its saved
   // position).
-  void start_epoch(std::size_t epoch, std::size_t start_batch = 0);
+  void start_epoch(std::size_t epoch, std::size_t start_batch = 0) override;
   // The next batch of the epoch, in order, or nullopt at its end. With
   // on_bad_sample=Fail, throws the DataError of the first bad sample (naming
   // it).
   std::optional<Batch> next() override;
 
-  std::size_t batches_per_epoch() const;
-  // Where a checkpoint should record the position: (epoch, next batch index).
-  std::pair<std::size_t, std::size_t> position() const;
-  LoaderStats stats() const;
+  std::size_t batches_per_epoch() const override;
+  std::pair<std::size_t, std::size_t> position() const override;
+  LoaderStats stats() const override;
   double last_wait_seconds() const override; // of the latest next()
   bool resident()
       const; // batches come from the resident copy, not the decode threads

@@ -29,7 +29,9 @@ const char* to_string(Checkpointing mode);
 
 class Model : public torch::nn::Module {
  public:
-  // (B, C, H, W) float -> (B, num_classes) logits.
+  // Image classifiers: (B, C, H, W) float -> (B, num_classes) logits.
+  // Language models (tokens_per_sample() > 0): (B, T) int64 token ids ->
+  // (B, T, vocabulary) next-token logits.
   virtual at::Tensor forward(const at::Tensor& images) = 0;
   // The classifier head's submodule name: replaced (new initialization) when
   // fine-tuning to a different number of classes; the rest is the backbone.
@@ -39,6 +41,21 @@ class Model : public torch::nn::Module {
   // Turns activation checkpointing on or off. Models that cannot do it throw
   // UsageError for anything but None.
   virtual void set_checkpointing(Checkpointing mode);
+  // Whether weight decay applies to parameter `name` (default: all do).
+  virtual bool decays(const std::string& name, const at::Tensor& p) const {
+    (void)name;
+    (void)p;
+    return true;
+  }
+  // Training FLOPs (forward + backward) per sample, for MFU; 0: unknown.
+  virtual double training_flops_per_sample() const {
+    return 0;
+  }
+  // Tokens per sample for language models (the sequence length); 0 for
+  // image models.
+  virtual std::int64_t tokens_per_sample() const {
+    return 0;
+  }
 };
 
 struct ModelOptions {
@@ -50,6 +67,13 @@ struct ModelOptions {
   // Zero-initialize the last BatchNorm of each residual block (ResNets), so
   // each block starts as the identity ("Bag of Tricks", Goyal et al.).
   bool zero_init_residual = false;
+  // Language models (gpt-*, model/gpt.h): 0 keeps the named size's value.
+  // vocab 0 on a small size: the data's vocabulary.
+  std::int64_t layers = 0;
+  std::int64_t heads = 0;
+  std::int64_t width = 0;
+  std::int64_t context = 0;
+  std::int64_t vocab = 0;
 
   ModelOptions& set_name(std::string v) {
     name = std::move(v);
@@ -77,7 +101,8 @@ struct ModelOptions {
 };
 
 // mlp, cnn-small, resnet18, resnet34, resnet50, and each ResNet's -small
-// variant (3x3 stride-1 stem, no max-pool: for 28-64 px inputs).
+// variant (3x3 stride-1 stem, no max-pool: for 28-64 px inputs); the GPT
+// language models gpt-nano, gpt-mini, gpt2, gpt2-medium (model/gpt.h).
 const std::vector<std::string>& model_names();
 
 // A new model with freshly initialized weights (the global torch generator:

@@ -13,9 +13,13 @@
 namespace hotloop::train {
 
 struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
-  std::int64_t samples = 0;
+  double loss = 0; // per sample (language models: per token)
+  double accuracy = 0; // language models: next tokens predicted (top-1)
+  std::int64_t samples = 0; // language models: tokens
+  // Language models: exp(loss), and on byte-level data bits per byte
+  // (loss / ln 2); empty otherwise.
+  std::optional<double> perplexity;
+  std::optional<double> bits_per_byte;
   std::vector<double> per_class_accuracy;
   std::vector<std::vector<std::int64_t>> confusion; // [true][predicted]
   nlohmann::json to_json() const;
@@ -27,7 +31,16 @@ struct TrainSummary {
   double epochs = 0; // steps / steps per epoch
   double train_loss = 0; // mean over the last 50 steps
   std::optional<EvalResult> eval; // the final evaluation
-  double images_per_s = 0; // median over steady-state steps
+  double images_per_s = 0; // median over steady-state steps (samples/s)
+  // Language models: images_per_s x tokens per sample; 0 otherwise.
+  double tokens_per_s = 0;
+  // Model FLOPs per second over the steady state (training FLOPs per sample
+  // x samples/s; 0 when the model does not say its FLOPs), and its share of
+  // the GPU's dense peak for the run's precision (MFU; empty on the CPU or
+  // on a GPU hotloop has no peak for).
+  double model_flops_per_s = 0;
+  std::optional<double> mfu;
+  std::string mfu_peak_source; // the peak's figure and where it is from
   double step_time_ms_median = 0;
   double step_time_ms_p90 = 0;
   double data_wait_fraction = 0;

@@ -8,6 +8,7 @@
 #include "hotloop/data/fashion_mnist.h"
 #include "hotloop/data/image_folder.h"
 #include "hotloop/data/synthetic.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/data/webdataset.h"
 #include "hotloop/errors.h"
 
@@ -15,7 +16,7 @@ namespace hotloop::data {
 namespace {
 
 constexpr const char* kForms =
-    "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N or synthetic:NxCxHxW";
+    "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N or synthetic:NxCxHxW, tokens:FILE_DIR_OR_GLOB, text:fortunes or text:FILE_OR_DIR";
 
 UsageError bad_spec(const std::string& text, const std::string& why) {
   return UsageError(
@@ -81,12 +82,15 @@ DataSpec parse_data_spec(const std::string& text) {
   if (kind == "fashion-mnist") {
     spec.kind = DataSpec::Kind::FashionMnist;
     spec.path = rest.empty() ? FashionMnist::kDefaultDir : rest;
-  } else if (kind == "folder" || kind == "wds") {
+  } else if (
+      kind == "folder" || kind == "wds" || kind == "tokens" || kind == "text") {
     if (rest.empty()) {
       throw bad_spec(text, kind + " needs a path");
     }
-    spec.kind =
-        kind == "folder" ? DataSpec::Kind::Folder : DataSpec::Kind::WebDataset;
+    spec.kind = kind == "folder" ? DataSpec::Kind::Folder
+        : kind == "wds"          ? DataSpec::Kind::WebDataset
+        : kind == "tokens"       ? DataSpec::Kind::Tokens
+                                 : DataSpec::Kind::Text;
     spec.path = rest;
   } else if (kind == "synthetic") {
     if (rest.empty()) {
@@ -126,6 +130,12 @@ std::unique_ptr<Dataset> open_dataset(
       return std::make_unique<ImageFolder>(spec.path, split);
     case DataSpec::Kind::WebDataset:
       return std::make_unique<WebDataset>(spec.path, split);
+    case DataSpec::Kind::Tokens:
+      return TokenDataset::open_files(
+          token_files(spec.path, split),
+          fmt::format("tokens:{} {}", spec.path, to_string(split)));
+    case DataSpec::Kind::Text:
+      return open_text(spec.path, split);
   }
   throw UsageError(fmt::format("--data '{}': unknown kind", spec.text));
 }

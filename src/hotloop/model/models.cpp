@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/resnet.h"
 #include "hotloop/model/small_models.h"
@@ -61,7 +62,11 @@ const std::vector<std::string>& model_names() {
       "resnet50",
       "resnet18-small",
       "resnet34-small",
-      "resnet50-small"};
+      "resnet50-small",
+      "gpt-nano",
+      "gpt-mini",
+      "gpt2",
+      "gpt2-medium"};
   return kNames;
 }
 
@@ -83,10 +88,16 @@ void ModelOptions::validate() const {
   if (image_size < 1) {
     throw UsageError(fmt::format("--size {}: must be at least 1", image_size));
   }
+  if (is_gpt(name)) {
+    gpt_config(*this).validate();
+  }
 }
 
 std::shared_ptr<Model> make_model(const ModelOptions& options) {
   options.validate();
+  if (is_gpt(options.name)) {
+    return std::make_shared<Gpt>(gpt_config(options));
+  }
   if (options.name == "mlp") {
     return std::make_shared<Mlp>(
         options.in_channels * options.image_size * options.image_size,

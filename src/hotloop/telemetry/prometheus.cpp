@@ -29,6 +29,13 @@ std::string prometheus_text(
       "gauge",
       "Images per second of the latest step.",
       r.images_per_s);
+  if (r.tokens_per_s > 0) {
+    metric(
+        "tokens_per_second",
+        "gauge",
+        "Tokens per second of the latest step (language models).",
+        r.tokens_per_s);
+  }
   if (on_cuda) {
     metric(
         "cuda_allocated_bytes",

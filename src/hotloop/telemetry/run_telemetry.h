@@ -56,6 +56,7 @@ struct StepRecord {
   double lr = 0;
   double step_time_s = 0;
   double images_per_s = 0;
+  double tokens_per_s = 0; // language models; 0 otherwise
 };
 
 // What a step left: its phases, and at a window's end the metrics line and

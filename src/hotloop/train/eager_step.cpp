@@ -53,7 +53,7 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   try {
     for (std::int64_t a = 0; a < s.accum_steps; ++a) {
       data::Batch b = take_batch(s, static_cast<std::size_t>(a), r);
-      const at::Tensor images = o.channels_last
+      const at::Tensor images = o.channels_last && b.images.dim() == 4
           ? b.images.contiguous(at::MemoryFormat::ChannelsLast)
           : b.images;
       events.phase(s, Phase::Forward);

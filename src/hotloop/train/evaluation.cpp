@@ -1,17 +1,20 @@
 #include "hotloop/train/evaluation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/bincount.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/train/loss.h"
 #include "hotloop/train/options.h"
 
@@ -66,7 +69,14 @@ EvalResult Evaluator::run_once(
     lo.drop_last = false;
     lo.rank = 0;
     lo.world_size = 1;
-    loader_ = std::make_unique<data::Loader>(val_, lo);
+    lo.context = s.model->tokens_per_sample();
+    lo.max_samples = lo.context > 0
+        ? static_cast<std::size_t>(kLanguageModelTokens / lo.context)
+        : 0;
+    loader_ = data::make_loader(val_, lo);
+  }
+  if (s.model->tokens_per_sample() > 0) {
+    return run_language_model(s, precision);
   }
   const std::int64_t k = o.model.num_classes;
   s.model->eval();
@@ -113,6 +123,45 @@ EvalResult Evaluator::run_once(
   }
   r.accuracy =
       n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0;
+  return r;
+}
+
+EvalResult Evaluator::run_language_model(
+    const RunState& s,
+    const MixedPrecision& precision) {
+  s.model->eval();
+  at::NoGradGuard no_grad;
+  at::Tensor loss_sum =
+      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(s.device));
+  at::Tensor correct = at::zeros_like(loss_sum, at::kLong);
+  std::int64_t n = 0;
+  const bool last = s.step == s.total_steps;
+  loader_->start_epoch(0);
+  while (auto b = loader_->next()) {
+    at::Tensor logits;
+    {
+      const AutocastScope autocast = precision.autocast();
+      logits = s.model->forward(b->images);
+    }
+    loss_sum += classification_loss(logits, b->labels, 0, at::Reduction::Sum);
+    correct += at::argmax(logits, 2).eq(b->labels).sum();
+    n += b->labels.numel();
+    if (last) {
+      faults_->kill_at(KillPoint::FinalEvaluation);
+    }
+  }
+  s.model->train();
+  EvalResult r;
+  r.samples = n;
+  r.loss = n > 0 ? loss_sum.item<double>() / static_cast<double>(n) : 0;
+  r.accuracy = n > 0 ? static_cast<double>(correct.item<std::int64_t>()) /
+          static_cast<double>(n)
+                     : 0;
+  r.perplexity = std::exp(r.loss);
+  const auto* tokens = dynamic_cast<const data::TokenDataset*>(val_.get());
+  if (tokens != nullptr && tokens->byte_level()) {
+    r.bits_per_byte = r.loss / std::log(2.0);
+  }
   return r;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // Evaluation: one pass over the validation set in eval mode, under the run's
 // autocast, giving the loss, the accuracy, each class's accuracy and the
-// confusion matrix. Out of memory halves the evaluation batch and starts the
-// pass again (it changes no state).
+// confusion matrix; for a language model, the next-token loss, accuracy,
+// perplexity and (byte-level data) bits per byte over at most
+// kLanguageModelTokens tokens of evenly spaced windows. Out of memory halves
+// the evaluation batch and starts the pass again (it changes no state).
 
 #include <functional>
 #include <memory>
@@ -19,6 +21,8 @@ namespace hotloop::train {
 
 class Evaluator {
  public:
+  // A language model's evaluation reads at most this many tokens (2^20).
+  static constexpr std::int64_t kLanguageModelTokens = 1 << 20;
   // `val` may be null (no evaluation). The batch starts at the larger of
   // the micro-batch and 256.
   Evaluator(
@@ -37,11 +41,14 @@ class Evaluator {
 
  private:
   EvalResult run_once(const RunState& s, const MixedPrecision& precision);
+  EvalResult run_language_model(
+      const RunState& s,
+      const MixedPrecision& precision);
 
   std::shared_ptr<const data::Dataset> val_;
   std::int64_t batch_;
   const FaultInjection* faults_;
-  std::unique_ptr<data::Loader> loader_;
+  std::unique_ptr<data::EpochLoader> loader_;
 };
 
 } // namespace hotloop::train

@@ -100,7 +100,7 @@ StepResult GraphStep::run(const RunState& s, double lr) {
   StepResult r;
   try {
     data::Batch b = eager_.take_batch(s, 0, r);
-    const at::Tensor images = s.options->channels_last
+    const at::Tensor images = s.options->channels_last && b.images.dim() == 4
         ? b.images.contiguous(at::MemoryFormat::ChannelsLast)
         : b.images;
     eager_.parts().events->phase(s, Phase::Graph);

@@ -10,6 +10,8 @@ namespace hotloop::train {
 
 // (B, K) logits, (B,) int64 labels -> the loss (0-dim float32): the mean over
 // the batch, or the sum with `reduction` Sum (evaluation adds batches up).
+// A language model's (B, T, V) logits and (B, T) next tokens: next-token
+// cross-entropy, the mean (or sum) over all B x T positions.
 at::Tensor classification_loss(
     const at::Tensor& logits,
     const at::Tensor& labels,

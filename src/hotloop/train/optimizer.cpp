@@ -144,29 +144,39 @@ void adamw_moments(const Active& x, const OptimizerOptions& o) {
 
 } // namespace
 
+OptimizerOptions Optimizer::group_options(const ParamGroup& group) const {
+  OptimizerOptions o = options_;
+  if (!group.decay) {
+    o.weight_decay = 0;
+  }
+  return o;
+}
+
 void Optimizer::sgd_step(ParamGroup& group, GroupState& state, double lr) {
+  const OptimizerOptions o = group_options(group);
   Active x = active(group.params, &state.momentum, nullptr);
   if (x.params.empty()) {
     return;
   }
-  at::_foreach_add_(x.params, sgd_direction(x, options_), -lr);
+  at::_foreach_add_(x.params, sgd_direction(x, o), -lr);
 }
 
 void Optimizer::adamw_step(ParamGroup& group, GroupState& state, double lr) {
+  const OptimizerOptions o = group_options(group);
   Active x = active(group.params, &state.exp_avg, &state.exp_avg_sq);
   if (x.params.empty()) {
     return;
   }
   const double t = static_cast<double>(steps_);
-  if (options_.weight_decay != 0) {
-    at::_foreach_mul_(x.params, 1.0 - lr * options_.weight_decay);
+  if (o.weight_decay != 0) {
+    at::_foreach_mul_(x.params, 1.0 - lr * o.weight_decay);
   }
-  adamw_moments(x, options_);
-  const double bias1 = 1.0 - std::pow(options_.beta1, t);
-  const double bias2 = 1.0 - std::pow(options_.beta2, t);
+  adamw_moments(x, o);
+  const double bias1 = 1.0 - std::pow(o.beta1, t);
+  const double bias2 = 1.0 - std::pow(o.beta2, t);
   std::vector<at::Tensor> denom = at::_foreach_sqrt(x.b);
   at::_foreach_div_(denom, std::sqrt(bias2));
-  at::_foreach_add_(denom, options_.eps);
+  at::_foreach_add_(denom, o.eps);
   at::_foreach_addcdiv_(x.params, x.a, denom, -lr / bias1);
 }
 
@@ -205,30 +215,31 @@ void Optimizer::step_on_device() {
 }
 
 void Optimizer::sgd_step_on_device(ParamGroup& group, GroupState& state) {
+  const OptimizerOptions o = group_options(group);
   Active x = active(group.params, &state.momentum, nullptr);
   if (x.params.empty()) {
     return;
   }
   const at::Tensor lr = (lr_ * group.lr_scale).to(at::kFloat);
-  at::_foreach_sub_(x.params, at::_foreach_mul(sgd_direction(x, options_), lr));
+  at::_foreach_sub_(x.params, at::_foreach_mul(sgd_direction(x, o), lr));
 }
 
 void Optimizer::adamw_step_on_device(ParamGroup& group, GroupState& state) {
+  const OptimizerOptions o = group_options(group);
   Active x = active(group.params, &state.exp_avg, &state.exp_avg_sq);
   if (x.params.empty()) {
     return;
   }
   const at::Tensor lr = lr_ * group.lr_scale; // float64, like the scalars below
-  if (options_.weight_decay != 0) {
-    at::_foreach_mul_(
-        x.params, (1.0 - lr * options_.weight_decay).to(at::kFloat));
+  if (o.weight_decay != 0) {
+    at::_foreach_mul_(x.params, (1.0 - lr * o.weight_decay).to(at::kFloat));
   }
-  adamw_moments(x, options_);
-  const at::Tensor bias1 = 1.0 - at::pow(options_.beta1, step_count_);
-  const at::Tensor bias2 = 1.0 - at::pow(options_.beta2, step_count_);
+  adamw_moments(x, o);
+  const at::Tensor bias1 = 1.0 - at::pow(o.beta1, step_count_);
+  const at::Tensor bias2 = 1.0 - at::pow(o.beta2, step_count_);
   std::vector<at::Tensor> denom = at::_foreach_sqrt(x.b);
   at::_foreach_div_(denom, bias2.sqrt().to(at::kFloat));
-  at::_foreach_add_(denom, options_.eps);
+  at::_foreach_add_(denom, o.eps);
   std::vector<at::Tensor> move = at::_foreach_div(x.a, denom);
   at::_foreach_mul_(move, (lr / bias1).to(at::kFloat));
   at::_foreach_sub_(x.params, move);

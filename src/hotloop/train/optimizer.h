@@ -19,6 +19,7 @@ struct ParamGroup {
   std::string name; // "backbone", "head", "all": for messages and state names
   std::vector<at::Tensor> params; // trainable only
   double lr_scale = 1.0; // this group's LR = schedule LR * lr_scale
+  bool decay = true; // weight decay applies (false: biases, norms, ...)
 };
 
 class Optimizer {
@@ -64,6 +65,8 @@ class Optimizer {
     std::vector<at::Tensor> exp_avg_sq; // AdamW
   };
   void ensure_state();
+  // The options with the group's exceptions (no weight decay).
+  OptimizerOptions group_options(const ParamGroup& group) const;
   void sgd_step(ParamGroup& group, GroupState& state, double lr);
   void adamw_step(ParamGroup& group, GroupState& state, double lr);
   void sgd_step_on_device(ParamGroup& group, GroupState& state);

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
 
 namespace hotloop::train {
 
@@ -156,11 +157,14 @@ void TrainerOptions::validate() const {
 nlohmann::json TrainerOptions::to_json() const {
   return {
       {"model",
-       {{"name", model.name},
-        {"num_classes", model.num_classes},
-        {"in_channels", model.in_channels},
-        {"image_size", model.image_size},
-        {"zero_init_residual", model.zero_init_residual}}},
+       model::is_gpt(model.name)
+           ? nlohmann::json{{"name", model.name}, {"layers", model.layers}, {"heads", model.heads}, {"width", model.width}, {"context", model.context}, {"vocab", model.vocab}}
+           : nlohmann::json{
+                 {"name", model.name},
+                 {"num_classes", model.num_classes},
+                 {"in_channels", model.in_channels},
+                 {"image_size", model.image_size},
+                 {"zero_init_residual", model.zero_init_residual}}},
       {"epochs", epochs},
       {"steps", steps},
       {"batch", batch},

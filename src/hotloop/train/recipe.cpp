@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/model/gpt.h"
+
 namespace hotloop::train {
 
 namespace {
@@ -38,6 +40,22 @@ const std::map<std::string, Setter>& setters() {
        [](TrainerOptions& o, const std::string& v) {
          o.optimizer.weight_decay = std::stod(v);
        }},
+      {"beta2",
+       [](TrainerOptions& o, const std::string& v) {
+         o.optimizer.beta2 = std::stod(v);
+       }},
+      {"warmup-steps",
+       [](TrainerOptions& o, const std::string& v) {
+         o.schedule.warmup_steps = std::stoll(v);
+       }},
+      {"min-lr",
+       [](TrainerOptions& o, const std::string& v) {
+         o.schedule.min_lr = std::stod(v);
+       }},
+      {"clip-grad-norm",
+       [](TrainerOptions& o, const std::string& v) {
+         o.clip_grad_norm = std::stod(v);
+       }},
       {"label-smoothing",
        [](TrainerOptions& o, const std::string& v) {
          o.label_smoothing = std::stod(v);
@@ -49,6 +67,30 @@ const std::map<std::string, Setter>& setters() {
   return s;
 }
 
+// nanoGPT's and llm.c's GPT-2 settings: AdamW with beta2 0.95 and weight
+// decay 0.1 (on matrices only: Model::decays), a linear warm-up then cosine
+// down to a tenth, gradients clipped at norm 1.
+Recipe gpt_recipe(
+    const std::string& model,
+    std::optional<OptimizerKind> optimizer) {
+  Recipe r;
+  r.model = model;
+  const bool small = !model.starts_with("gpt2");
+  const OptimizerKind kind = optimizer.value_or(OptimizerKind::AdamW);
+  r.values.push_back({"optimizer", to_string(kind)});
+  if (kind == OptimizerKind::AdamW) {
+    const double lr = small ? 2e-3 : (model == "gpt2" ? 6e-4 : 3e-4);
+    r.values.push_back({"lr", fmt::format("{:g}", lr)});
+    r.values.push_back({"min-lr", fmt::format("{:g}", lr / 10)});
+    r.values.push_back({"beta2", "0.95"});
+    r.values.push_back({"weight-decay", "0.1"});
+  }
+  r.values.push_back({"schedule", "cosine"});
+  r.values.push_back({"warmup-steps", small ? "50" : "700"});
+  r.values.push_back({"clip-grad-norm", "1"});
+  return r;
+}
+
 } // namespace
 
 Recipe recipe_for(
@@ -57,6 +99,9 @@ Recipe recipe_for(
     std::optional<OptimizerKind> optimizer) {
   Recipe r;
   r.model = model;
+  if (model::is_gpt(model)) {
+    return gpt_recipe(model, optimizer);
+  }
   const bool resnet = model.starts_with("resnet");
   if (!resnet && model != "mlp" && model != "cnn-small") {
     return r;

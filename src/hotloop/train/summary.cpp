@@ -29,7 +29,11 @@ nlohmann::json EvalResult::to_json() const {
       {"accuracy", accuracy},
       {"samples", samples},
       {"per_class_accuracy", per_class_accuracy},
-      {"confusion", confusion}};
+      {"confusion", confusion},
+      {"perplexity",
+       perplexity ? nlohmann::json(*perplexity) : nlohmann::json()},
+      {"bits_per_byte",
+       bits_per_byte ? nlohmann::json(*bits_per_byte) : nlohmann::json()}};
 }
 
 EvalResult EvalResult::from_json(const nlohmann::json& j) {
@@ -39,6 +43,12 @@ EvalResult EvalResult::from_json(const nlohmann::json& j) {
   r.samples = j.at("samples").get<std::int64_t>();
   r.per_class_accuracy = j.at("per_class_accuracy").get<std::vector<double>>();
   r.confusion = j.at("confusion").get<std::vector<std::vector<std::int64_t>>>();
+  if (j.contains("perplexity") && j["perplexity"].is_number()) {
+    r.perplexity = j["perplexity"].get<double>();
+  }
+  if (j.contains("bits_per_byte") && j["bits_per_byte"].is_number()) {
+    r.bits_per_byte = j["bits_per_byte"].get<double>();
+  }
   return r;
 }
 
@@ -51,6 +61,10 @@ nlohmann::json TrainSummary::to_json() const {
       {"val_accuracy",
        eval ? nlohmann::json(eval->accuracy) : nlohmann::json()},
       {"images_per_s", images_per_s},
+      {"tokens_per_s", tokens_per_s},
+      {"model_flops_per_s", model_flops_per_s},
+      {"mfu", mfu ? nlohmann::json(*mfu) : nlohmann::json()},
+      {"mfu_peak", mfu_peak_source},
       {"step_time_ms",
        {{"median", step_time_ms_median}, {"p90", step_time_ms_p90}}},
       {"data_wait_fraction", data_wait_fraction},
@@ -89,6 +103,12 @@ nlohmann::json TrainSummary::to_json() const {
     j["val_per_class_accuracy"] = eval->per_class_accuracy;
     j["val_confusion"] = eval->confusion;
     j["val_samples"] = eval->samples;
+    if (eval->perplexity) {
+      j["val_perplexity"] = *eval->perplexity;
+    }
+    if (eval->bits_per_byte) {
+      j["val_bits_per_byte"] = *eval->bits_per_byte;
+    }
   }
   return j;
 }

@@ -46,7 +46,7 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<MixedPrecision> precision;
   std::unique_ptr<StepSync> sync; // data parallel
-  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<data::EpochLoader> loader;
   std::size_t bad_samples_before = 0; // in loaders OOM recovery replaced
   std::unique_ptr<Evaluator> evaluator;
   std::unique_ptr<OomRecovery> recovery;
@@ -86,6 +86,8 @@ struct Trainer::Impl {
   // After the last step (or a stop): the final evaluation a resumed run
   // still owes, on_fit_end, summary.json.
   TrainSummary finish(double wall_s, bool stopped_early);
+  // Tokens/s, model FLOP/s and MFU from the summary's samples/s.
+  void fill_model_flops(TrainSummary& sum) const;
 };
 
 } // namespace hotloop::train

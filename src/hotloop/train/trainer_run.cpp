@@ -13,6 +13,7 @@
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
 #include "hotloop/train/graph_step.h"
+#include "hotloop/train/peak_flops.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
@@ -164,6 +165,28 @@ EvalResult Trainer::Impl::evaluate() {
   return r;
 }
 
+void Trainer::Impl::fill_model_flops(TrainSummary& sum) const {
+  const RunState& s = state;
+  sum.tokens_per_s =
+      sum.images_per_s * static_cast<double>(model->tokens_per_sample());
+  const double flops = model->training_flops_per_sample();
+  sum.model_flops_per_s = sum.images_per_s * flops;
+  if (!s.device.is_cuda() || flops <= 0) {
+    return;
+  }
+  const cuda::State cuda = cuda::state();
+  for (const cuda::Device& d : cuda.devices) {
+    if (d.index != s.device.index()) {
+      continue;
+    }
+    if (const auto peak = peak_flops(d.name, options.precision)) {
+      sum.mfu = sum.model_flops_per_s /
+          (peak->flops_per_s * static_cast<double>(s.world_size));
+      sum.mfu_peak_source = peak->source;
+    }
+  }
+}
+
 TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   RunState& s = state;
   const TrainerOptions& o = options;
@@ -188,6 +211,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.train_loss = readback->train_loss();
   sum.eval = final_eval;
   times.fill(sum, o.batch, before);
+  fill_model_flops(sum);
   if (s.resumed_at >= 0 && s.step > 0 && s.step - s.resumed_at < 50) {
     sum.from_before_resume.emplace_back("train_loss"); // the last 50 steps'
   }

@@ -9,12 +9,15 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hotloop/core/cpus.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/model/fine_tune.h"
+#include "hotloop/model/gpt.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
@@ -35,6 +38,37 @@ c10::Device resolve_device(const std::string& text) {
         "run `hotloop doctor` to see why, or use --device cpu");
   }
   return d;
+}
+
+// Token data goes with a language model, images with an image model; the
+// token ids must be in the model's vocabulary.
+void check_data_fits(
+    const model::Model& model,
+    const data::Dataset& data,
+    const TrainerOptions& o) {
+  const auto* tokens = dynamic_cast<const data::TokenDataset*>(&data);
+  const bool lm = model.tokens_per_sample() > 0;
+  if (tokens != nullptr && !lm) {
+    throw UsageError(
+        fmt::format(
+            "--model {} classifies images, but {} is token data",
+            o.model.name,
+            data.describe()),
+        fmt::format(
+            "train a language model on it: --model {}",
+            fmt::join(model::gpt_names(), ", --model ")));
+  }
+  if (tokens == nullptr && lm) {
+    throw UsageError(
+        fmt::format(
+            "--model {} is a language model, but {} is not token data",
+            o.model.name,
+            data.describe()),
+        "give it tokens:FILE|DIR|GLOB or text:fortunes|FILE|DIR");
+  }
+  if (const auto* gpt = dynamic_cast<const model::Gpt*>(&model)) {
+    tokens->check_vocabulary(gpt->config().vocab);
+  }
 }
 
 Callbacks with_rank_status(Callbacks callbacks, bool data_parallel) {
@@ -93,6 +127,7 @@ void Trainer::Impl::set_up() {
       static_cast<int>(options.threads > 0 ? options.threads : usable_cpus()));
 
   // The data must fit the model.
+  check_data_fits(*model, *train_data, options);
   const auto shape = train_data->shape();
   if (shape && shape->channels != options.model.in_channels &&
       options.loader.channels == 0) {
@@ -102,8 +137,9 @@ void Trainer::Impl::set_up() {
         shape->channels,
         options.model.in_channels));
   }
-  if (static_cast<std::int64_t>(train_data->num_classes()) >
-      options.model.num_classes) {
+  if (model->tokens_per_sample() == 0 &&
+      static_cast<std::int64_t>(train_data->num_classes()) >
+          options.model.num_classes) {
     throw DataError(fmt::format(
         "{} has {} classes but the model has {} outputs",
         train_data->describe(),
@@ -194,13 +230,20 @@ void Trainer::Impl::set_up() {
     }
     groups.push_back({"head", g.head, head_scale});
   } else {
+    // One group, or two when the model exempts some parameters from weight
+    // decay (GPT: biases, norms, positions).
     ParamGroup all{"all", {}, 1.0};
-    for (auto& p : model->parameters()) {
-      if (p.requires_grad()) {
-        all.params.push_back(p);
+    ParamGroup no_decay{"no_decay", {}, 1.0, false};
+    for (auto& p : model->named_parameters()) {
+      if (p.value().requires_grad()) {
+        (model->decays(p.key(), p.value()) ? all : no_decay)
+            .params.push_back(p.value());
       }
     }
     groups.push_back(std::move(all));
+    if (!no_decay.params.empty()) {
+      groups.push_back(std::move(no_decay));
+    }
   }
   for (auto& p : model->named_parameters()) {
     if (p.value().requires_grad()) {
@@ -263,7 +306,8 @@ void Trainer::Impl::make_loader() {
   lo.rank = options.rank;
   lo.world_size = options.world_size;
   lo.train = true;
-  loader = std::make_unique<data::Loader>(train_data, lo);
+  lo.context = model->tokens_per_sample();
+  loader = data::make_loader(train_data, lo);
   state.batches = loader.get();
 }
 

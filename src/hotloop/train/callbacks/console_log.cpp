@@ -34,11 +34,15 @@ std::string ConsoleLog::loss_text() const {
 }
 
 void ConsoleLog::on_step_end(const RunState& s, const StepEnd& e) {
-  const double rate = static_cast<double>(e.samples) / e.seconds;
+  const std::int64_t tokens = s.model->tokens_per_sample();
+  const double rate =
+      static_cast<double>(e.samples * std::max<std::int64_t>(tokens, 1)) /
+      e.seconds;
+  unit_ = tokens > 0 ? "tok/s" : "img/s";
   if (progress_) {
     progress_->update(
         static_cast<std::uint64_t>(s.step),
-        fmt::format("loss {}  {:.0f} img/s", loss_text(), rate));
+        fmt::format("loss {}  {:.0f} {}", loss_text(), rate, unit_));
   }
   const auto now = std::chrono::steady_clock::now();
   if (!options_.progress_bar && options_.log_every_s > 0 &&
@@ -58,18 +62,29 @@ void ConsoleLog::on_loss(const RunState&, const StepLoss& l) {
       continue;
     }
     print(fmt::format(
-        "step {}/{}  epoch {}  loss {}  lr {:.3g}  {:.0f} img/s",
+        "step {}/{}  epoch {}  loss {}  lr {:.3g}  {:.0f} {}",
         d.step,
         total_steps_,
         d.epoch,
         d.step == l.step ? fmt::format("{:.4f}", l.loss) : loss_text(),
         d.lr,
-        d.images_per_s));
+        d.rate,
+        unit_));
   }
 }
 
 void ConsoleLog::on_evaluation(const RunState& s, const EvalResult& r) {
   if (s.rank != 0) {
+    return;
+  }
+  if (r.bits_per_byte || r.perplexity) {
+    print(fmt::format(
+        "step {}: val_loss {:.4f}  {}  next-token accuracy {:.2f}%",
+        s.step,
+        r.loss,
+        r.bits_per_byte ? fmt::format("{:.3f} bits per byte", *r.bits_per_byte)
+                        : fmt::format("perplexity {:.2f}", *r.perplexity),
+        100 * r.accuracy));
     return;
   }
   print(fmt::format(

@@ -42,13 +42,14 @@ class ConsoleLog final : public Callback {
   std::unique_ptr<Progress> progress_;
   std::chrono::steady_clock::time_point last_line_;
   double last_loss_ = std::nan("");
+  const char* unit_ = "img/s"; // tok/s for language models
   // Progress lines due (every options_.log_every_s), waiting for their step's
   // loss.
   struct Due {
     std::int64_t step = 0;
     std::size_t epoch = 0;
     double lr = 0;
-    double images_per_s = 0;
+    double rate = 0;
   };
   std::deque<Due> due_;
   std::int64_t total_steps_ = 0;

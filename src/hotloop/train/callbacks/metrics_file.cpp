@@ -53,6 +53,13 @@ void MetricsFile::on_step_end(const RunState& s, const StepEnd& e) {
       {"step_time_ms", e.seconds * 1e3},
       {"images_per_s", static_cast<double>(e.samples) / e.seconds},
       {"data_wait_ms", e.data_wait_seconds * 1e3}};
+  if (const std::int64_t tokens = s.model->tokens_per_sample(); tokens > 0) {
+    line["tokens_per_s"] = static_cast<double>(e.samples * tokens) / e.seconds;
+  }
+  if (const double flops = s.model->training_flops_per_sample(); flops > 0) {
+    line["model_flops_per_s"] =
+        static_cast<double>(e.samples) * flops / e.seconds;
+  }
   if (e.loss_scale > 0) {
     line["loss_scale"] = e.loss_scale;
     line["skipped"] = e.skipped;
@@ -94,6 +101,12 @@ void MetricsFile::on_evaluation(const RunState& s, const EvalResult& r) {
         {"val_samples", r.samples}},
        s.step,
        false});
+  if (r.perplexity) {
+    pending_.back().line["val_perplexity"] = *r.perplexity;
+  }
+  if (r.bits_per_byte) {
+    pending_.back().line["val_bits_per_byte"] = *r.bits_per_byte;
+  }
   write_ready();
 }
 

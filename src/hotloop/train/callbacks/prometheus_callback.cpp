@@ -42,7 +42,9 @@ void PrometheusCallback::on_step_end(const RunState& s, const StepEnd& e) {
        last_loss_,
        e.lr,
        e.seconds,
-       static_cast<double>(e.samples) / e.seconds},
+       static_cast<double>(e.samples) / e.seconds,
+       static_cast<double>(e.samples * s.model->tokens_per_sample()) /
+           e.seconds},
       sample,
       diagnosis,
       s.device.is_cuda() ? cuda::memory_stats(index) : cuda::MemoryStats{},

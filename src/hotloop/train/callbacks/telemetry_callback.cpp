@@ -27,8 +27,12 @@ void TelemetryCallback::on_fit_start(const RunState& s) {
   o.nvml_library = options_.nvml_library;
   o.rank = s.rank;
   o.world_size = s.world_size;
-  o.chance_loss = std::log(static_cast<double>(
-      std::max<std::int64_t>(1, s.options->model.num_classes)));
+  // A uniform guess's loss: over the classes, or a language model's
+  // vocabulary (unknown for a user's own: 0 turns the check off).
+  const std::int64_t outputs = s.model->tokens_per_sample() > 0
+      ? s.options->model.vocab
+      : s.options->model.num_classes;
+  o.chance_loss = outputs > 1 ? std::log(static_cast<double>(outputs)) : 0.0;
   o.warmup_end = warmup_end(s.options->schedule, s.total_steps);
   if (s.group != nullptr) {
     o.sum_over_ranks = [g = s.group](std::vector<double> v) {

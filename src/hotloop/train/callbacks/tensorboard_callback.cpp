@@ -22,6 +22,16 @@ void TensorBoardCallback::on_step_end(const RunState& s, const StepEnd& e) {
       {"train/lr", e.lr},
       {"train/images_per_s", static_cast<double>(e.samples) / e.seconds},
       {"train/step_time_ms", e.seconds * 1e3}};
+  if (const std::int64_t tokens = s.model->tokens_per_sample(); tokens > 0) {
+    v.emplace_back(
+        "train/tokens_per_s",
+        static_cast<double>(e.samples * tokens) / e.seconds);
+  }
+  if (const double flops = s.model->training_flops_per_sample(); flops > 0) {
+    v.emplace_back(
+        "train/model_tflops",
+        static_cast<double>(e.samples) * flops / e.seconds / 1e12);
+  }
   const telemetry::RunTelemetry* t = telemetry_ ? telemetry_->run() : nullptr;
   if (t != nullptr) {
     const auto& phases = telemetry_->last_step().phases_ms;
@@ -59,6 +69,23 @@ void TensorBoardCallback::on_loss(const RunState&, const StepLoss& l) {
   if (writer_) {
     writer_->scalars(l.step, {{"train/loss", l.loss}});
   }
+}
+
+void TensorBoardCallback::on_evaluation(
+    const RunState& s,
+    const EvalResult& r) {
+  if (!writer_) {
+    return;
+  }
+  std::vector<std::pair<std::string, double>> v = {
+      {"val/loss", r.loss}, {"val/accuracy", r.accuracy}};
+  if (r.perplexity) {
+    v.emplace_back("val/perplexity", *r.perplexity);
+  }
+  if (r.bits_per_byte) {
+    v.emplace_back("val/bits_per_byte", *r.bits_per_byte);
+  }
+  writer_->scalars(s.step, v);
 }
 
 nlohmann::json TensorBoardCallback::on_fit_end(

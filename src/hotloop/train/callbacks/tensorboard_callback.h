@@ -24,6 +24,7 @@ class TensorBoardCallback final : public Callback {
   void on_fit_start(const RunState& s) override;
   void on_step_end(const RunState& s, const StepEnd& e) override;
   void on_loss(const RunState& s, const StepLoss& l) override;
+  void on_evaluation(const RunState& s, const EvalResult& r) override;
   nlohmann::json on_fit_end(const RunState& s, const TrainSummary& summary)
       override;
 

@@ -1,0 +1,97 @@
+#pragma once
+// Token data for language models: a sequence of token ids in one or more
+// shards, read in windows of context + 1 tokens (the inputs and, shifted by
+// one, the targets).
+// - Token files, memory-mapped: llm.c's .bin shards (a header of 256 int32:
+//   magic 20240520, version 1 = uint16 tokens, the token count; then the
+//   tokens) and nanoGPT's headerless uint16 train.bin / val.bin.
+// - Text, as byte-level tokens (vocabulary 256): a file, a folder of files, or
+//   the built-in corpus `fortunes` (Debian's fortunes package).
+// Every shard is checked when it is opened: a bad header or a truncated file
+// is a DataError naming the file and the byte offset.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hotloop/data/dataset.h"
+
+namespace hotloop::data {
+
+class TokenDataset final : public Dataset {
+ public:
+  // Where the built-in corpus comes from.
+  static constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
+
+  struct Shard {
+    std::string name; // the file, for messages
+    const std::uint16_t* tokens = nullptr;
+    std::uint64_t count = 0;
+    std::uint64_t header_bytes = 0; // before the first token (llm.c: 1024)
+    std::uint16_t max_token = 0;
+    std::shared_ptr<const void> storage; // the mapping or the owned tokens
+  };
+
+  // Token files (llm.c or headerless). Throws DataError naming the file.
+  static std::unique_ptr<TokenDataset> open_files(
+      const std::vector<std::string>& paths,
+      std::string what);
+  // Texts as bytes: (name, text) pairs, one shard each.
+  static std::unique_ptr<TokenDataset> from_text(
+      const std::vector<std::pair<std::string, std::string>>& texts,
+      std::string what);
+
+  // Items are tokens: size() counts them, get(i) is token i (label = its id,
+  // image = the id as a 0-dim int64 tensor). Training reads windows.
+  std::size_t size() const override {
+    return static_cast<std::size_t>(total_);
+  }
+  Sample get(std::size_t index) const override;
+  const std::vector<std::string>& class_names() const override;
+  std::optional<ImageShape> shape() const override {
+    return std::nullopt;
+  }
+  std::string describe() const override;
+
+  // Byte-level text (bits per byte apply).
+  bool byte_level() const {
+    return byte_level_;
+  }
+  // The largest token id in the data.
+  std::int64_t max_token() const;
+  // The vocabulary a model for this data needs by default: 256 for bytes and
+  // for ids below 256, GPT-2's 50257 for ids below it, else max_token() + 1.
+  std::int64_t vocabulary_hint() const;
+  // Throws DataError naming the first token >= `vocab` (file and offset).
+  void check_vocabulary(std::int64_t vocab) const;
+
+  // Windows of `length` + 1 tokens starting every `length` tokens within a
+  // shard (a window never spans two shards).
+  std::uint64_t windows(std::int64_t length) const;
+  // Window `w`'s tokens into out[0 .. length].
+  void read_window(std::uint64_t w, std::int64_t length, std::int64_t* out)
+      const;
+  const std::vector<Shard>& shards() const {
+    return shards_;
+  }
+
+ private:
+  TokenDataset(std::vector<Shard> shards, std::string what, bool byte_level);
+  std::vector<Shard> shards_;
+  std::string what_;
+  bool byte_level_ = false;
+  std::uint64_t total_ = 0;
+};
+
+// `tokens:PATH` -> the files of `split`: a folder's *.bin files whose names
+// contain "train" (or "val"; with neither, all of them are train), a file or a
+// glob (its "val" counterpart: "train" replaced by "val" in the name).
+// Throws DataError when there are none.
+std::vector<std::string> token_files(const std::string& path, Split split);
+
+// `text:fortunes|FILE|DIR` -> the texts of `split`: each file's first 90%
+// (cut at a line end) is train, the rest val.
+std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split);
+
+} // namespace hotloop::data

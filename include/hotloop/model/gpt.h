@@ -1,0 +1,88 @@
+#pragma once
+// GPT: a decoder-only transformer language model, as GPT-2 is built
+// (pre-LayerNorm blocks, causal self-attention through
+// at::scaled_dot_product_attention, tanh-approximated GELU, learned positions,
+// the output projection tied to the token embedding). Parameter names and
+// layouts are Hugging Face GPT2LMHeadModel's:
+// "transformer.h.0.attn.c_attn.weight" is an (in, out) matrix as its Conv1D
+// keeps it, so its safetensors files load as they are (model/gpt_weights.h).
+//
+// forward: (B, T) int64 token ids -> (B, T, padded_vocab) logits. The
+// vocabulary is padded to a multiple of 64 (as llm.c does) for the matrix
+// units; the padded rows are never a target and are never sampled.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hotloop/model/model.h"
+
+namespace hotloop::model {
+
+struct GptConfig {
+  std::int64_t layers = 4;
+  std::int64_t heads = 4;
+  std::int64_t width = 128; // n_embd
+  std::int64_t context = 128; // n_positions: the longest sequence
+  std::int64_t vocab = 256; // real tokens; padded_vocab() rounds it up
+  std::int64_t padded_vocab() const {
+    return (vocab + 63) / 64 * 64;
+  }
+  // Parameters without the position embedding (the "N" of 6N FLOPs/token).
+  std::int64_t non_embedding_parameters() const;
+  // Training FLOPs per token: 6N + 12 * layers * context * width (PaLM,
+  // appendix B; nanoGPT's estimate_mfu).
+  double training_flops_per_token() const;
+  void validate() const; // UsageError naming the flag
+};
+
+// gpt-nano (4 layers, 4 heads, 128 wide, context 128), gpt-mini (6, 6, 384,
+// 256: nanoGPT's character-level Shakespeare size), gpt2 (12, 12, 768, 1024,
+// vocabulary 50257), gpt2-medium (24, 16, 1024, 1024, 50257).
+const std::vector<std::string>& gpt_names();
+bool is_gpt(const std::string& model_name);
+// The named size with `options`' non-zero fields on top of it. The named
+// small sizes take their vocabulary from options.vocab (the data's).
+GptConfig gpt_config(const ModelOptions& options);
+
+// Keys and values of every layer, for generation: one forward per new token
+// instead of one over the whole sequence.
+struct KvCache {
+  std::vector<at::Tensor> keys; // per layer (B, heads, capacity, head width)
+  std::vector<at::Tensor> values;
+  std::int64_t length = 0; // positions filled
+};
+
+class Gpt : public Model {
+ public:
+  explicit Gpt(GptConfig config);
+
+  at::Tensor forward(const at::Tensor& tokens) override;
+  // The logits of `tokens` (B, T) continuing what `cache` holds (positions
+  // cache.length ..): fills the cache. The first call takes the prompt.
+  at::Tensor forward(const at::Tensor& tokens, KvCache& cache);
+  KvCache new_cache(std::int64_t batch) const;
+
+  std::string head_name() const override {
+    return "lm_head"; // tied to transformer.wte: there is no separate head
+  }
+  // Any mode but none recomputes each block in backward.
+  void set_checkpointing(Checkpointing mode) override;
+  bool decays(const std::string& name, const at::Tensor& p) const override;
+  double training_flops_per_sample() const override;
+  std::int64_t tokens_per_sample() const override {
+    return config_.context;
+  }
+  const GptConfig& config() const {
+    return config_;
+  }
+
+ private:
+  struct Parts;
+  GptConfig config_;
+  std::shared_ptr<Parts> parts_;
+  bool checkpoint_blocks_ = false;
+};
+
+} // namespace hotloop::model

@@ -1,0 +1,445 @@
+#include "hotloop/data/token_data.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <ATen/ops/scalar_tensor.h>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int32_t kLlmcMagic = 20240520;
+constexpr std::uint64_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
+constexpr std::int64_t kGpt2Vocabulary = 50257;
+
+struct Mapping {
+  void* addr = nullptr;
+  std::size_t length = 0;
+  ~Mapping() {
+    if (addr != nullptr) {
+      ::munmap(addr, length);
+    }
+  }
+};
+
+std::shared_ptr<Mapping> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw DataError(fmt::format(
+        "cannot open token file {}: {}", path, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw DataError(
+        fmt::format("cannot stat token file {}: {}", path, std::strerror(e)));
+  }
+  auto m = std::make_shared<Mapping>();
+  m->length = static_cast<std::size_t>(st.st_size);
+  if (m->length > 0) {
+    m->addr = ::mmap(nullptr, m->length, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m->addr == MAP_FAILED) {
+      m->addr = nullptr;
+      const int e = errno;
+      ::close(fd);
+      throw DataError(
+          fmt::format("cannot map token file {}: {}", path, std::strerror(e)));
+    }
+  }
+  ::close(fd);
+  return m;
+}
+
+std::uint16_t max_of(const std::uint16_t* t, std::uint64_t n) {
+  std::uint16_t m = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    m = std::max(m, t[i]);
+  }
+  return m;
+}
+
+TokenDataset::Shard open_shard(const std::string& path) {
+  const std::shared_ptr<Mapping> m = map_file(path);
+  const auto* bytes = static_cast<const unsigned char*>(m->addr);
+  const std::uint64_t size = m->length;
+  TokenDataset::Shard s;
+  s.name = path;
+  s.storage = m;
+  std::int32_t header[3] = {0, 0, 0};
+  if (size >= sizeof(header)) {
+    std::memcpy(header, bytes, sizeof(header));
+  }
+  if (header[0] == kLlmcMagic) {
+    if (size < kLlmcHeaderBytes) {
+      throw DataError(
+          fmt::format(
+              "{}: truncated llm.c header: {} bytes, the header alone is {}",
+              path,
+              size,
+              kLlmcHeaderBytes),
+          "the file was cut short: write it again");
+    }
+    if (header[1] != 1) {
+      throw DataError(
+          fmt::format(
+              "{}: llm.c header version {} at byte 4; hotloop reads version 1 (uint16 tokens)",
+              path,
+              header[1]),
+          "re-pack the data as version 1 (hotloop pack --text writes it)");
+    }
+    if (header[2] < 0) {
+      throw DataError(fmt::format(
+          "{}: the header's token count at byte 8 is negative ({})",
+          path,
+          header[2]));
+    }
+    const auto count = static_cast<std::uint64_t>(header[2]);
+    const std::uint64_t expected = kLlmcHeaderBytes + 2 * count;
+    if (size != expected) {
+      throw DataError(
+          fmt::format(
+              "{}: the header (byte 8) says {} tokens, {} bytes in all, but the file has {} bytes{}",
+              path,
+              count,
+              expected,
+              size,
+              size < expected ? fmt::format(
+                                    " (truncated: it ends in token {})",
+                                    (size - kLlmcHeaderBytes) / 2)
+                              : std::string()),
+          "the file was cut short or written by another tool: write it again");
+    }
+    s.header_bytes = kLlmcHeaderBytes;
+    s.count = count;
+  } else {
+    if (size == 0 || size % 2 != 0) {
+      throw DataError(
+          fmt::format(
+              "{}: {} bytes is not a whole number of uint16 tokens, and the file has no llm.c header (magic {} at byte 0)",
+              path,
+              size,
+              kLlmcMagic),
+          "the file was cut short or is not a token file: nanoGPT's train.bin/val.bin and llm.c's .bin shards are read");
+    }
+    s.count = size / 2;
+  }
+  if (s.count < 2) {
+    throw DataError(fmt::format(
+        "{}: {} token(s): a window needs at least 2", path, s.count));
+  }
+  s.tokens = reinterpret_cast<const std::uint16_t*>(bytes + s.header_bytes);
+  s.max_token = max_of(s.tokens, s.count);
+  return s;
+}
+
+std::vector<std::string> glob_files(const std::string& pattern) {
+  glob_t g{};
+  std::vector<std::string> out;
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    for (std::size_t i = 0; i < g.gl_pathc; ++i) {
+      out.emplace_back(g.gl_pathv[i]);
+    }
+  }
+  ::globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "train" -> "val" in the file name part of `path`.
+std::string val_counterpart(const std::string& path) {
+  const fs::path p(path);
+  std::string name = p.filename().string();
+  const std::size_t at = name.rfind("train");
+  if (at == std::string::npos) {
+    return {};
+  }
+  name.replace(at, 5, "val");
+  return (p.parent_path() / name).string();
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw DataError(fmt::format("cannot read {}", path.string()));
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+} // namespace
+
+TokenDataset::TokenDataset(
+    std::vector<Shard> shards,
+    std::string what,
+    bool byte_level)
+    : shards_(std::move(shards)),
+      what_(std::move(what)),
+      byte_level_(byte_level) {
+  for (const Shard& s : shards_) {
+    total_ += s.count;
+  }
+}
+
+std::unique_ptr<TokenDataset> TokenDataset::open_files(
+    const std::vector<std::string>& paths,
+    std::string what) {
+  std::vector<Shard> shards;
+  for (const std::string& p : paths) {
+    shards.push_back(open_shard(p));
+  }
+  return std::unique_ptr<TokenDataset>(
+      new TokenDataset(std::move(shards), std::move(what), false));
+}
+
+std::unique_ptr<TokenDataset> TokenDataset::from_text(
+    const std::vector<std::pair<std::string, std::string>>& texts,
+    std::string what) {
+  std::vector<Shard> shards;
+  for (const auto& [name, text] : texts) {
+    if (text.size() < 2) {
+      continue;
+    }
+    auto tokens =
+        std::make_shared<std::vector<std::uint16_t>>(text.begin(), text.end());
+    for (auto& t : *tokens) {
+      t = static_cast<unsigned char>(static_cast<char>(t));
+    }
+    Shard s;
+    s.name = name;
+    s.tokens = tokens->data();
+    s.count = tokens->size();
+    s.max_token = max_of(s.tokens, s.count);
+    s.storage = tokens;
+    shards.push_back(std::move(s));
+  }
+  if (shards.empty()) {
+    throw DataError(fmt::format("{}: no text (every file is empty)", what));
+  }
+  return std::unique_ptr<TokenDataset>(
+      new TokenDataset(std::move(shards), std::move(what), true));
+}
+
+Sample TokenDataset::get(std::size_t index) const {
+  std::uint64_t i = index;
+  for (const Shard& s : shards_) {
+    if (i < s.count) {
+      const std::int64_t id = s.tokens[i];
+      return {at::scalar_tensor(id, at::kLong), id};
+    }
+    i -= s.count;
+  }
+  throw DataError(
+      fmt::format("{}: token {} is past the end ({})", what_, index, total_));
+}
+
+const std::vector<std::string>& TokenDataset::class_names() const {
+  static const std::vector<std::string> none;
+  return none;
+}
+
+std::string TokenDataset::describe() const {
+  return fmt::format(
+      "{}: {} tokens in {} shard(s){}",
+      what_,
+      total_,
+      shards_.size(),
+      byte_level_ ? " (bytes, vocabulary 256)"
+                  : fmt::format(" (largest id {})", max_token()));
+}
+
+std::int64_t TokenDataset::max_token() const {
+  std::uint16_t m = 0;
+  for (const Shard& s : shards_) {
+    m = std::max(m, s.max_token);
+  }
+  return m;
+}
+
+std::int64_t TokenDataset::vocabulary_hint() const {
+  const std::int64_t m = max_token();
+  if (byte_level_ || m < 256) {
+    return 256;
+  }
+  return m < kGpt2Vocabulary ? kGpt2Vocabulary : m + 1;
+}
+
+void TokenDataset::check_vocabulary(std::int64_t vocab) const {
+  for (const Shard& s : shards_) {
+    if (s.max_token < vocab) {
+      continue;
+    }
+    std::uint64_t i = 0;
+    while (s.tokens[i] < vocab) {
+      ++i;
+    }
+    throw DataError(
+        fmt::format(
+            "{}: token id {} at token {} (byte {}) is outside the model's vocabulary of {}",
+            s.name,
+            s.tokens[i],
+            i,
+            s.header_bytes + 2 * i,
+            vocab),
+        fmt::format(
+            "train with --vocab {} or more (the data's largest id is {}), or tokenize the data with the model's tokenizer",
+            max_token() + 1,
+            max_token()));
+  }
+}
+
+std::uint64_t TokenDataset::windows(std::int64_t length) const {
+  std::uint64_t n = 0;
+  const auto l = static_cast<std::uint64_t>(length);
+  for (const Shard& s : shards_) {
+    n += (s.count - 1) / l;
+  }
+  return n;
+}
+
+void TokenDataset::read_window(
+    std::uint64_t w,
+    std::int64_t length,
+    std::int64_t* out) const {
+  const auto l = static_cast<std::uint64_t>(length);
+  for (const Shard& s : shards_) {
+    const std::uint64_t here = (s.count - 1) / l;
+    if (w < here) {
+      const std::uint16_t* t = s.tokens + w * l;
+      for (std::uint64_t i = 0; i <= l; ++i) {
+        out[i] = t[i];
+      }
+      return;
+    }
+    w -= here;
+  }
+  throw DataError(fmt::format("{}: window {} is past the end", what_, w));
+}
+
+std::vector<std::string> token_files(const std::string& path, Split split) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (fs::is_directory(path, ec)) {
+    const std::vector<std::string> all =
+        glob_files((fs::path(path) / "*.bin").string());
+    auto named = [&](const char* part) {
+      std::vector<std::string> out;
+      for (const auto& f : all) {
+        if (fs::path(f).filename().string().find(part) != std::string::npos) {
+          out.push_back(f);
+        }
+      }
+      return out;
+    };
+    const std::vector<std::string> train = named("train");
+    const std::vector<std::string> val = named("val");
+    if (split == Split::Train) {
+      files = train.empty() && val.empty() ? all : train;
+    } else if (split == Split::Val) {
+      files = val;
+    }
+    if (files.empty()) {
+      throw DataError(
+          fmt::format(
+              "tokens:{}: no {} shards (*.bin{})",
+              path,
+              to_string(split),
+              split == Split::Train ? "" : " with 'val' in the name"),
+          "llm.c names them *_train_*.bin / *_val_*.bin, nanoGPT train.bin / val.bin");
+    }
+    return files;
+  }
+  if (split == Split::Test) {
+    throw DataError(fmt::format("tokens:{}: no test split", path));
+  }
+  const std::vector<std::string> train =
+      fs::exists(path, ec) ? std::vector<std::string>{path} : glob_files(path);
+  if (train.empty()) {
+    throw DataError(
+        fmt::format("tokens:{}: no such file, folder or matching files", path),
+        "give a token file, a folder of .bin shards or a glob");
+  }
+  if (split == Split::Train) {
+    return train;
+  }
+  for (const auto& f : train) {
+    const std::string v = val_counterpart(f);
+    if (!v.empty() && fs::exists(v, ec)) {
+      files.push_back(v);
+    }
+  }
+  if (files.empty()) {
+    throw DataError(fmt::format(
+        "tokens:{}: no val counterpart (the name with 'train' as 'val')",
+        path));
+  }
+  return files;
+}
+
+std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split) {
+  const bool fortunes = path == "fortunes";
+  const fs::path root =
+      fortunes ? fs::path(TokenDataset::kFortunesDir) : fs::path(path);
+  std::error_code ec;
+  std::vector<fs::path> files;
+  if (fs::is_directory(root, ec)) {
+    for (const auto& e : fs::directory_iterator(root, ec)) {
+      if (e.is_symlink() || !e.is_regular_file() ||
+          (fortunes && e.path().extension() == ".dat")) {
+        continue;
+      }
+      files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+  } else if (fs::is_regular_file(root, ec)) {
+    files.push_back(root);
+  }
+  if (files.empty()) {
+    throw DataError(
+        fmt::format(
+            "text:{}: {} has no text files",
+            path,
+            fs::exists(root, ec) ? root.string()
+                                 : root.string() + " does not exist and"),
+        fortunes
+            ? std::string(
+                  "install Debian's fortunes package (scripts/setup does): apt-get install fortunes")
+            : std::string("give a text file or a folder of them"));
+  }
+  if (split == Split::Test) {
+    throw DataError(fmt::format("text:{}: no test split", path));
+  }
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (const auto& f : files) {
+    const std::string text = read_text(f);
+    std::size_t cut = text.size() * 9 / 10;
+    const std::size_t line = text.find('\n', cut);
+    cut = line == std::string::npos ? text.size() : line + 1;
+    texts.emplace_back(
+        f.string(),
+        split == Split::Train ? text.substr(0, cut) : text.substr(cut));
+  }
+  return TokenDataset::from_text(
+      texts,
+      fmt::format(
+          "text:{} {} ({} file(s))", path, to_string(split), files.size()));
+}
+
+} // namespace hotloop::data

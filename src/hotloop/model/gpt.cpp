@@ -1,0 +1,353 @@
+#include "hotloop/model/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <ATen/ops/zeros.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "hotloop/errors.h"
+#include "hotloop/model/activation_checkpoint.h"
+
+namespace hotloop::model {
+
+namespace {
+
+struct NamedSize {
+  const char* name;
+  GptConfig config;
+  bool vocab_from_data; // the small sizes: the data's vocabulary
+};
+
+const std::vector<NamedSize>& sizes() {
+  static const std::vector<NamedSize> s = {
+      {"gpt-nano", {4, 4, 128, 128, 256}, true},
+      {"gpt-mini", {6, 6, 384, 256, 256}, true},
+      {"gpt2", {12, 12, 768, 1024, 50257}, false},
+      {"gpt2-medium", {24, 16, 1024, 1024, 50257}, false}};
+  return s;
+}
+
+// Hugging Face's Conv1D: y = x W + b with W stored (in, out).
+class Conv1DImpl : public torch::nn::Module {
+ public:
+  Conv1DImpl(std::int64_t in, std::int64_t out, double init_std) {
+    weight = register_parameter("weight", at::empty({in, out}));
+    bias = register_parameter("bias", at::zeros({out}));
+    at::NoGradGuard no_grad;
+    weight.normal_(0, init_std);
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return at::linear(x, weight.t(), bias);
+  }
+  at::Tensor weight;
+  at::Tensor bias;
+};
+TORCH_MODULE(Conv1D);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const GptConfig& c, double proj_std)
+      : heads_(c.heads),
+        c_attn(register_module("c_attn", Conv1D(c.width, 3 * c.width, 0.02))),
+        c_proj(register_module("c_proj", Conv1D(c.width, c.width, proj_std))) {}
+
+  // x: (B, T, C). With a cache: x continues the cached positions.
+  at::Tensor forward(const at::Tensor& x, KvCache* cache, std::size_t layer) {
+    const std::int64_t b = x.size(0);
+    const std::int64_t t = x.size(1);
+    const std::int64_t c = x.size(2);
+    const std::int64_t d = c / heads_;
+    const std::vector<at::Tensor> qkv = c_attn(x).split(c, 2);
+    auto heads = [&](const at::Tensor& y) {
+      return y.view({b, t, heads_, d}).transpose(1, 2);
+    };
+    const at::Tensor q = heads(qkv[0]);
+    at::Tensor k = heads(qkv[1]);
+    at::Tensor v = heads(qkv[2]);
+    bool causal = true;
+    std::optional<at::Tensor> mask;
+    if (cache != nullptr) {
+      const std::int64_t start = cache->length;
+      at::Tensor& ck = cache->keys[layer];
+      at::Tensor& cv = cache->values[layer];
+      if (!ck.defined() || ck.scalar_type() != k.scalar_type()) {
+        const std::int64_t capacity = ck.defined() ? ck.size(2) : 0;
+        ck = at::empty({b, heads_, capacity, d}, k.options());
+        cv = at::empty({b, heads_, capacity, d}, v.options());
+      }
+      ck.narrow(2, start, t).copy_(k);
+      cv.narrow(2, start, t).copy_(v);
+      k = ck.narrow(2, 0, start + t);
+      v = cv.narrow(2, 0, start + t);
+      if (start > 0) {
+        causal = false;
+        if (t > 1) {
+          // Query i (position start + i) sees keys 0 .. start + i.
+          mask = at::ones(
+                     {t, start + t},
+                     at::TensorOptions().dtype(at::kBool).device(x.device()))
+                     .tril(start);
+        }
+      }
+    }
+    const at::Tensor y =
+        at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal);
+    return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
+  }
+
+ private:
+  std::int64_t heads_;
+
+ public:
+  Conv1D c_attn;
+  Conv1D c_proj;
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(const GptConfig& c, double proj_std)
+      : c_fc(register_module("c_fc", Conv1D(c.width, 4 * c.width, 0.02))),
+        c_proj(
+            register_module("c_proj", Conv1D(4 * c.width, c.width, proj_std))) {
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return c_proj(at::gelu(c_fc(x), "tanh"));
+  }
+  Conv1D c_fc;
+  Conv1D c_proj;
+};
+TORCH_MODULE(Mlp);
+
+torch::nn::LayerNorm layer_norm(std::int64_t width) {
+  return torch::nn::LayerNorm(
+      torch::nn::LayerNormOptions({width}).eps(1e-5).elementwise_affine(true));
+}
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const GptConfig& c, double proj_std)
+      : ln_1(register_module("ln_1", layer_norm(c.width))),
+        attn(register_module("attn", Attention(c, proj_std))),
+        ln_2(register_module("ln_2", layer_norm(c.width))),
+        mlp(register_module("mlp", Mlp(c, proj_std))) {}
+
+  at::Tensor forward(
+      const at::Tensor& x,
+      KvCache* cache = nullptr,
+      std::size_t layer = 0) {
+    const at::Tensor h = x + attn->forward(ln_1(x), cache, layer);
+    return h + mlp(ln_2(h));
+  }
+  // For activation checkpointing: the block as a segment.
+  static at::Tensor segment(torch::nn::Module& m, const at::Tensor& x) {
+    return static_cast<BlockImpl&>(m).forward(x);
+  }
+
+  torch::nn::LayerNorm ln_1;
+  Attention attn;
+  torch::nn::LayerNorm ln_2;
+  Mlp mlp;
+};
+TORCH_MODULE(Block);
+
+} // namespace
+
+// "transformer": the embeddings, the blocks and the final norm.
+struct Gpt::Parts : public torch::nn::Module {
+  explicit Parts(const GptConfig& c)
+      : wte(register_module(
+            "wte",
+            torch::nn::Embedding(c.padded_vocab(), c.width))),
+        wpe(register_module("wpe", torch::nn::Embedding(c.context, c.width))),
+        h(register_module("h", torch::nn::ModuleList())),
+        ln_f(register_module("ln_f", layer_norm(c.width))) {
+    // GPT-2's initialization (nanoGPT): N(0, 0.02), the residual projections
+    // scaled by 1/sqrt(2 * layers).
+    const double proj_std =
+        0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      h->push_back(Block(c, proj_std));
+    }
+    at::NoGradGuard no_grad;
+    wte->weight.normal_(0, 0.02);
+    wpe->weight.normal_(0, 0.02);
+  }
+  torch::nn::Embedding wte;
+  torch::nn::Embedding wpe;
+  torch::nn::ModuleList h;
+  torch::nn::LayerNorm ln_f;
+};
+
+std::int64_t GptConfig::non_embedding_parameters() const {
+  const std::int64_t c = width;
+  const std::int64_t per_layer = 4 * c // two LayerNorms
+      + c * 3 * c + 3 * c // c_attn
+      + c * c + c // attn.c_proj
+      + c * 4 * c + 4 * c // c_fc
+      + 4 * c * c + c; // mlp.c_proj
+  return layers * per_layer + 2 * c + padded_vocab() * c;
+}
+
+double GptConfig::training_flops_per_token() const {
+  return 6.0 * static_cast<double>(non_embedding_parameters()) +
+      12.0 * static_cast<double>(layers) * static_cast<double>(context) *
+      static_cast<double>(width);
+}
+
+void GptConfig::validate() const {
+  auto at_least = [](const char* flag, std::int64_t v, std::int64_t min) {
+    if (v < min) {
+      throw UsageError(
+          fmt::format("--{} {}: must be at least {}", flag, v, min));
+    }
+  };
+  at_least("layers", layers, 1);
+  at_least("heads", heads, 1);
+  at_least("width", width, 1);
+  at_least("context", context, 1);
+  at_least("vocab", vocab, 2);
+  if (width % heads != 0) {
+    throw UsageError(
+        fmt::format("--width {} is not a multiple of --heads {}", width, heads),
+        "each head takes width / heads channels: pick a width that divides");
+  }
+}
+
+const std::vector<std::string>& gpt_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& s : sizes()) {
+      n.emplace_back(s.name);
+    }
+    return n;
+  }();
+  return names;
+}
+
+bool is_gpt(const std::string& model_name) {
+  const auto& n = gpt_names();
+  return std::find(n.begin(), n.end(), model_name) != n.end();
+}
+
+GptConfig gpt_config(const ModelOptions& o) {
+  const auto it =
+      std::find_if(sizes().begin(), sizes().end(), [&](const NamedSize& s) {
+        return o.name == s.name;
+      });
+  if (it == sizes().end()) {
+    throw UsageError(
+        fmt::format("--model {}: not a GPT size", o.name),
+        fmt::format("choose one of: {}", fmt::join(gpt_names(), ", ")));
+  }
+  GptConfig c = it->config;
+  auto take = [](std::int64_t& field, std::int64_t v) {
+    if (v > 0) {
+      field = v;
+    }
+  };
+  take(c.layers, o.layers);
+  take(c.heads, o.heads);
+  take(c.width, o.width);
+  take(c.context, o.context);
+  take(c.vocab, o.vocab);
+  c.validate();
+  return c;
+}
+
+Gpt::Gpt(GptConfig config)
+    : config_(config), parts_(std::make_shared<Parts>(config_)) {
+  config_.validate();
+  register_module("transformer", parts_);
+}
+
+KvCache Gpt::new_cache(std::int64_t batch) const {
+  KvCache cache;
+  const std::int64_t d = config_.width / config_.heads;
+  const auto& device = parts_->wte->weight.device();
+  for (std::int64_t i = 0; i < config_.layers; ++i) {
+    cache.keys.push_back(at::empty(
+        {batch, config_.heads, config_.context, d},
+        at::TensorOptions().device(device)));
+    cache.values.push_back(at::empty_like(cache.keys.back()));
+  }
+  return cache;
+}
+
+at::Tensor Gpt::forward(const at::Tensor& tokens) {
+  if (tokens.dim() != 2) {
+    throw UsageError(fmt::format(
+        "GPT: expected (batch, sequence) token ids, got a tensor of {} dimension(s)",
+        tokens.dim()));
+  }
+  const std::int64_t t = tokens.size(1);
+  if (t > config_.context) {
+    throw UsageError(
+        fmt::format(
+            "a sequence of {} tokens is longer than the model's context of {}",
+            t,
+            config_.context),
+        "train with --context at least as long, or feed shorter sequences");
+  }
+  const at::Tensor pos = at::arange(
+      t, at::TensorOptions().dtype(at::kLong).device(tokens.device()));
+  at::Tensor x = parts_->wte(tokens) + parts_->wpe(pos);
+  const bool recompute = checkpoint_blocks_ && at::GradMode::is_enabled();
+  for (const auto& m : *parts_->h) {
+    x = recompute ? checkpoint(*m, &BlockImpl::segment, x)
+                  : static_cast<BlockImpl&>(*m).forward(x);
+  }
+  return at::linear(parts_->ln_f(x), parts_->wte->weight);
+}
+
+at::Tensor Gpt::forward(const at::Tensor& tokens, KvCache& cache) {
+  const std::int64_t t = tokens.size(1);
+  const std::int64_t start = cache.length;
+  if (start + t > config_.context) {
+    throw UsageError(fmt::format(
+        "{} cached + {} new tokens are longer than the model's context of {}",
+        start,
+        t,
+        config_.context));
+  }
+  const at::Tensor pos = at::arange(
+      start,
+      start + t,
+      at::TensorOptions().dtype(at::kLong).device(tokens.device()));
+  at::Tensor x = parts_->wte(tokens) + parts_->wpe(pos);
+  std::size_t layer = 0;
+  for (const auto& m : *parts_->h) {
+    x = static_cast<BlockImpl&>(*m).forward(x, &cache, layer++);
+  }
+  cache.length += t;
+  return at::linear(parts_->ln_f(x), parts_->wte->weight);
+}
+
+void Gpt::set_checkpointing(Checkpointing mode) {
+  checkpoint_blocks_ = mode != Checkpointing::None;
+}
+
+bool Gpt::decays(const std::string& name, const at::Tensor& p) const {
+  // Matrices only (nanoGPT): not biases, norms or the position embedding.
+  return p.dim() >= 2 && name != "transformer.wpe.weight";
+}
+
+double Gpt::training_flops_per_sample() const {
+  return config_.training_flops_per_token() *
+      static_cast<double>(config_.context);
+}
+
+} // namespace hotloop::model

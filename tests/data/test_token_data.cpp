@@ -1,0 +1,312 @@
+// Token data: llm.c shards and nanoGPT's headerless files, what a bad file
+// says, the split names, byte-level text and the built-in corpus, and the
+// token loader's windows, order, rank split and exact resume.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "hotloop/data/data_spec.h"
+#include "hotloop/data/token_data.h"
+#include "hotloop/data/token_loader.h"
+#include "hotloop/errors.h"
+#include "support/temp_dir.h"
+
+namespace hotloop::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::uint8_t> llmc_bytes(
+    const std::vector<std::uint16_t>& tokens,
+    std::int32_t magic = 20240520,
+    std::int32_t version = 1,
+    std::int64_t count = -1) {
+  std::vector<std::int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<std::int32_t>(
+      count >= 0 ? count : static_cast<std::int64_t>(tokens.size()));
+  std::vector<std::uint8_t> out(1024 + 2 * tokens.size());
+  std::memcpy(out.data(), header.data(), 1024);
+  std::memcpy(out.data() + 1024, tokens.data(), 2 * tokens.size());
+  return out;
+}
+
+std::vector<std::uint8_t> raw_bytes(const std::vector<std::uint16_t>& tokens) {
+  std::vector<std::uint8_t> out(2 * tokens.size());
+  std::memcpy(out.data(), tokens.data(), out.size());
+  return out;
+}
+
+std::vector<std::uint16_t> iota(std::size_t n, std::uint16_t start = 0) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<std::uint16_t>((start + i) % 1000);
+  }
+  return v;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(TokenData, ReadsLlmcShardsAndHeaderlessFilesAlike) {
+  test::TempDir dir;
+  test::write_bytes(dir.path() / "a_train_000.bin", llmc_bytes(iota(100)));
+  test::write_bytes(dir.path() / "train.bin", raw_bytes(iota(100)));
+  for (const char* name : {"a_train_000.bin", "train.bin"}) {
+    const auto d =
+        TokenDataset::open_files({(dir.path() / name).string()}, name);
+    EXPECT_EQ(d->size(), 100u) << name;
+    EXPECT_EQ(d->get(42).label, 42) << name;
+    EXPECT_EQ(d->max_token(), 99) << name;
+    EXPECT_EQ(d->shards().front().header_bytes, name[0] == 'a' ? 1024u : 0u);
+    // Windows of 10 + 1 tokens, starting every 10: 99 / 10 = 9 of them.
+    EXPECT_EQ(d->windows(10), 9u);
+    std::vector<std::int64_t> w(11);
+    d->read_window(3, 10, w.data());
+    EXPECT_EQ(w.front(), 30);
+    EXPECT_EQ(w.back(), 40);
+  }
+}
+
+TEST(TokenData, ABadFileIsAnErrorNamingTheFileAndTheOffset) {
+  test::TempDir dir;
+  const auto path = [&](const char* n) { return (dir.path() / n).string(); };
+  test::write_bytes(path("version.bin"), llmc_bytes(iota(10), 20240520, 2));
+  EXPECT_NE(
+      error_of([&] {
+        TokenDataset::open_files({path("version.bin")}, "x");
+      }).find("version.bin: llm.c header version 2 at byte 4"),
+      std::string::npos);
+  // The header promises 100 tokens, 60 are there.
+  auto cut = llmc_bytes(iota(100));
+  cut.resize(1024 + 120);
+  test::write_bytes(path("cut.bin"), cut);
+  const std::string e =
+      error_of([&] { TokenDataset::open_files({path("cut.bin")}, "x"); });
+  EXPECT_NE(
+      e.find("cut.bin: the header (byte 8) says 100 tokens"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("truncated: it ends in token 60"), std::string::npos) << e;
+  // A headerless file of an odd length.
+  auto odd = raw_bytes(iota(10));
+  odd.push_back(7);
+  test::write_bytes(path("odd.bin"), odd);
+  EXPECT_NE(
+      error_of([&] {
+        TokenDataset::open_files({path("odd.bin")}, "x");
+      }).find("odd.bin: 21 bytes is not a whole number of uint16 tokens"),
+      std::string::npos);
+  auto short_header = llmc_bytes({});
+  short_header.resize(512);
+  test::write_bytes(path("short.bin"), short_header);
+  EXPECT_NE(
+      error_of([&] {
+        TokenDataset::open_files({path("short.bin")}, "x");
+      }).find("truncated llm.c header"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of([&] {
+        TokenDataset::open_files({path("none.bin")}, "x");
+      }).find("cannot open token file"),
+      std::string::npos);
+}
+
+TEST(TokenData, ATokenOutsideTheVocabularyIsNamedWithItsOffset) {
+  test::TempDir dir;
+  std::vector<std::uint16_t> t = iota(50);
+  t[37] = 300;
+  test::write_bytes(dir.path() / "train.bin", llmc_bytes(t));
+  const auto d =
+      TokenDataset::open_files({(dir.path() / "train.bin").string()}, "tokens");
+  EXPECT_NO_THROW(d->check_vocabulary(301));
+  const std::string e = error_of([&] { d->check_vocabulary(256); });
+  EXPECT_NE(
+      e.find(
+          "train.bin: token id 300 at token 37 (byte 1098) is outside the model's vocabulary of 256"),
+      std::string::npos)
+      << e;
+  EXPECT_EQ(d->vocabulary_hint(), 50257); // above 255: GPT-2's tokenizer
+}
+
+TEST(TokenData, SplitsAreFoundByName) {
+  test::TempDir dir;
+  for (const char* n :
+       {"fw_train_000.bin", "fw_train_001.bin", "fw_val_000.bin"}) {
+    test::write_bytes(dir.path() / n, llmc_bytes(iota(20)));
+  }
+  const std::string d = dir.path().string();
+  EXPECT_EQ(token_files(d, Split::Train).size(), 2u);
+  ASSERT_EQ(token_files(d, Split::Val).size(), 1u);
+  EXPECT_TRUE(token_files(d, Split::Val)[0].ends_with("fw_val_000.bin"));
+  // A file's val counterpart, and a glob's.
+  EXPECT_TRUE(token_files(d + "/fw_train_000.bin", Split::Val)[0].ends_with(
+      "fw_val_000.bin"));
+  EXPECT_EQ(token_files(d + "/fw_train_*.bin", Split::Train).size(), 2u);
+  EXPECT_THROW(token_files(d + "/nothing_*.bin", Split::Train), DataError);
+  // Through --data, the train split's description counts every shard.
+  const auto train =
+      open_dataset(parse_data_spec("tokens:" + d), Split::Train, 0);
+  EXPECT_NE(
+      train->describe().find("40 tokens in 2 shard(s)"), std::string::npos)
+      << train->describe();
+}
+
+TEST(TokenData, TextIsBytesAndEachFileKeepsItsLastTenthForValidation) {
+  test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 100; ++i) {
+    text += "line " + std::to_string(i) + "\n";
+  }
+  dir.write("a.txt", text);
+  const auto train = open_text(dir.path().string(), Split::Train);
+  const auto val = open_text(dir.path().string(), Split::Val);
+  EXPECT_TRUE(train->byte_level());
+  EXPECT_EQ(train->size() + val->size(), text.size());
+  EXPECT_EQ(train->get(0).label, 'l');
+  EXPECT_EQ(val->get(0).label, 'l'); // the cut is at a line's start
+  EXPECT_NEAR(
+      static_cast<double>(val->size()) / static_cast<double>(text.size()),
+      0.1,
+      0.02);
+  EXPECT_EQ(train->vocabulary_hint(), 256);
+}
+
+TEST(TokenData, TheBuiltInCorpusIsDebiansFortunes) {
+  // scripts/setup installs the fortunes package.
+  const auto train =
+      open_dataset(parse_data_spec("text:fortunes"), Split::Train, 0);
+  const auto val =
+      open_dataset(parse_data_spec("text:fortunes"), Split::Val, 0);
+  EXPECT_GT(train->size(), 2'000'000u); // about 2.5 MB of English text
+  EXPECT_GT(val->size(), 200'000u);
+  EXPECT_NE(train->describe().find("bytes, vocabulary 256"), std::string::npos);
+  EXPECT_EQ(
+      error_of([] {
+        open_text("/nonexistent-corpus", Split::Train);
+      }).find("text:/nonexistent-corpus"),
+      0u);
+}
+
+// A loader over 1000 tokens 0..999: window w holds w*8 .. w*8+8.
+struct Loaders {
+  std::shared_ptr<TokenDataset> data;
+  Loaders() {
+    std::vector<std::pair<std::string, std::string>> none;
+    test::TempDir dir;
+    test::write_bytes(dir.path() / "t.bin", raw_bytes(iota(1000)));
+    data = TokenDataset::open_files({(dir.path() / "t.bin").string()}, "t");
+  }
+  TokenLoader make(int rank = 0, int world = 1, bool shuffle = true) const {
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.context = 8;
+    o.seed = 3;
+    o.rank = rank;
+    o.world_size = world;
+    o.shuffle = shuffle;
+    return TokenLoader(data, o);
+  }
+};
+
+std::vector<std::int64_t> firsts(const Batch& b) {
+  const at::Tensor f = b.images.select(1, 0).contiguous();
+  return {f.data_ptr<std::int64_t>(), f.data_ptr<std::int64_t>() + f.numel()};
+}
+
+TEST(TokenLoader, SamplesAreWindowsAndTheTargetsAreTheNextTokens) {
+  const Loaders l;
+  TokenLoader loader = l.make();
+  EXPECT_EQ(loader.batches_per_epoch(), 124u / 4); // 999 / 8 windows
+  loader.start_epoch(0);
+  const Batch b = *loader.next();
+  EXPECT_EQ(b.images.sizes(), (at::IntArrayRef{4, 8}));
+  EXPECT_EQ(b.labels.sizes(), (at::IntArrayRef{4, 8}));
+  EXPECT_EQ(b.images.scalar_type(), at::kLong);
+  EXPECT_TRUE(at::equal(b.labels.narrow(1, 0, 7), b.images.narrow(1, 1, 7)));
+  EXPECT_TRUE(at::equal(b.labels.select(1, 7), b.images.select(1, 0) + 8));
+  for (const auto f : firsts(b)) {
+    EXPECT_EQ(f % 8, 0); // windows start every `context` tokens
+  }
+}
+
+TEST(TokenLoader, TheOrderIsAFunctionOfSeedAndEpochAndResumesExactly) {
+  const Loaders l;
+  auto epoch = [&](std::size_t e, std::size_t from = 0) {
+    TokenLoader loader = l.make();
+    loader.start_epoch(e, from);
+    std::vector<std::int64_t> out;
+    while (auto b = loader.next()) {
+      const auto f = firsts(*b);
+      out.insert(out.end(), f.begin(), f.end());
+    }
+    return out;
+  };
+  const auto e0 = epoch(0);
+  EXPECT_EQ(e0, epoch(0));
+  EXPECT_NE(e0, epoch(1));
+  EXPECT_EQ(std::set<std::int64_t>(e0.begin(), e0.end()).size(), e0.size());
+  // Resumed at batch 5: the rest of the same epoch.
+  const auto rest = epoch(0, 5);
+  EXPECT_EQ(rest, std::vector<std::int64_t>(e0.begin() + 20, e0.end()));
+}
+
+TEST(TokenLoader, RanksReadDisjointPartsOfEachGlobalBatch) {
+  const Loaders l;
+  TokenLoader one = l.make();
+  TokenLoader r0 = l.make(0, 2);
+  TokenLoader r1 = l.make(1, 2);
+  for (auto* x : {&one, &r0, &r1}) {
+    x->start_epoch(0);
+  }
+  // Global batch 0 of two ranks = batches 0 and 1 of one rank.
+  auto a = firsts(*one.next());
+  const auto b = firsts(*one.next());
+  a.insert(a.end(), b.begin(), b.end());
+  auto ranks = firsts(*r0.next());
+  const auto second = firsts(*r1.next());
+  ranks.insert(ranks.end(), second.begin(), second.end());
+  EXPECT_EQ(ranks, a);
+}
+
+TEST(TokenLoader, AnEvaluationCapReadsEvenlySpacedWindows) {
+  const Loaders l;
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.context = 8;
+  o.shuffle = false;
+  o.drop_last = false;
+  o.max_samples = 10;
+  TokenLoader loader(l.data, o);
+  EXPECT_EQ(loader.batches_per_epoch(), 1u);
+  loader.start_epoch(0);
+  const auto f = firsts(*loader.next());
+  ASSERT_EQ(f.size(), 10u);
+  EXPECT_EQ(f[1], 12 * 8); // window 124 * 1 / 10
+  EXPECT_EQ(f[9], 111 * 8);
+  EXPECT_FALSE(loader.next());
+}
+
+TEST(TokenLoader, FewerWindowsThanOneBatchIsAUsageError) {
+  const Loaders l;
+  LoaderOptions o;
+  o.batch_size = 200;
+  o.context = 8;
+  EXPECT_THROW(TokenLoader(l.data, o), UsageError);
+}
+
+} // namespace
+} // namespace hotloop::data
