@@ -1,10 +1,13 @@
-// `hotloop pack`: image folders -> WebDataset shards.
+// `hotloop pack`: image folders -> WebDataset shards, or text -> llm.c token
+// shards (--text).
 
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "hotloop/core/units.h"
 #include "hotloop/data/pack.h"
+#include "hotloop/data/tokens/pack_text.h"
+#include "hotloop/errors.h"
 
 namespace hotloop::cli {
 
@@ -12,16 +15,24 @@ void add_pack_command(CLI::App& app, Action& action) {
   struct Flags {
     data::PackOptions options;
     std::string shard_size = "256MiB";
+    data::PackTextOptions text;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "pack",
-      "Write image folders as shuffled WebDataset shards per split (OUT/train-000000.tar, ...) + index.json");
+      "Write image folders as shuffled WebDataset shards per split (OUT/train-000000.tar, ...) + index.json, or text as llm.c token shards (--text)");
   cmd->add_option(
-         "--from",
-         flags->options.from,
-         "Source: folder:DIR with DIR/{train,val,test}/<class>/<image>")
-      ->required();
+      "--from",
+      flags->options.from,
+      "Images: folder:DIR with DIR/{train,val,test}/<class>/<image>");
+  cmd->add_option(
+      "--text",
+      flags->text.inputs,
+      "Text files or folders -> OUT/text_{train,val}_000000.bin (llm.c format, byte-level tokens; each file's last tenth is val)");
+  cmd->add_option(
+      "--shard-tokens",
+      flags->text.shard_tokens,
+      "--text: tokens per shard (llm.c's 100M)");
   cmd->add_option("--to", flags->options.out, "Output folder")->required();
   cmd->add_option(
       "--shard-size",
@@ -33,9 +44,32 @@ void add_pack_command(CLI::App& app, Action& action) {
       flags->options.verify,
       "Re-read every shard and decode every image afterwards; exit 1 on any bad sample (default: off)");
   cmd->footer(
-      "Example: hotloop pack --from folder:photos --to shards --verify\nThen train with --data wds:shards.");
+      "Examples:\n"
+      "  hotloop pack --from folder:photos --to shards --verify   (then --data wds:shards)\n"
+      "  hotloop pack --text books/ --to tokens                  (then --model gpt-nano --data tokens:tokens)");
   cmd->callback([flags, &action] {
     action = [flags] {
+      if (flags->options.from.empty() == flags->text.inputs.empty()) {
+        throw UsageError(
+            "pack: give one of --from (images) or --text (text)",
+            "hotloop pack --help shows both");
+      }
+      if (!flags->text.inputs.empty()) {
+        flags->text.out = flags->options.out;
+        const data::PackTextResult r = data::pack_text(flags->text);
+        fmt::print(
+            "{} file(s), {} of text in {:.1f} s ({:.1f} MB/s): {} train and {} val tokens in {} shard(s) in {}\n",
+            r.files,
+            format_bytes(r.bytes),
+            r.seconds,
+            r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e6
+                          : 0.0,
+            r.train_tokens,
+            r.val_tokens,
+            r.shards.size(),
+            flags->options.out);
+        return 0;
+      }
       flags->options.shard_bytes =
           parse_bytes(flags->shard_size, "--shard-size");
       const data::PackResult r = data::pack(flags->options);

@@ -7,9 +7,13 @@
 #include <torch/nn/module.h>
 
 #include "cli_common.h"
+#include "gpt_options.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/fine_tune.h"
+#include "hotloop/model/gpt.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/weights.h"
+#include "option_sources.h"
 
 namespace hotloop::cli {
 
@@ -25,7 +29,54 @@ struct PredictFlags {
   std::int64_t in_channels = 0; // 0: from the input
 };
 
-int predict(const PredictFlags& f) {
+c10::Device device_of(const std::string& text) {
+  const c10::Device device(text);
+  if (device.is_cuda() && !at::hasCUDA()) {
+    throw EnvError(
+        "--device cuda: CUDA is not available here", "run `hotloop doctor`");
+  }
+  return device;
+}
+
+// A GPT: (B, T) token ids -> (B, T, vocabulary) logits.
+int predict_gpt(const PredictFlags& f, const CLI::App& cmd) {
+  const model::StateDict inputs = model::read_weights(f.input);
+  if (inputs.size() != 1 || inputs.front().second.dim() != 2 ||
+      at::isFloatingType(inputs.front().second.scalar_type())) {
+    throw UsageError(fmt::format(
+        "--input {}: a language model needs exactly one integer tensor of token ids, (B, T)",
+        f.input));
+  }
+  const model::ModelOptions options =
+      resolve_gpt(f.model, f.weights, given_options(cmd));
+  const c10::Device device = device_of(f.device);
+  auto gpt = std::make_shared<model::Gpt>(model::gpt_config(options));
+  model::load_initial_weights(*gpt, {f.weights, true});
+  gpt->to(device);
+  gpt->eval();
+  at::NoGradGuard no_grad;
+  const at::Tensor logits =
+      gpt->forward(inputs.front().second.to(device, at::kLong))
+          .narrow(2, 0, gpt->config().vocab)
+          .to(at::kCPU);
+  model::write_weights(f.output, {{"logits", logits}});
+  fmt::print(
+      "{}: logits {}x{}x{} from {} ({} on {}) -> {}\n",
+      f.input,
+      logits.size(0),
+      logits.size(1),
+      logits.size(2),
+      f.weights,
+      options.name,
+      device.str(),
+      f.output);
+  return 0;
+}
+
+int predict(const PredictFlags& f, const CLI::App& cmd) {
+  if (f.model.name.empty() || model::is_gpt(f.model.name)) {
+    return predict_gpt(f, cmd); // no --model: a GPT run's config.json
+  }
   const model::StateDict inputs = model::read_weights(f.input);
   if (inputs.size() != 1) {
     throw UsageError(fmt::format(
@@ -59,11 +110,7 @@ int predict(const PredictFlags& f) {
           "pass --num-classes");
     }
   }
-  const c10::Device device(f.device);
-  if (device.is_cuda() && !at::hasCUDA()) {
-    throw EnvError(
-        "--device cuda: CUDA is not available here", "run `hotloop doctor`");
-  }
+  const c10::Device device = device_of(f.device);
   auto net = model::make_model(options);
   model::LoadOptions load;
   load.source = f.weights;
@@ -90,15 +137,14 @@ int predict(const PredictFlags& f) {
 
 void add_predict_command(CLI::App& app, Action& action) {
   auto flags = std::make_shared<PredictFlags>();
-  flags->model.name.clear(); // required: no default shown
+  flags->model.name.clear(); // no default shown: a GPT run needs none
   CLI::App* cmd = app.add_subcommand(
       "predict",
       "Run a model in eval mode on the tensor in a .safetensors file and write its logits");
   cmd->add_option(
-         "--model",
-         flags->model.name,
-         "Model: mlp, cnn-small, resnet18|34|50[-small]")
-      ->required();
+      "--model",
+      flags->model.name,
+      "Model: mlp, cnn-small, resnet18|34|50[-small], or a GPT (gpt-nano, gpt-mini, gpt2, gpt2-medium: token ids in, (B, T, V) logits out; default: the GPT run's config.json beside --weights)");
   cmd->add_option(
          "--weights",
          flags->weights,
@@ -121,10 +167,12 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--in-channels", flags->in_channels, "Input channels; 0: the input's C");
   cmd->add_option("--device", flags->device, "cpu or cuda[:N]");
+  add_gpt_flags(cmd, flags->model, false);
   cmd->footer(
       "Example: hotloop predict --model resnet18 --weights resnet18.pt --input x.safetensors --output logits.safetensors");
-  cmd->callback(
-      [flags, &action] { action = [flags] { return predict(*flags); }; });
+  cmd->callback([flags, cmd, &action] {
+    action = [flags, cmd] { return predict(*flags, *cmd); };
+  });
 }
 
 } // namespace hotloop::cli

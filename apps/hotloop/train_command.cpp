@@ -410,7 +410,7 @@ void add_train_command(CLI::App& app, Action& action) {
       "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source):\n"
       "  mlp, cnn-small  --optimizer adamw --lr 1e-3 (cnn-small: 3e-3) --schedule onecycle --augment none\n"
       "  resnet*         --optimizer sgd --momentum 0.9 --nesterov --lr 0.1*batch/128 --schedule onecycle --weight-decay 5e-4 --label-smoothing 0.1\n"
-      "  gpt-*           --optimizer adamw --lr 2e-3 (gpt2 6e-4, gpt2-medium 3e-4) --min-lr lr/10 --beta2 0.95 --weight-decay 0.1 (matrices only) --schedule cosine --warmup-steps 50 (gpt2*: 700) --clip-grad-norm 1\n"
+      "  gpt-*           --optimizer adamw --lr 1e-2 (gpt-mini 1e-3, gpt2 6e-4, gpt2-medium 3e-4) --min-lr lr/10 --beta2 0.95 --weight-decay 0.1 (matrices only) --schedule cosine --warmup-steps 50 (gpt2*: 700) --clip-grad-norm 1; gpt-nano, gpt-mini: --epochs 3\n"
       "  With the other --optimizer: that optimizer's values (adamw: lr 1e-3, cnn-small 3e-3; sgd: as for resnet*).\n"
       "Examples:\n"
       "  hotloop train --model cnn-small --epochs 3\n"

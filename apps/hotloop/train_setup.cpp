@@ -1,6 +1,7 @@
 #include "train_setup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include "hotloop/core/units.h"
@@ -37,8 +38,18 @@ void fit_model_to_data(
     const data::Dataset& train,
     std::int64_t in_channels,
     std::int64_t num_classes) {
+  const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
+  if (tokens != nullptr && !model::is_gpt(o.model.name)) {
+    throw UsageError(
+        fmt::format(
+            "--model {} classifies images, but {} is token data",
+            o.model.name,
+            train.describe()),
+        fmt::format(
+            "train a language model on it: --model {}",
+            fmt::join(model::gpt_names(), ", --model ")));
+  }
   if (model::is_gpt(o.model.name)) {
-    const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
     if (tokens != nullptr && o.model.vocab == 0) {
       o.model.vocab =
           std::max(model::gpt_config(o.model).vocab, tokens->vocabulary_hint());

@@ -14,7 +14,8 @@
 
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/token_data.h"
-#include "hotloop/data/token_loader.h"
+#include "hotloop/data/tokens/pack_text.h"
+#include "hotloop/data/tokens/token_loader.h"
 #include "hotloop/errors.h"
 #include "support/temp_dir.h"
 
@@ -309,4 +310,43 @@ TEST(TokenLoader, FewerWindowsThanOneBatchIsAUsageError) {
 }
 
 } // namespace
+} // namespace hotloop::data
+
+namespace hotloop::data {
+
+TEST(PackText, WritesLlmcShardsThatReadBackAsTheTextsBytes) {
+  test::TempDir dir;
+  std::string a;
+  for (int i = 0; i < 50; ++i) {
+    a += "line " + std::to_string(i) + "\n";
+  }
+  dir.write("in/a.txt", a);
+  dir.write("in/sub/b.txt", "hello world\nsecond line\n");
+  PackTextOptions o;
+  o.inputs = {(dir.path() / "in").string()};
+  o.out = (dir.path() / "out").string();
+  o.shard_tokens = 100; // several train shards
+  o.progress = false;
+  const PackTextResult r = pack_text(o);
+  EXPECT_EQ(r.files, 2u);
+  EXPECT_EQ(r.bytes, a.size() + 24);
+  EXPECT_EQ(r.train_tokens + r.val_tokens, r.bytes);
+  EXPECT_EQ(
+      r.train_tokens,
+      train_share(a) + train_share("hello world\nsecond line\n"));
+  // Read back through --data tokens:OUT: the same bytes, in order.
+  const auto train =
+      open_dataset(parse_data_spec("tokens:" + o.out), Split::Train);
+  const auto val = open_dataset(parse_data_spec("tokens:" + o.out), Split::Val);
+  ASSERT_EQ(train->size(), r.train_tokens);
+  EXPECT_EQ(val->size(), r.val_tokens);
+  EXPECT_GT(static_cast<const TokenDataset&>(*train).shards().size(), 1u);
+  std::string back;
+  for (std::size_t i = 0; i < train_share(a); ++i) {
+    back += static_cast<char>(train->get(i).label);
+  }
+  EXPECT_EQ(back, a.substr(0, train_share(a)));
+  EXPECT_THROW(pack_text({{(dir.path() / "none").string()}, o.out}), DataError);
+}
+
 } // namespace hotloop::data

@@ -95,3 +95,33 @@ TEST(Recipe, ApplyingSetsOnlyWhatTheUserLeftUnsetAndSaysWhat) {
 }
 
 } // namespace hotloop::train
+
+namespace hotloop::train {
+
+TEST(Recipe, GptsTrainWithNanoGptsAdamWSettings) {
+  const auto nano = values(recipe_for("gpt-nano", 64));
+  EXPECT_EQ(nano.at("optimizer"), "adamw");
+  EXPECT_EQ(nano.at("lr"), "0.01");
+  EXPECT_EQ(nano.at("min-lr"), "0.001");
+  EXPECT_EQ(nano.at("beta2"), "0.95");
+  EXPECT_EQ(nano.at("weight-decay"), "0.1");
+  EXPECT_EQ(nano.at("clip-grad-norm"), "1");
+  EXPECT_EQ(nano.at("epochs"), "3");
+  const auto gpt2 = values(recipe_for("gpt2", 512));
+  EXPECT_EQ(gpt2.at("lr"), "0.0006");
+  EXPECT_EQ(gpt2.at("warmup-steps"), "700");
+  EXPECT_FALSE(gpt2.contains("epochs"));
+  // Applied: the user's own value stays.
+  TrainerOptions o;
+  o.schedule.lr = 0.5;
+  apply_recipe(recipe_for("gpt-nano", 64), o, {"lr"});
+  EXPECT_EQ(o.schedule.lr, 0.5);
+  EXPECT_EQ(o.optimizer.kind, OptimizerKind::AdamW);
+  EXPECT_EQ(o.optimizer.beta2, 0.95);
+  EXPECT_EQ(o.schedule.warmup_steps, 50);
+  EXPECT_EQ(o.epochs, 3);
+  EXPECT_EQ(o.clip_grad_norm, 1.0);
+  EXPECT_NO_THROW(o.validate());
+}
+
+} // namespace hotloop::train

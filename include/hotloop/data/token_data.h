@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hotloop/data/dataset.h"
@@ -89,6 +90,10 @@ class TokenDataset final : public Dataset {
 // glob (its "val" counterpart: "train" replaced by "val" in the name).
 // Throws DataError when there are none.
 std::vector<std::string> token_files(const std::string& path, Split split);
+
+// Where a text's training part ends: 90% of its bytes, moved on to the next
+// line's start (the rest is its validation part).
+std::size_t train_share(std::string_view text);
 
 // `text:fortunes|FILE|DIR` -> the texts of `split`: each file's first 90%
 // (cut at a line end) is train, the rest val.

@@ -70,6 +70,11 @@ class Gpt : public Model {
   // Any mode but none recomputes each block in backward.
   void set_checkpointing(Checkpointing mode) override;
   bool decays(const std::string& name, const at::Tensor& p) const override;
+  // Hugging Face GPT-2 files: the token embedding padded with zero rows to
+  // padded_vocab(), lm_head.weight (tied: the same tensor) and the
+  // attention-mask buffers of older files dropped.
+  void adapt_weights(
+      std::vector<std::pair<std::string, at::Tensor>>& weights) const override;
   double training_flops_per_sample() const override;
   std::int64_t tokens_per_sample() const override {
     return config_.context;
@@ -84,5 +89,13 @@ class Gpt : public Model {
   std::shared_ptr<Parts> parts_;
   bool checkpoint_blocks_ = false;
 };
+
+// This model's weights as Hugging Face's GPT2LMHeadModel has them (the
+// embedding cut to the real vocabulary), and its GPT2Config as JSON:
+// save both as model.safetensors and config.json and
+// GPT2LMHeadModel.from_pretrained(dir) loads them.
+std::vector<std::pair<std::string, at::Tensor>> hf_gpt2_weights(
+    const Gpt& model);
+std::string hf_gpt2_config(const GptConfig& config);
 
 } // namespace hotloop::model

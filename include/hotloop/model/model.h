@@ -41,6 +41,13 @@ class Model : public torch::nn::Module {
   // Turns activation checkpointing on or off. Models that cannot do it throw
   // UsageError for anything but None.
   virtual void set_checkpointing(Checkpointing mode);
+  // Rewrites a weight file's tensors into this model's form before they are
+  // loaded (GPT: Hugging Face GPT-2's unpadded vocabulary, its tied lm_head
+  // and attention-mask buffers). Default: as they are.
+  virtual void adapt_weights(
+      std::vector<std::pair<std::string, at::Tensor>>& weights) const {
+    (void)weights;
+  }
   // Whether weight decay applies to parameter `name` (default: all do).
   virtual bool decays(const std::string& name, const at::Tensor& p) const {
     (void)name;

@@ -12,10 +12,11 @@
 //   resnet*         SGD with Nesterov momentum 0.9 at lr 0.1 x batch / 128
 //                   (the linear scaling rule, Goyal et al. 2017), one-cycle,
 //                   weight decay 5e-4, label smoothing 0.1
-//   gpt-*           AdamW at 2e-3 (gpt2: 6e-4, gpt2-medium: 3e-4), beta2 0.95,
-//                   weight decay 0.1 on matrices, 50 warm-up steps (gpt2*:
-//                   700) then cosine to lr / 10, gradient norm clipped at 1
-//                   (nanoGPT's and llm.c's GPT-2 settings)
+//   gpt-*           AdamW at 1e-2 (gpt-mini 1e-3, gpt2 6e-4, gpt2-medium
+//                   3e-4), beta2 0.95, weight decay 0.1 on matrices, 50
+//                   warm-up steps (gpt2*: 700) then cosine to lr / 10,
+//                   gradient norm clipped at 1 (nanoGPT's and llm.c's GPT-2
+//                   settings); the small sizes 3 epochs
 // A user who picks the other optimizer gets that optimizer's values (SGD:
 // momentum, Nesterov, lr 0.1 x batch / 128, weight decay 5e-4; AdamW: lr
 // 3e-3 for cnn-small, 1e-3 otherwise), never a mix. A model hotloop does not

@@ -27,6 +27,7 @@ InitResult load_initial_weights(Model& model, const InitOptions& options) {
   } else {
     file = std::move(weights.tensors);
   }
+  model.adapt_weights(file);
   const std::string head = model.head_name();
   InitResult result;
   LoadOptions load;

@@ -48,6 +48,10 @@ const std::map<std::string, Setter>& setters() {
        [](TrainerOptions& o, const std::string& v) {
          o.schedule.warmup_steps = std::stoll(v);
        }},
+      {"epochs",
+       [](TrainerOptions& o, const std::string& v) {
+         o.epochs = std::stoll(v);
+       }},
       {"min-lr",
        [](TrainerOptions& o, const std::string& v) {
          o.schedule.min_lr = std::stod(v);
@@ -79,7 +83,11 @@ Recipe gpt_recipe(
   const OptimizerKind kind = optimizer.value_or(OptimizerKind::AdamW);
   r.values.push_back({"optimizer", to_string(kind)});
   if (kind == OptimizerKind::AdamW) {
-    const double lr = small ? 2e-3 : (model == "gpt2" ? 6e-4 : 3e-4);
+    // gpt-nano: measured on text:fortunes (docs/language-models.md);
+    // gpt-mini: nanoGPT's character-level Shakespeare; gpt2*: GPT-3's table.
+    const double lr = model == "gpt-nano"
+        ? 1e-2
+        : (model == "gpt-mini" ? 1e-3 : (model == "gpt2" ? 6e-4 : 3e-4));
     r.values.push_back({"lr", fmt::format("{:g}", lr)});
     r.values.push_back({"min-lr", fmt::format("{:g}", lr / 10)});
     r.values.push_back({"beta2", "0.95"});
@@ -88,6 +96,9 @@ Recipe gpt_recipe(
   r.values.push_back({"schedule", "cosine"});
   r.values.push_back({"warmup-steps", small ? "50" : "700"});
   r.values.push_back({"clip-grad-norm", "1"});
+  if (small) {
+    r.values.push_back({"epochs", "3"});
+  }
   return r;
 }
 

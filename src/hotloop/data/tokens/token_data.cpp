@@ -393,6 +393,11 @@ std::vector<std::string> token_files(const std::string& path, Split split) {
   return files;
 }
 
+std::size_t train_share(std::string_view text) {
+  const std::size_t line = text.find('\n', text.size() * 9 / 10);
+  return line == std::string_view::npos ? text.size() : line + 1;
+}
+
 std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split) {
   const bool fortunes = path == "fortunes";
   const fs::path root =
@@ -429,9 +434,7 @@ std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split) {
   std::vector<std::pair<std::string, std::string>> texts;
   for (const auto& f : files) {
     const std::string text = read_text(f);
-    std::size_t cut = text.size() * 9 / 10;
-    const std::size_t line = text.find('\n', cut);
-    cut = line == std::string::npos ? text.size() : line + 1;
+    const std::size_t cut = train_share(text);
     texts.emplace_back(
         f.string(),
         split == Split::Train ? text.substr(0, cut) : text.substr(cut));

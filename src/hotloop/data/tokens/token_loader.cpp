@@ -1,4 +1,4 @@
-#include "hotloop/data/token_loader.h"
+#include "hotloop/data/tokens/token_loader.h"
 
 #include <chrono>
 

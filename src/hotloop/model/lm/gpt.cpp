@@ -6,6 +6,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/linear.h>
@@ -343,6 +344,73 @@ void Gpt::set_checkpointing(Checkpointing mode) {
 bool Gpt::decays(const std::string& name, const at::Tensor& p) const {
   // Matrices only (nanoGPT): not biases, norms or the position embedding.
   return p.dim() >= 2 && name != "transformer.wpe.weight";
+}
+
+void Gpt::adapt_weights(
+    std::vector<std::pair<std::string, at::Tensor>>& weights) const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& [name, t] : weights) {
+    if (name == "lm_head.weight" || name.ends_with(".attn.bias") ||
+        name.ends_with(".attn.masked_bias")) {
+      continue; // tied to wte; causal-mask buffers
+    }
+    if (name == "transformer.wte.weight" && t.dim() == 2 &&
+        t.size(0) == config_.vocab && config_.padded_vocab() > config_.vocab) {
+      t = at::cat(
+          {t,
+           at::zeros(
+               {config_.padded_vocab() - config_.vocab, t.size(1)},
+               t.options())});
+    }
+    out.emplace_back(name, t);
+  }
+  weights = std::move(out);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> hf_gpt2_weights(
+    const Gpt& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : model.named_parameters()) {
+    at::Tensor t = p.value().detach().to(at::kCPU, at::kFloat);
+    if (p.key() == "transformer.wte.weight") {
+      t = t.narrow(0, 0, model.config().vocab);
+    }
+    out.emplace_back(p.key(), t.contiguous());
+  }
+  return out;
+}
+
+std::string hf_gpt2_config(const GptConfig& c) {
+  return fmt::format(
+      R"({{
+  "architectures": ["GPT2LMHeadModel"],
+  "model_type": "gpt2",
+  "vocab_size": {},
+  "n_positions": {},
+  "n_embd": {},
+  "n_layer": {},
+  "n_head": {},
+  "n_inner": null,
+  "activation_function": "gelu_new",
+  "resid_pdrop": 0.0,
+  "embd_pdrop": 0.0,
+  "attn_pdrop": 0.0,
+  "layer_norm_epsilon": 1e-05,
+  "initializer_range": 0.02,
+  "tie_word_embeddings": true,
+  "bos_token_id": {},
+  "eos_token_id": {},
+  "torch_dtype": "float32"
+}}
+)",
+      c.vocab,
+      c.context,
+      c.width,
+      c.layers,
+      c.heads,
+      // GPT-2's <|endoftext|> when the vocabulary is GPT-2's, else none.
+      c.vocab == 50257 ? "50256" : "null",
+      c.vocab == 50257 ? "50256" : "null");
 }
 
 double Gpt::training_flops_per_sample() const {

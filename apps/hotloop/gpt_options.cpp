@@ -1,0 +1,89 @@
+#include "gpt_options.h"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
+
+namespace hotloop::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<nlohmann::json> run_config(const std::string& weights) {
+  const fs::path dir = fs::path(weights).parent_path();
+  for (const fs::path& p :
+       {dir / "config.json", dir.parent_path() / "config.json"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      continue;
+    }
+    std::ifstream in(p);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.contains("model") && j["model"].is_object()) {
+      return j["model"];
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+void add_gpt_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
+  if (with_model) {
+    cmd->add_option(
+        "--model",
+        m.name,
+        fmt::format(
+            "GPT size ({}); default: the run's config.json",
+            fmt::join(model::gpt_names(), ", ")));
+  }
+  cmd->add_option("--layers", m.layers, "Default: the run's or the size's");
+  cmd->add_option("--heads", m.heads, "Default: the run's or the size's");
+  cmd->add_option("--width", m.width, "Default: the run's or the size's");
+  cmd->add_option("--context", m.context, "Default: the run's or the size's");
+  cmd->add_option("--vocab", m.vocab, "Default: the run's or the size's");
+}
+
+model::ModelOptions resolve_gpt(
+    model::ModelOptions m,
+    const std::string& weights,
+    const std::set<std::string>& given) {
+  if (const std::optional<nlohmann::json> saved = run_config(weights)) {
+    if (!given.contains("model")) {
+      m.name = saved->value("name", m.name);
+    }
+    for (auto [key, field] :
+         {std::pair{"layers", &m.layers},
+          {"heads", &m.heads},
+          {"width", &m.width},
+          {"context", &m.context},
+          {"vocab", &m.vocab}}) {
+      if (!given.contains(key)) {
+        *field = saved->value(key, *field);
+      }
+    }
+  }
+  if (m.name.empty()) {
+    throw UsageError(
+        fmt::format(
+            "--weights {}: no config.json beside it says which model it is",
+            weights),
+        "pass --model (and --layers/--heads/--width/--context/--vocab when not the named size's)");
+  }
+  if (!model::is_gpt(m.name)) {
+    throw UsageError(
+        fmt::format("--model {}: this needs a language model", m.name),
+        fmt::format("one of {}", fmt::join(model::gpt_names(), ", ")));
+  }
+  return m;
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Which GPT a weight file holds, for the commands that load one (generate,
+// predict, weights export-hf): the flags the user gave, then the run's
+// config.json next to the file (RUN/config.json for
+// RUN/checkpoints/step-N.safetensors), then the named size.
+
+#include <set>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "hotloop/model/model.h"
+
+namespace hotloop::cli {
+
+// Adds --layers --heads --width --context --vocab (and --model unless the
+// command has its own), filling `m`.
+void add_gpt_flags(
+    CLI::App* cmd,
+    model::ModelOptions& m,
+    bool with_model = true);
+
+// UsageError when no GPT size can be found, or the model is not a GPT.
+model::ModelOptions resolve_gpt(
+    model::ModelOptions flags,
+    const std::string& weights,
+    const std::set<std::string>& given);
+
+} // namespace hotloop::cli
