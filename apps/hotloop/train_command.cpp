@@ -139,9 +139,7 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
   const bool talk = o.rank == 0;
 
   // The data decides the defaults of the model's input and output.
-  if (model::is_gpt(o.model.name) && !given.contains("data")) {
-    f.common.data = "text:fortunes";
-  }
+  f.common.data = data_for(o.model.name, f.common.data, given.contains("data"));
   const TrainData data = open_train_data(f.common.data, o.seed, !f.no_eval);
   o.batch = parse_batch("batch", f.batch, 1).value_or(1);
   o.micro_batch = parse_batch("micro-batch", f.micro_batch, 0).value_or(0);

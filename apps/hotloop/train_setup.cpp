@@ -12,6 +12,14 @@
 
 namespace hotloop::cli {
 
+std::string data_for(
+    const std::string& model,
+    const std::string& data,
+    bool data_given) {
+  return model::is_gpt(model) && !data_given ? std::string("text:fortunes")
+                                             : data;
+}
+
 TrainData open_train_data(
     const std::string& spec_text,
     std::uint64_t seed,

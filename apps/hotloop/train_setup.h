@@ -25,6 +25,13 @@ struct TrainData {
 
 // Opens the train split of `spec` and, when `with_val`, the first of its val
 // and test splits that exists.
+// The --data a command uses: the user's, or for a language model left without
+// one the built-in corpus (text:fortunes) instead of Fashion-MNIST.
+std::string data_for(
+    const std::string& model,
+    const std::string& data,
+    bool data_given);
+
 TrainData open_train_data(
     const std::string& spec,
     std::uint64_t seed,

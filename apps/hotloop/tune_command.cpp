@@ -35,7 +35,10 @@ int run_tune_batch(TuneFlags& f, const CLI::App& cmd) {
       o,
       given);
   o.batch = 1;
-  const TrainData data = open_train_data(f.common.data, o.seed, false);
+  const TrainData data = open_train_data(
+      data_for(o.model.name, f.common.data, given.contains("data")),
+      o.seed,
+      false);
   fit_model_to_data(o, *data.train, f.common.in_channels, f.common.num_classes);
   const train::BatchFinderResult r =
       find_batch(f.finder, data.train, f.json ? stderr : stdout);

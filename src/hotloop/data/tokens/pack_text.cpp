@@ -26,8 +26,8 @@ std::vector<fs::path> list_inputs(const std::vector<std::string>& inputs) {
     if (fs::is_directory(in, ec)) {
       std::vector<fs::path> here;
       for (const auto& e : fs::recursive_directory_iterator(in, ec)) {
-        if (e.is_regular_file()) {
-          here.push_back(e.path());
+        if (e.is_regular_file() && !e.is_symlink()) {
+          here.push_back(e.path()); // a link's target is there already
         }
       }
       std::sort(here.begin(), here.end());
