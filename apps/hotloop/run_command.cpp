@@ -25,6 +25,7 @@ void add_run_command(CLI::App& app, Action& action) {
     std::string data = "fashion-mnist";
     bench::MatrixOptions matrix;
     env::DoctorOptions doctor;
+    bool language_model_row = true;
   };
   auto f = std::make_shared<Flags>();
   f->matrix.cpu_row_seconds = 45;
@@ -46,6 +47,11 @@ void add_run_command(CLI::App& app, Action& action) {
          "--run-dir",
          f->doctor.host.run_dir,
          "Where runs are written (doctor checks its free space)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--lm-row",
+         f->language_model_row,
+         "Add one language-model row: gpt-nano on text:fortunes, CPU, fp32, batch 32")
       ->capture_default_str();
   cmd->add_flag(
       "--no-color",
@@ -87,6 +93,11 @@ void add_run_command(CLI::App& app, Action& action) {
       }
       fmt::print("\n[3/3] ");
       f->matrix.rows = bench::default_matrix(f->model, f->data);
+      if (f->language_model_row) {
+        // One language-model row: gpt-nano on the built-in text corpus.
+        f->matrix.rows.push_back(
+            {"cpu", "fp32", 32, "gpt-nano", "text:fortunes", false});
+      }
       f->matrix.out_dir = f->out;
       const bench::BenchReport bench_report =
           run_bench_matrix(f->matrix, stdout);

@@ -154,12 +154,22 @@ TEST(Cli, RunDoesDoctorSmokeAndBenchAndPointsToTheReport) {
         "[2/3] smoke: cnn-small",
         "PASS cpu-step",
         "PASS overfit",
-        "[3/3] bench: 8 row(s), 8 steps each",
+        "[3/3] bench: 9 row(s), 8 steps each",
         "cuda fp32 b32: skipped: no GPU",
         "Fastest: cpu",
         "report: "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   }
+  // The language-model row: tokens/s, and not in the images/s headline.
+  const std::string md = test::slurp(std::filesystem::path(out) / "report.md");
+  EXPECT_NE(md.find("gpt-nano"), std::string::npos) << md;
+  EXPECT_NE(md.find(" tok/s |"), std::string::npos) << md;
+  const std::size_t fastest = md.find("Fastest:");
+  ASSERT_NE(fastest, std::string::npos) << md;
+  EXPECT_EQ(
+      md.substr(fastest, md.find('\n', fastest) - fastest).find("gpt-nano"),
+      std::string::npos)
+      << md;
   const std::string html =
       test::slurp(std::filesystem::path(out) / "report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);

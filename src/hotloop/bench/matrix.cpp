@@ -13,8 +13,10 @@
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/env/gpu_probe.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/callbacks/metrics_file.h"
 #include "hotloop/train/callbacks/telemetry_callback.h"
@@ -67,6 +69,12 @@ OpenData open_data(const std::string& text, const MatrixOptions& o) {
   d.train = data::open_dataset(spec, data::Split::Train, o.seed);
   for (const data::Split split : {data::Split::Val, data::Split::Test}) {
     try {
+      if (spec.kind == data::DataSpec::Kind::Tokens ||
+          spec.kind == data::DataSpec::Kind::Text) {
+        // A language model's evaluation caps its own tokens.
+        d.val = data::open_dataset(spec, split, o.seed);
+        break;
+      }
       d.val = std::make_shared<EvenSubset>(
           std::shared_ptr<const data::Dataset>(
               data::open_dataset(spec, split, o.seed)),
@@ -231,6 +239,12 @@ RowResult run_row(
     t.model.in_channels = shape ? shape->channels : 3;
     t.model.num_classes = static_cast<std::int64_t>(d.train->num_classes());
     t.model.image_size = shape ? shape->height : 224;
+    if (const auto* tokens =
+            dynamic_cast<const data::TokenDataset*>(d.train.get())) {
+      // A language model: the vocabulary the data needs (as hotloop train).
+      t.model.vocab =
+          std::max(model::gpt_config(t.model).vocab, tokens->vocabulary_hint());
+    }
     t.steps = o.steps;
     t.batch = row.batch;
     // The model's recipe, as `hotloop train` runs it by default.
@@ -271,6 +285,7 @@ RowResult run_row(
     r.steps = s.steps;
     r.cut_by_budget = s.stopped_early;
     r.images_per_s = s.images_per_s;
+    r.tokens_per_s = s.tokens_per_s;
     r.peak_allocated_bytes = s.peak_allocated_bytes;
     r.peak_reserved_bytes = s.peak_reserved_bytes;
     r.peak_rss_bytes = s.peak_rss_bytes;
@@ -389,6 +404,7 @@ nlohmann::json to_json(const RowResult& r, bool with_series) {
       {"mean_step_ms", r.mean_step_ms},
       {"median_step_ms", r.median_step_ms},
       {"images_per_s", r.images_per_s},
+      {"tokens_per_s", r.tokens_per_s},
       {"peak_allocated_bytes", r.peak_allocated_bytes},
       {"peak_reserved_bytes", r.peak_reserved_bytes},
       {"peak_rss_bytes", r.peak_rss_bytes},
@@ -428,6 +444,7 @@ RowResult row_from_json(const nlohmann::json& j) {
   r.mean_step_ms = j.value("mean_step_ms", 0.0);
   r.median_step_ms = j.value("median_step_ms", 0.0);
   r.images_per_s = j.value("images_per_s", 0.0);
+  r.tokens_per_s = j.value("tokens_per_s", 0.0);
   r.peak_allocated_bytes = j.value("peak_allocated_bytes", std::uint64_t{0});
   r.peak_reserved_bytes = j.value("peak_reserved_bytes", std::uint64_t{0});
   r.peak_rss_bytes = j.value("peak_rss_bytes", std::uint64_t{0});
@@ -459,9 +476,10 @@ std::string to_line(const RowResult& r) {
         "{}: {}{}", name, r.status, r.reason.empty() ? "" : ": " + r.reason);
   }
   return fmt::format(
-      "{}: {:.0f} img/s, {:.1f} ms/step (median), {} steps{}, val {:.1f}% ({:.0f} s)",
+      "{}: {}, {:.1f} ms/step (median), {} steps{}, val {:.1f}% ({:.0f} s)",
       name,
-      r.images_per_s,
+      r.tokens_per_s > 0 ? fmt::format("{:.0f} tok/s", r.tokens_per_s)
+                         : fmt::format("{:.0f} img/s", r.images_per_s),
       r.median_step_ms,
       r.steps,
       r.cut_by_budget ? " (time budget)" : "",

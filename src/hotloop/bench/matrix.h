@@ -52,6 +52,7 @@ struct RowResult {
   double mean_step_ms = 0; // steady state (the first steps left out)
   double median_step_ms = 0;
   double images_per_s = 0; // the trainer's: median over steady steps
+  double tokens_per_s = 0; // language-model rows: images_per_s x context
   std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t peak_rss_bytes = 0;

@@ -40,6 +40,12 @@ std::string escape(const std::string& s) {
   return o;
 }
 
+// A row's rate: images/s, or a language model's tokens/s (its own unit).
+std::string rate_text(const RowResult& r) {
+  return r.tokens_per_s > 0 ? fmt::format("{:.0f} tok/s", r.tokens_per_s)
+                            : fmt::format("{:.0f}", r.images_per_s);
+}
+
 std::string row_name(const RowResult& r) {
   return fmt::format(
       "{} {}{} b{}",
@@ -328,7 +334,8 @@ std::string report_markdown(const BenchReport& report) {
   o << "Environment: " << describe_environment(report.environment) << "\n\n";
   o << fmt::format(
       "Every row: the same model, data, seed and {} steps{}; step times and images/s over the steady "
-      "steps (the first tenth + 2 left out); validation on {} evenly spaced held-out images.\n\n",
+      "steps (the first tenth + 2 left out); validation on {} evenly spaced held-out images. A language "
+      "model's row gives tokens/s and next-token accuracy, and is left out of the fastest-row headline.\n\n",
       report.steps,
       report.cpu_row_seconds > 0
           ? fmt::format(
@@ -351,13 +358,13 @@ std::string report_markdown(const BenchReport& report) {
     }
     const bool gpu = r.gpu.is_object();
     o << fmt::format(
-        "| {} | ok{} | {} | {:.1f} | {:.1f} | {:.0f} | {} | {} | {} | {} | {} | {} | {:.1f} |\n",
+        "| {} | ok{} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {:.1f} |\n",
         row_name(r),
         r.cut_by_budget ? " (time budget)" : "",
         r.steps,
         r.mean_step_ms,
         r.median_step_ms,
-        r.images_per_s,
+        rate_text(r),
         mib(r.peak_allocated_bytes),
         mib(r.peak_reserved_bytes),
         range(r.gpu, "util_min", "util_max", ""),
@@ -379,7 +386,7 @@ std::string report_markdown(const BenchReport& report) {
 std::string headline(const BenchReport& report) {
   const RowResult* best = nullptr;
   for (const auto& r : report.rows) {
-    if (r.status == "ok" &&
+    if (r.status == "ok" && r.tokens_per_s == 0 &&
         (best == nullptr || r.images_per_s > best->images_per_s)) {
       best = &r;
     }
@@ -409,6 +416,7 @@ std::string report_html(const BenchReport& report) {
   std::vector<std::pair<std::string, double>> step_bars;
   std::vector<std::pair<std::string, double>> rate_bars;
   std::vector<std::string> notes;
+  std::vector<std::string> rate_notes;
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>
       losses;
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>
@@ -416,11 +424,14 @@ std::string report_html(const BenchReport& report) {
   for (const auto& r : report.rows) {
     const std::string name = row_name(r);
     step_bars.emplace_back(name, r.status == "ok" ? r.median_step_ms : 0);
-    rate_bars.emplace_back(name, r.status == "ok" ? r.images_per_s : 0);
     notes.push_back(
         r.status == "oom"
             ? "out of memory"
             : (r.status == "ok" ? "" : r.status + ": " + r.reason));
+    if (r.tokens_per_s == 0) { // images/s only: tokens/s is another unit
+      rate_bars.emplace_back(name, r.status == "ok" ? r.images_per_s : 0);
+      rate_notes.push_back(notes.back());
+    }
     if (r.status == "ok" && !r.losses.empty()) {
       std::vector<std::pair<double, double>> pts;
       for (std::size_t i = 0; i < r.losses.size(); ++i) {
@@ -465,7 +476,7 @@ std::string report_html(const BenchReport& report) {
                                      : r.status + ": " + r.reason)),
         r.steps,
         r.status == "ok" ? fmt::format("{:.1f}", r.median_step_ms) : "-",
-        r.status == "ok" ? fmt::format("{:.0f}", r.images_per_s) : "-",
+        r.status == "ok" ? rate_text(r) : "-",
         mib(r.peak_reserved_bytes),
         range(r.gpu, "util_min", "util_max", ""),
         range(r.gpu, "temp_min", "temp_max", ""),
@@ -475,7 +486,10 @@ std::string report_html(const BenchReport& report) {
   o << bar_chart(
       "Step time (median ms, lower is better)", step_bars, notes, "ms");
   o << bar_chart(
-      "Throughput (images/s, higher is better)", rate_bars, notes, "img/s");
+      "Throughput (images/s, higher is better)",
+      rate_bars,
+      rate_notes,
+      "img/s");
   o << line_chart("Training loss", "step", "loss", losses);
   if (util.empty()) {
     o << "<p>GPU utilization, temperature and memory over time: no GPU rows ran (no GPU).</p>";

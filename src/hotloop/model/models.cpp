@@ -77,6 +77,10 @@ void ModelOptions::validate() const {
         fmt::format("--model {}: no such model", name),
         fmt::format("choose one of: {}", fmt::join(model_names(), ", ")));
   }
+  if (is_gpt(name)) {
+    gpt_config(*this).validate(); // the image fields do not apply
+    return;
+  }
   if (num_classes < 1) {
     throw UsageError(
         fmt::format("--num-classes {}: must be at least 1", num_classes));
@@ -87,9 +91,6 @@ void ModelOptions::validate() const {
   }
   if (image_size < 1) {
     throw UsageError(fmt::format("--size {}: must be at least 1", image_size));
-  }
-  if (is_gpt(name)) {
-    gpt_config(*this).validate();
   }
 }
 
