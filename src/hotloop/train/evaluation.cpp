@@ -79,30 +79,17 @@ EvalResult Evaluator::run_once(
     return run_language_model(s, precision);
   }
   const std::int64_t k = o.model.num_classes;
-  s.model->eval();
-  at::NoGradGuard no_grad;
   double loss_sum = 0;
   at::Tensor confusion =
       at::zeros({k * k}, at::TensorOptions().dtype(at::kLong).device(s.device));
   std::int64_t n = 0;
-  const bool last = s.step == s.total_steps;
-  loader_->start_epoch(0);
-  while (auto b = loader_->next()) {
-    at::Tensor logits;
-    {
-      const AutocastScope autocast = precision.autocast();
-      logits = s.model->forward(b->images);
-    }
-    logits = logits.to(at::kFloat);
-    loss_sum += classification_loss(logits, b->labels, 0, at::Reduction::Sum)
+  forward_all(s, precision, [&](const at::Tensor& out, const data::Batch& b) {
+    const at::Tensor logits = out.to(at::kFloat);
+    loss_sum += classification_loss(logits, b.labels, 0, at::Reduction::Sum)
                     .item<double>();
-    confusion += at::bincount(b->labels * k + at::argmax(logits, 1), {}, k * k);
-    n += b->labels.size(0);
-    if (last) {
-      faults_->kill_at(KillPoint::FinalEvaluation);
-    }
-  }
-  s.model->train();
+    confusion += at::bincount(b.labels * k + at::argmax(logits, 1), {}, k * k);
+    n += b.labels.size(0);
+  });
   EvalResult r;
   r.samples = n;
   r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0;
@@ -126,15 +113,12 @@ EvalResult Evaluator::run_once(
   return r;
 }
 
-EvalResult Evaluator::run_language_model(
+void Evaluator::forward_all(
     const RunState& s,
-    const MixedPrecision& precision) {
+    const MixedPrecision& precision,
+    const std::function<void(const at::Tensor&, const data::Batch&)>& each) {
   s.model->eval();
   at::NoGradGuard no_grad;
-  at::Tensor loss_sum =
-      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(s.device));
-  at::Tensor correct = at::zeros_like(loss_sum, at::kLong);
-  std::int64_t n = 0;
   const bool last = s.step == s.total_steps;
   loader_->start_epoch(0);
   while (auto b = loader_->next()) {
@@ -143,14 +127,28 @@ EvalResult Evaluator::run_language_model(
       const AutocastScope autocast = precision.autocast();
       logits = s.model->forward(b->images);
     }
-    loss_sum += classification_loss(logits, b->labels, 0, at::Reduction::Sum);
-    correct += at::argmax(logits, 2).eq(b->labels).sum();
-    n += b->labels.numel();
+    each(logits, *b);
     if (last) {
       faults_->kill_at(KillPoint::FinalEvaluation);
     }
   }
   s.model->train();
+}
+
+EvalResult Evaluator::run_language_model(
+    const RunState& s,
+    const MixedPrecision& precision) {
+  at::Tensor loss_sum =
+      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(s.device));
+  at::Tensor correct = at::zeros_like(loss_sum, at::kLong);
+  std::int64_t n = 0;
+  forward_all(
+      s, precision, [&](const at::Tensor& logits, const data::Batch& b) {
+        loss_sum +=
+            classification_loss(logits, b.labels, 0, at::Reduction::Sum);
+        correct += at::argmax(logits, 2).eq(b.labels).sum();
+        n += b.labels.numel();
+      });
   EvalResult r;
   r.samples = n;
   r.loss = n > 0 ? loss_sum.item<double>() / static_cast<double>(n) : 0;

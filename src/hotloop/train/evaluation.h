@@ -41,6 +41,12 @@ class Evaluator {
 
  private:
   EvalResult run_once(const RunState& s, const MixedPrecision& precision);
+  // The validation data through the model in eval mode, without gradients,
+  // under the run's autocast: `each` gets every batch's logits.
+  void forward_all(
+      const RunState& s,
+      const MixedPrecision& precision,
+      const std::function<void(const at::Tensor&, const data::Batch&)>& each);
   EvalResult run_language_model(
       const RunState& s,
       const MixedPrecision& precision);
