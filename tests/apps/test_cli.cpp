@@ -155,7 +155,8 @@ TEST(Cli, RunDoesDoctorSmokeAndBenchAndPointsToTheReport) {
         "PASS cpu-step",
         "PASS overfit",
         "[3/3] bench: 9 row(s), 8 steps each",
-        "cuda fp32 b32: skipped: no GPU",
+        "cuda fp32 cnn-small b32: skipped: no GPU",
+        "cpu fp32 gpt-nano b32: ",
         "Fastest: cpu",
         "report: "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;

@@ -464,12 +464,13 @@ RowResult row_from_json(const nlohmann::json& j) {
 
 std::string to_line(const RowResult& r) {
   const std::string name = fmt::format(
-      "{} {}{} b{}",
+      "{} {}{}{} b{}",
       r.row.device,
       r.row.precision,
       r.resolved_precision != r.row.precision
           ? fmt::format(" ({})", r.resolved_precision)
           : std::string(),
+      r.row.model == "resnet18-small" ? "" : " " + r.row.model,
       r.row.batch);
   if (r.status != "ok") {
     return fmt::format(
