@@ -141,6 +141,10 @@ TEST(Gpt, TheKvCacheGivesTheFullForwardsLogits) {
   // Tolerance: fp32, a different reduction order in attention.
   EXPECT_TRUE(at::allclose(at::cat(parts, 1), full, 1e-5, 1e-5));
   EXPECT_THROW(m->forward(x.narrow(1, 0, 1), cache), UsageError);
+  KvCache none; // not made by new_cache: refused, not read out of bounds
+  EXPECT_THROW(m->forward(x.narrow(1, 0, 1), none), UsageError);
+  KvCache one = m->new_cache(1); // another batch size
+  EXPECT_THROW(m->forward(x.narrow(1, 0, 1), one), UsageError);
 }
 
 TEST(Gpt, CachedAndUncachedGenerationGiveTheSameTokens) {

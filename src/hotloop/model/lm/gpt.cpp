@@ -315,6 +315,13 @@ at::Tensor Gpt::forward(const at::Tensor& tokens) {
 }
 
 at::Tensor Gpt::forward(const at::Tensor& tokens, KvCache& cache) {
+  if (static_cast<std::int64_t>(cache.keys.size()) != config_.layers ||
+      cache.values.size() != cache.keys.size() || tokens.dim() != 2 ||
+      tokens.size(0) != cache.keys.front().size(0)) {
+    throw UsageError(
+        "GPT: the KV cache does not fit this model and batch",
+        "make it with new_cache(batch) of the same model");
+  }
   const std::int64_t t = tokens.size(1);
   const std::int64_t start = cache.length;
   if (start + t > config_.context) {
