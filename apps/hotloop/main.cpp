@@ -13,6 +13,7 @@
 
 #include "cli_common.h"
 #include "config_file.h"
+#include "host_allocator.h"
 #include "hotloop/build_info.h"
 #include "hotloop/errors.h"
 
@@ -31,6 +32,7 @@ void print_error(const hotloop::Error& e) {
 } // namespace
 
 int main(int argc, char** argv) {
+  hotloop::cli::configure_host_allocator();
   CLI::App app{
       "hotloop: get neural-network training onto NVIDIA GPUs and keep it fast",
       "hotloop"};
