@@ -60,7 +60,16 @@ bool close(const at::Tensor& a, const at::Tensor& b) {
   return at::allclose(a, b, 1e-5, 1e-6);
 }
 
+// The parameter gradients are sums over the batch of terms of either sign:
+// two ranks add two partial sums, one rank one sum, so float32 rounding of
+// terms of size ~10 (1e-6 relative) can leave an absolute difference near
+// 1e-5 where the sum cancels to nearly 0 (a CI run under load saw it).
+bool close_sums(const at::Tensor& a, const at::Tensor& b) {
+  return at::allclose(a, b, 1e-5, 1e-4);
+}
+
 TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachMatchOneRankWithAllOfIt) {
+  at::manual_seed(3);
   const at::Tensor x = at::randn({8, 3, 5, 5}) * 2 + 3; // mean far from 0
   const at::Tensor w =
       at::sin(at::arange(8 * 3 * 5 * 5).reshape({8, 3, 5, 5}).to(at::kFloat));
@@ -93,8 +102,10 @@ TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachMatchOneRankWithAllOfIt) {
   const Result r1 = f1.get();
   EXPECT_TRUE(close(at::cat({r0.out, r1.out}), ref.out));
   EXPECT_TRUE(close(at::cat({r0.input_grad, r1.input_grad}), ref.input_grad));
-  EXPECT_TRUE(close(r0.weight_grad, ref.weight_grad));
-  EXPECT_TRUE(close(r0.bias_grad, ref.bias_grad));
+  EXPECT_TRUE(close_sums(r0.weight_grad, ref.weight_grad))
+      << (r0.weight_grad - ref.weight_grad).abs().max().item<float>();
+  EXPECT_TRUE(close_sums(r0.bias_grad, ref.bias_grad))
+      << (r0.bias_grad - ref.bias_grad).abs().max().item<float>();
   for (const Result* r : {&r0, &r1}) {
     EXPECT_TRUE(close(r->running_mean, ref.running_mean));
     EXPECT_TRUE(close(r->running_var, ref.running_var))
