@@ -13,6 +13,7 @@
 #include "hotloop/bench/data_bench.h"
 #include "hotloop/errors.h"
 #include "matrix_file.h"
+#include "train_setup.h"
 
 namespace hotloop::cli {
 
@@ -52,7 +53,11 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   bench_cmd->add_option("--model", mf->model, "The default matrix's model")
       ->capture_default_str();
-  bench_cmd->add_option("--data", mf->data, "The default matrix's data")
+  bench_cmd
+      ->add_option(
+          "--data",
+          mf->data,
+          "The default matrix's data (a language model's: text:fortunes)")
       ->capture_default_str();
   bench_cmd
       ->add_option(
@@ -87,7 +92,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       if (mf->options.steps < 1) {
         throw UsageError("--steps must be at least 1");
       }
-      mf->options.rows = bench::default_matrix(mf->model, mf->data);
+      // A language model without --data gets the built-in corpus.
+      mf->options.rows = bench::default_matrix(
+          mf->model,
+          data_for(mf->model, mf->data, bench_cmd->count("--data") > 0));
       if (!mf->matrix.empty()) {
         // The file's settings, then the flags given on the command line
         // win over them (as with --config).

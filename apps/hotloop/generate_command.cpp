@@ -21,6 +21,7 @@ struct GenerateFlags {
   std::string weights;
   std::string prompt = "\n";
   std::string device = "cpu";
+  std::string tokenizer; // empty: the run's, else bytes
   model::GenerateOptions generate;
   bool no_cache = false;
 };
@@ -36,16 +37,17 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   auto gpt = std::make_shared<model::Gpt>(model::gpt_config(options));
   model::load_initial_weights(*gpt, {f.weights, true});
   gpt->to(device);
-  // Byte-level tokens: the prompt's bytes in, bytes out.
-  const std::vector<std::int64_t> prompt(
-      reinterpret_cast<const unsigned char*>(f.prompt.data()),
-      reinterpret_cast<const unsigned char*>(f.prompt.data()) +
-          f.prompt.size());
+  // The prompt's tokens in; each new token's bytes out as it comes.
+  data::Tokenizer tokenizer =
+      resolve_tokenizer(f.tokenizer, f.weights, options);
+  const std::vector<std::int32_t> ids = tokenizer.encode(f.prompt);
+  const std::vector<std::int64_t> prompt(ids.begin(), ids.end());
   model::GenerateOptions g = f.generate;
   g.use_cache = !f.no_cache;
   std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
-  model::generate(*gpt, prompt, g, [](std::int64_t t) {
-    std::fputc(static_cast<int>(t & 0xff), stdout);
+  model::generate(*gpt, prompt, g, [&tokenizer](std::int64_t t) {
+    const std::string bytes = tokenizer.decode(t);
+    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
@@ -58,8 +60,7 @@ void add_generate_command(CLI::App& app, Action& action) {
   auto f = std::make_shared<GenerateFlags>();
   f->model.name.clear();
   CLI::App* cmd = app.add_subcommand(
-      "generate",
-      "Sample text from a trained GPT (byte-level tokens), with a KV cache");
+      "generate", "Sample text from a trained GPT, with a KV cache");
   cmd->add_option(
          "--weights",
          f->weights,
@@ -82,6 +83,10 @@ void add_generate_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--seed", f->generate.seed, "Sampling seed")
       ->capture_default_str();
+  cmd->add_option(
+      "--tokenizer",
+      f->tokenizer,
+      "bytes or bpe:DIR (DIR/vocab.json + DIR/merges.txt); default: the run's tokenizer/ (from BPE-packed token data), else bytes");
   cmd->add_option("--device", f->device, "cpu or cuda[:N]")
       ->capture_default_str();
   cmd->add_flag(

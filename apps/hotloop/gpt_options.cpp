@@ -86,4 +86,31 @@ model::ModelOptions resolve_gpt(
   return m;
 }
 
+data::Tokenizer resolve_tokenizer(
+    const std::string& spec,
+    const std::string& weights,
+    const model::ModelOptions& m) {
+  if (!spec.empty()) {
+    return data::Tokenizer::parse(spec);
+  }
+  const fs::path dir = fs::path(weights).parent_path();
+  for (const fs::path& p :
+       {dir / "tokenizer", dir.parent_path() / "tokenizer"}) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      return data::Tokenizer::parse("bpe:" + p.string());
+    }
+  }
+  const model::GptConfig c = model::gpt_config(m);
+  if (c.vocab > 256) {
+    throw UsageError(
+        fmt::format(
+            "--weights {}: the model's vocabulary is {} tokens, not bytes, and its run has no tokenizer/",
+            weights,
+            c.vocab),
+        "pass the tokenizer it was trained with: --tokenizer bpe:DIR (DIR/vocab.json + DIR/merges.txt)");
+  }
+  return data::Tokenizer::bytes();
+}
+
 } // namespace hotloop::cli

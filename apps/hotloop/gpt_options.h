@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "hotloop/data/tokenizer.h"
 #include "hotloop/model/model.h"
 
 namespace hotloop::cli {
@@ -25,5 +26,14 @@ model::ModelOptions resolve_gpt(
     model::ModelOptions flags,
     const std::string& weights,
     const std::set<std::string>& given);
+
+// The tokenizer for a weight file: `spec` when given ("bytes", "bpe:DIR"),
+// else the run's own (RUN/tokenizer/, kept by `hotloop train` from token
+// data packed with a BPE tokenizer), else bytes. UsageError when that is bytes
+// but the model's vocabulary is larger than 256.
+data::Tokenizer resolve_tokenizer(
+    const std::string& spec,
+    const std::string& weights,
+    const model::ModelOptions& model);
 
 } // namespace hotloop::cli

@@ -28,7 +28,12 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--text",
       flags->text.inputs,
-      "Text files or folders -> OUT/text_{train,val}_000000.bin (llm.c format, byte-level tokens; each file's last tenth is val)");
+      "Text files or folders -> OUT/text_{train,val}_000000.bin (llm.c format; each file's last tenth is val)");
+  cmd->add_option(
+         "--tokenizer",
+         flags->text.tokenizer,
+         "--text: bytes (vocabulary 256) or bpe:DIR (GPT-2's byte-level BPE: DIR/vocab.json + DIR/merges.txt, copied into OUT)")
+      ->capture_default_str();
   cmd->add_option(
       "--shard-tokens",
       flags->text.shard_tokens,
@@ -46,7 +51,8 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->footer(
       "Examples:\n"
       "  hotloop pack --from folder:photos --to shards --verify   (then --data wds:shards)\n"
-      "  hotloop pack --text books/ --to tokens                  (then --model gpt-nano --data tokens:tokens)");
+      "  hotloop pack --text books/ --to tokens                  (then --model gpt-nano --data tokens:tokens)\n"
+      "  hotloop pack --text books/ --tokenizer bpe:gpt2/ --to tokens   (GPT-2's tokens; --vocab follows)");
   cmd->callback([flags, &action] {
     action = [flags] {
       if (flags->options.from.empty() == flags->text.inputs.empty()) {
@@ -58,7 +64,7 @@ void add_pack_command(CLI::App& app, Action& action) {
         flags->text.out = flags->options.out;
         const data::PackTextResult r = data::pack_text(flags->text);
         fmt::print(
-            "{} file(s), {} of text in {:.1f} s ({:.1f} MB/s): {} train and {} val tokens in {} shard(s) in {}\n",
+            "{} file(s), {} of text in {:.1f} s ({:.1f} MB/s): {} train and {} val tokens (vocabulary {}) in {} shard(s) in {}\n",
             r.files,
             format_bytes(r.bytes),
             r.seconds,
@@ -66,6 +72,7 @@ void add_pack_command(CLI::App& app, Action& action) {
                           : 0.0,
             r.train_tokens,
             r.val_tokens,
+            r.vocab,
             r.shards.size(),
             flags->options.out);
         return 0;

@@ -187,6 +187,9 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
       data.val,
       o,
       {train::standard_callbacks(f.callbacks), job.group});
+  if (talk) {
+    keep_tokenizer(f.common.data, trainer.run_dir());
+  }
   if (batch.found && talk) {
     std::ofstream(trainer.run_dir() + "/batch_finder.json")
         << batch.found->to_json().dump(2) << '\n';

@@ -1,5 +1,7 @@
 #include "train_setup.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/utils.h>
@@ -7,8 +9,10 @@
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/token_data.h"
+#include "hotloop/data/tokenizer.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/gpt.h"
+#include "hotloop/train/model_for_data.h"
 
 namespace hotloop::cli {
 
@@ -46,41 +50,40 @@ void fit_model_to_data(
     const data::Dataset& train,
     std::int64_t in_channels,
     std::int64_t num_classes) {
-  const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
-  if (tokens != nullptr && !model::is_gpt(o.model.name)) {
-    throw UsageError(
-        fmt::format(
-            "--model {} classifies images, but {} is token data",
-            o.model.name,
-            train.describe()),
-        fmt::format(
-            "train a language model on it: --model {}",
-            fmt::join(model::gpt_names(), ", --model ")));
-  }
-  if (model::is_gpt(o.model.name)) {
-    if (tokens != nullptr && o.model.vocab == 0) {
-      o.model.vocab =
-          std::max(model::gpt_config(o.model).vocab, tokens->vocabulary_hint());
-    }
-    // The resolved size, so that config.json and checkpoints name it.
-    const model::GptConfig c = model::gpt_config(o.model);
-    o.model.layers = c.layers;
-    o.model.heads = c.heads;
-    o.model.width = c.width;
-    o.model.context = c.context;
-    o.model.vocab = c.vocab;
-    o.validate();
+  train::fit_model_to_data(o, train, {in_channels, num_classes});
+  o.validate();
+}
+
+void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
+  const data::DataSpec spec = data::parse_data_spec(data_spec);
+  if (spec.kind != data::DataSpec::Kind::Tokens) {
     return;
   }
-  const auto shape = train.shape();
-  o.model.in_channels =
-      in_channels > 0 ? in_channels : (shape ? shape->channels : 3);
-  o.model.num_classes = num_classes > 0
-      ? num_classes
-      : static_cast<std::int64_t>(train.num_classes());
-  o.model.image_size =
-      o.loader.size > 0 ? o.loader.size : (shape ? shape->height : 224);
-  o.validate();
+  const std::optional<data::Tokenizer> tokenizer =
+      data::Tokenizer::beside(spec.path);
+  if (!tokenizer) {
+    return;
+  }
+  namespace fs = std::filesystem;
+  const fs::path to = fs::path(run_dir) / "tokenizer";
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  for (const char* name : {"vocab.json", "merges.txt"}) {
+    if (!ec) {
+      fs::copy_file(
+          fs::path(tokenizer->dir()) / name,
+          to / name,
+          fs::copy_options::overwrite_existing,
+          ec);
+    }
+  }
+  if (ec) {
+    throw DataError(fmt::format(
+        "cannot copy the tokenizer of {} into {}: {}",
+        data_spec,
+        to.string(),
+        ec.message()));
+  }
 }
 
 namespace {
@@ -114,8 +117,8 @@ train::TrialCallback print_trials(std::FILE* progress) {
         "  batch {:>5}: {}\n",
         t.size,
         t.ok ? fmt::format(
-                   "ok   {:>8.0f} images/s{}  ({:.1f} s)",
-                   t.images_per_s,
+                   "ok   {:>16}{}  ({:.1f} s)",
+                   t.rate(),
                    t.peak_reserved_bytes > 0 ? "  peak reserved " +
                            format_bytes(t.peak_reserved_bytes)
                                              : std::string(),
@@ -169,18 +172,18 @@ train::ResolvedBatch resolve_auto_batch(
 
 std::string batch_finder_table(const train::BatchFinderResult& r) {
   std::string out = fmt::format(
-      "{:>7}  {:<6}  {:>10}  {:>15}  {:>15}\n",
+      "{:>7}  {:<6}  {:>16}  {:>15}  {:>15}\n",
       "batch",
       "result",
-      "images/s",
+      "speed",
       "peak allocated",
       "peak reserved");
   for (const auto& t : r.trials) {
     out += fmt::format(
-        "{:>7}  {:<6}  {:>10}  {:>15}  {:>15}\n",
+        "{:>7}  {:<6}  {:>16}  {:>15}  {:>15}\n",
         t.size,
         t.ok ? "ok" : "OOM",
-        t.ok ? fmt::format("{:.0f}", t.images_per_s) : std::string("-"),
+        t.ok ? t.rate() : std::string("-"),
         r.memory_budget_bytes > 0 ? format_bytes(t.peak_allocated_bytes)
                                   : std::string("-"),
         r.memory_budget_bytes > 0 ? format_bytes(t.peak_reserved_bytes)

@@ -45,6 +45,12 @@ void fit_model_to_data(
     std::int64_t in_channels,
     std::int64_t num_classes);
 
+// A token folder's tokenizer (vocab.json + merges.txt, as `pack
+// --tokenizer bpe:` leaves them) copied into RUN/tokenizer/, so that
+// `hotloop generate` on the run's checkpoints decodes with it. Nothing for
+// other data.
+void keep_tokenizer(const std::string& data_spec, const std::string& run_dir);
+
 // Runs the finder on `o`'s model and data path, writing a line per trial to
 // `progress`.
 train::BatchFinderResult find_batch(

@@ -1,7 +1,7 @@
 // Language models from the command line: train a small GPT on text, sample
 // from its checkpoint (the KV cache and the plain path agree), and the
 // errors a user meets: a bad token file, ids past the vocabulary, an image
-// model on tokens.
+// model on tokens, a model with no tokenizer for it; tune batch's unit.
 
 #include <gtest/gtest.h>
 
@@ -68,6 +68,36 @@ TEST(TrainCliLm, TrainsAGptOnTextAndGeneratesFromItsCheckpoint) {
       "generate --weights " + weights + " --layers 2 --prompt x --tokens 1");
   EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
   EXPECT_NE(wrong.out.find("transformer.h.1"), std::string::npos) << wrong.out;
+}
+
+TEST(TrainCliLm, TuneBatchStatesTokensPerSecond) {
+  test::TempDir dir;
+  const auto r = run_cli(
+      "tune batch --model gpt-nano --layers 1 --width 32 --context 16 --data " +
+      corpus(dir) + " --max-batch 4 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("images/s"), std::string::npos) << r.out;
+}
+
+TEST(TrainCliLm, GenerateRefusesANonByteModelWithoutItsTokenizer) {
+  test::TempDir dir;
+  const std::string run = (dir.path() / "run").string();
+  ASSERT_EQ(
+      run_cli(
+          "train --model gpt-nano --layers 1 --width 32 --context 16 --vocab 512 --data " +
+          corpus(dir) + " --steps 2 --batch 4 --threads 1 --out " + run)
+          .exit_code,
+      0);
+  const std::string weights = run + "/checkpoints/step-00000002.safetensors";
+  const auto r = run_cli("generate --weights " + weights + " --tokens 2");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tokenizer bpe:DIR"), std::string::npos) << r.out;
+  // Named, the byte tokenizer is taken at its word.
+  EXPECT_EQ(
+      run_cli("generate --weights " + weights + " --tokens 2 --tokenizer bytes")
+          .exit_code,
+      0);
 }
 
 TEST(TrainCliLm, BadTokenDataStopsBeforeTrainingNamingTheFileAndOffset) {

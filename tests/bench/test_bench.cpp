@@ -238,6 +238,18 @@ TEST(Report, TheTableHasEveryRowAndTheOutOfMemoryRow) {
       headline(sample_report()).find("2.50x the fp32 row"), std::string::npos);
 }
 
+TEST(Report, LanguageModelRowsAloneGetATokensPerSecondHeadline) {
+  BenchReport report = sample_report();
+  for (auto& r : report.rows) {
+    r.tokens_per_s = r.images_per_s * 128; // as if each were gpt-nano's
+  }
+  report.rows[0].row.model = "gpt-nano";
+  const std::string h = headline(report);
+  EXPECT_NE(h.find("Fastest: "), std::string::npos) << h;
+  EXPECT_NE(h.find("at 320000 tokens/s"), std::string::npos) << h;
+  EXPECT_EQ(h.find("images/s"), std::string::npos) << h;
+}
+
 TEST(Report, TheHtmlIsSelfContainedWithItsCharts) {
   const std::string html = report_html(sample_report());
   EXPECT_EQ(html.find("<script"), std::string::npos);

@@ -206,7 +206,6 @@ TEST(TokenData, TheBuiltInCorpusIsDebiansFortunes) {
 struct Loaders {
   std::shared_ptr<TokenDataset> data;
   Loaders() {
-    std::vector<std::pair<std::string, std::string>> none;
     test::TempDir dir;
     test::write_bytes(dir.path() / "t.bin", raw_bytes(iota(1000)));
     data = TokenDataset::open_files({(dir.path() / "t.bin").string()}, "t");

@@ -61,9 +61,14 @@ class TokenDataset final : public Dataset {
   }
   // The largest token id in the data.
   std::int64_t max_token() const;
-  // The vocabulary a model for this data needs by default: 256 for bytes and
-  // for ids below 256, GPT-2's 50257 for ids below it, else max_token() + 1.
+  // The vocabulary a model for this data needs by default: the tokenizer's
+  // when its folder has one (vocab.json + merges.txt, as `pack --tokenizer`
+  // leaves them), else 256 for bytes and for ids below 256, GPT-2's 50257
+  // for ids below it, else max_token() + 1.
   std::int64_t vocabulary_hint() const;
+  void set_tokenizer_vocabulary(std::int64_t vocab) {
+    tokenizer_vocabulary_ = vocab;
+  }
   // Throws DataError naming the first token >= `vocab` (file and offset).
   void check_vocabulary(std::int64_t vocab) const;
 
@@ -82,6 +87,7 @@ class TokenDataset final : public Dataset {
   std::vector<Shard> shards_;
   std::string what_;
   bool byte_level_ = false;
+  std::int64_t tokenizer_vocabulary_ = 0; // 0: none known
   std::uint64_t total_ = 0;
 };
 

@@ -45,9 +45,12 @@ struct BatchTrial {
   std::int64_t size = 0;
   bool ok = false; // false: out of memory
   double images_per_s = 0; // median of the steps after warm-up
+  double tokens_per_s = 0; // language models: images_per_s x tokens/sample
   std::uint64_t peak_allocated_bytes = 0; // CUDA
   std::uint64_t peak_reserved_bytes = 0; // CUDA
   double seconds = 0; // the trial's wall time
+  // "1234 images/s", or "56789 tokens/s" for a language model.
+  std::string rate() const;
 };
 
 struct BatchFinderResult {

@@ -21,6 +21,7 @@
 #include "hotloop/train/callbacks/metrics_file.h"
 #include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/callbacks/time_budget.h"
+#include "hotloop/train/model_for_data.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/recipe.h"
 #include "hotloop/train/trainer.h"
@@ -235,16 +236,8 @@ RowResult run_row(
     const OpenData& d = data_cache[row.data];
     train::TrainerOptions t;
     t.model.name = row.model;
-    const auto shape = d.train->shape();
-    t.model.in_channels = shape ? shape->channels : 3;
-    t.model.num_classes = static_cast<std::int64_t>(d.train->num_classes());
-    t.model.image_size = shape ? shape->height : 224;
-    if (const auto* tokens =
-            dynamic_cast<const data::TokenDataset*>(d.train.get())) {
-      // A language model: the vocabulary the data needs (as hotloop train).
-      t.model.vocab =
-          std::max(model::gpt_config(t.model).vocab, tokens->vocabulary_hint());
-    }
+    // The data's shape (images) or vocabulary (tokens), as hotloop train.
+    train::fit_model_to_data(t, *d.train);
     t.steps = o.steps;
     t.batch = row.batch;
     // The model's recipe, as `hotloop train` runs it by default.

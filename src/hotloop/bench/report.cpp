@@ -392,7 +392,21 @@ std::string headline(const BenchReport& report) {
     }
   }
   if (best == nullptr) {
-    return "";
+    // Language-model rows only: the fastest in tokens/s.
+    for (const auto& r : report.rows) {
+      if (r.status == "ok" && r.tokens_per_s > 0 &&
+          (best == nullptr || r.tokens_per_s > best->tokens_per_s)) {
+        best = &r;
+      }
+    }
+    return best == nullptr
+        ? ""
+        : fmt::format(
+              "Fastest: {} at {:.0f} tokens/s ({:.1f} ms/step median, val loss {:.3f}).",
+              row_name(*best),
+              best->tokens_per_s,
+              best->median_step_ms,
+              best->val_loss);
   }
   std::string s = fmt::format(
       "Fastest: {} at {:.0f} images/s ({:.1f} ms/step median, val accuracy {:.1f}%)",

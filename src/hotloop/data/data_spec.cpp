@@ -9,6 +9,7 @@
 #include "hotloop/data/image_folder.h"
 #include "hotloop/data/synthetic.h"
 #include "hotloop/data/token_data.h"
+#include "hotloop/data/tokenizer.h"
 #include "hotloop/data/webdataset.h"
 #include "hotloop/errors.h"
 
@@ -130,10 +131,15 @@ std::unique_ptr<Dataset> open_dataset(
       return std::make_unique<ImageFolder>(spec.path, split);
     case DataSpec::Kind::WebDataset:
       return std::make_unique<WebDataset>(spec.path, split);
-    case DataSpec::Kind::Tokens:
-      return TokenDataset::open_files(
+    case DataSpec::Kind::Tokens: {
+      auto tokens = TokenDataset::open_files(
           token_files(spec.path, split),
           fmt::format("tokens:{} {}", spec.path, to_string(split)));
+      if (const auto tokenizer = Tokenizer::beside(spec.path)) {
+        tokens->set_tokenizer_vocabulary(tokenizer->vocab_size());
+      }
+      return tokens;
+    }
     case DataSpec::Kind::Text:
       return open_text(spec.path, split);
   }

@@ -63,6 +63,7 @@ BatchTrial run_trial(
     const TrainSummary s = trainer.fit();
     t.ok = true;
     t.images_per_s = s.images_per_s;
+    t.tokens_per_s = s.tokens_per_s;
     t.peak_allocated_bytes = s.peak_allocated_bytes;
     t.peak_reserved_bytes = s.peak_reserved_bytes;
   } catch (const std::exception& e) {
@@ -86,16 +87,25 @@ BatchTrial run_trial(
 
 } // namespace
 
+std::string BatchTrial::rate() const {
+  return tokens_per_s > 0 ? fmt::format("{:.0f} tokens/s", tokens_per_s)
+                          : fmt::format("{:.0f} images/s", images_per_s);
+}
+
 nlohmann::json BatchFinderResult::to_json() const {
   nlohmann::json trial_list = nlohmann::json::array();
   for (const BatchTrial& t : trials) {
-    trial_list.push_back(
-        {{"size", t.size},
-         {"result", t.ok ? "ok" : "oom"},
-         {"images_per_s", t.images_per_s},
-         {"peak_allocated_bytes", t.peak_allocated_bytes},
-         {"peak_reserved_bytes", t.peak_reserved_bytes},
-         {"seconds", t.seconds}});
+    nlohmann::json j = {
+        {"size", t.size},
+        {"result", t.ok ? "ok" : "oom"},
+        {"images_per_s", t.images_per_s},
+        {"peak_allocated_bytes", t.peak_allocated_bytes},
+        {"peak_reserved_bytes", t.peak_reserved_bytes},
+        {"seconds", t.seconds}};
+    if (t.tokens_per_s > 0) {
+      j["tokens_per_s"] = t.tokens_per_s;
+    }
+    trial_list.push_back(std::move(j));
   }
   return {
       {"max_batch", max_batch},
@@ -164,18 +174,16 @@ void recommend_batch_size(
   r.recommended = best->size;
   const BatchTrial& largest = fits.back();
   if (largest.size == best->size) {
-    r.reason = fmt::format(
-        "{:.0f} images/s, the largest size {}",
-        best->images_per_s,
-        margin_words);
+    r.reason =
+        fmt::format("{}, the largest size {}", best->rate(), margin_words);
   } else {
     r.reason = fmt::format(
-        "{:.0f} images/s; no larger size {} is faster by more than {:.0f}% ({}: {:.0f} images/s)",
-        best->images_per_s,
+        "{}; no larger size {} is faster by more than {:.0f}% ({}: {})",
+        best->rate(),
         margin_words,
         100 * options.speed_tolerance,
         largest.size,
-        largest.images_per_s);
+        largest.rate());
   }
 }
 

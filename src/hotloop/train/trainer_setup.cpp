@@ -21,6 +21,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
+#include "hotloop/train/model_for_data.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
@@ -46,26 +47,8 @@ void check_data_fits(
     const model::Model& model,
     const data::Dataset& data,
     const TrainerOptions& o) {
+  check_model_takes(o.model.name, model.tokens_per_sample() > 0, data);
   const auto* tokens = dynamic_cast<const data::TokenDataset*>(&data);
-  const bool lm = model.tokens_per_sample() > 0;
-  if (tokens != nullptr && !lm) {
-    throw UsageError(
-        fmt::format(
-            "--model {} classifies images, but {} is token data",
-            o.model.name,
-            data.describe()),
-        fmt::format(
-            "train a language model on it: --model {}",
-            fmt::join(model::gpt_names(), ", --model ")));
-  }
-  if (tokens == nullptr && lm) {
-    throw UsageError(
-        fmt::format(
-            "--model {} is a language model, but {} is not token data",
-            o.model.name,
-            data.describe()),
-        "give it tokens:FILE|DIR|GLOB or text:fortunes|FILE|DIR");
-  }
   if (const auto* gpt = dynamic_cast<const model::Gpt*>(&model)) {
     tokens->check_vocabulary(gpt->config().vocab);
   }

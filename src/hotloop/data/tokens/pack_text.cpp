@@ -11,6 +11,7 @@
 #include "hotloop/core/progress.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/data/token_data.h"
+#include "hotloop/data/tokenizer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -52,9 +53,9 @@ class ShardWriter {
         split_(std::move(split)),
         shard_tokens_(shard_tokens) {}
 
-  void add(std::span<const std::uint8_t> bytes) {
-    for (const std::uint8_t b : bytes) {
-      tokens_.push_back(b);
+  void add(const std::vector<std::int32_t>& ids) {
+    for (const std::int32_t id : ids) {
+      tokens_.push_back(static_cast<std::uint16_t>(id));
       if (tokens_.size() == shard_tokens_) {
         flush();
       }
@@ -108,6 +109,13 @@ PackTextResult pack_text(const PackTextOptions& o) {
         o.shard_tokens));
   }
   const auto start = std::chrono::steady_clock::now();
+  Tokenizer tokenizer = Tokenizer::parse(o.tokenizer);
+  if (tokenizer.vocab_size() > 65536) {
+    throw DataError(fmt::format(
+        "--tokenizer {}: {} tokens do not fit llm.c's uint16 shards (at most 65536)",
+        o.tokenizer,
+        tokenizer.vocab_size()));
+  }
   const std::vector<fs::path> files = list_inputs(o.inputs);
   std::uint64_t total_bytes = 0;
   for (const auto& f : files) {
@@ -120,15 +128,44 @@ PackTextResult pack_text(const PackTextOptions& o) {
     throw DataError(fmt::format("cannot create {}: {}", o.out, ec.message()));
   }
   PackTextResult r;
+  r.vocab = tokenizer.vocab_size();
+  if (tokenizer.byte_level() && Tokenizer::beside(o.out)) {
+    // Its shards would be read with that vocabulary and decoded with it.
+    throw UsageError(
+        fmt::format(
+            "--to {}: it holds a BPE tokenizer (vocab.json, merges.txt) from an earlier pack, but these tokens are bytes",
+            o.out),
+        "pack into an empty folder, or give the same --tokenizer bpe:DIR");
+  }
+  if (!tokenizer.byte_level()) {
+    const fs::path from = tokenizer.dir();
+    for (const char* name : {"vocab.json", "merges.txt"}) {
+      if (!fs::equivalent(from, o.out, ec)) {
+        fs::copy_file(
+            from / name,
+            fs::path(o.out) / name,
+            fs::copy_options::overwrite_existing,
+            ec);
+      }
+      if (ec) {
+        throw DataError(fmt::format(
+            "cannot copy {} to {}: {}",
+            (from / name).string(),
+            o.out,
+            ec.message()));
+      }
+    }
+  }
   ShardWriter train(o.out, "train", o.shard_tokens);
   ShardWriter val(o.out, "val", o.shard_tokens);
   Progress progress("pack text", total_bytes, o.progress);
   for (const auto& f : files) {
     const std::vector<std::uint8_t> bytes = read_file(f.string());
-    const std::size_t cut = train_share(std::string_view(
-        reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-    train.add(std::span(bytes).first(cut));
-    val.add(std::span(bytes).subspan(cut));
+    const std::string_view text(
+        reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const std::size_t cut = train_share(text);
+    train.add(tokenizer.encode(text.substr(0, cut)));
+    val.add(tokenizer.encode(text.substr(cut)));
     r.bytes += bytes.size();
     r.files += 1;
     const double s =

@@ -275,6 +275,9 @@ std::int64_t TokenDataset::max_token() const {
 
 std::int64_t TokenDataset::vocabulary_hint() const {
   const std::int64_t m = max_token();
+  if (tokenizer_vocabulary_ > 0) {
+    return std::max(tokenizer_vocabulary_, m + 1);
+  }
   if (byte_level_ || m < 256) {
     return 256;
   }

@@ -1,0 +1,69 @@
+#include "hotloop/train/model_for_data.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "hotloop/data/token_data.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
+
+namespace hotloop::train {
+
+void check_model_takes(
+    const std::string& model_name,
+    bool language_model,
+    const data::Dataset& data) {
+  const bool tokens = dynamic_cast<const data::TokenDataset*>(&data) != nullptr;
+  if (tokens && !language_model) {
+    throw UsageError(
+        fmt::format(
+            "--model {} classifies images, but {} is token data",
+            model_name,
+            data.describe()),
+        fmt::format(
+            "train a language model on it: --model {}",
+            fmt::join(model::gpt_names(), ", --model ")));
+  }
+  if (!tokens && language_model) {
+    throw UsageError(
+        fmt::format(
+            "--model {} is a language model, but {} is not token data",
+            model_name,
+            data.describe()),
+        "give it tokens:FILE|DIR|GLOB or text:fortunes|FILE|DIR");
+  }
+}
+
+void fit_model_to_data(
+    TrainerOptions& o,
+    const data::Dataset& train,
+    const DataFit& fit) {
+  const bool gpt = model::is_gpt(o.model.name);
+  check_model_takes(o.model.name, gpt, train);
+  if (gpt) {
+    const auto& tokens = dynamic_cast<const data::TokenDataset&>(train);
+    if (o.model.vocab == 0) {
+      o.model.vocab =
+          std::max(model::gpt_config(o.model).vocab, tokens.vocabulary_hint());
+    }
+    const model::GptConfig c = model::gpt_config(o.model);
+    o.model.layers = c.layers;
+    o.model.heads = c.heads;
+    o.model.width = c.width;
+    o.model.context = c.context;
+    o.model.vocab = c.vocab;
+    return;
+  }
+  const auto shape = train.shape();
+  o.model.in_channels =
+      fit.in_channels > 0 ? fit.in_channels : (shape ? shape->channels : 3);
+  o.model.num_classes = fit.num_classes > 0
+      ? fit.num_classes
+      : static_cast<std::int64_t>(train.num_classes());
+  o.model.image_size =
+      o.loader.size > 0 ? o.loader.size : (shape ? shape->height : 224);
+}
+
+} // namespace hotloop::train
