@@ -19,7 +19,9 @@ Each loop runs in its own process, one after another within a round; rounds are 
 interleaved. Speed: tokens/s over the steps after --warmup, from each side's median per-step wall time
 (on a GPU the Python loops synchronize each step; hotloop's figure is its summary's). The ratio of a
 round is hotloop / baseline in that round; the result is the median of the per-round ratios, with min
-and max. A target is met when the ratios' minimum meets it: CPU: tokens/s >= 1.0x eager.
+and max. A target is met when the median of the per-round ratios meets it (issue 20: "interleaved
+rounds, medians"); the minimum is reported next to it. CPU: tokens/s >= 1.0x eager; GPU (gpt2, bf16):
+>= 1.3x eager and >= 1.0x torch.compile.
 
 Equal wall time: hotloop trains --equal-time-steps steps; the eager loop then trains on the same batches
 from the same weights for hotloop's wall time (its summary's wall_s); both models are evaluated by the
@@ -241,8 +243,8 @@ def main(args):
     layers, heads, width, context, vocab = SIZES[args.model]
     with tempfile.TemporaryDirectory() as d:
         # The data: text:fortunes packed into llm.c shards by hotloop.
-        texts = sorted(os.path.join(FORTUNES, f) for f in os.listdir(FORTUNES)
-                       if not f.endswith(".dat") and not os.path.islink(os.path.join(FORTUNES, f)))
+        texts = sorted(os.path.join(args.text, f) for f in os.listdir(args.text)
+                       if not f.endswith(".dat") and not os.path.islink(os.path.join(args.text, f)))
         data_dir = os.path.join(d, "tokens")
         run([args.hotloop, "pack", "--text", *texts, "--to", data_dir])
         train = os.path.join(data_dir, "text_train_000000.bin")
@@ -260,6 +262,7 @@ def main(args):
         kinds = ["hotloop", "eager"] + ([] if args.no_compile else ["compile"])
         rates = {k: [] for k in kinds}
         first_losses = {k: None for k in kinds}
+        mfu = []  # hotloop's summary, per round (GPUs in its peak table only)
         for r in range(args.rounds):
             order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
             for kind in order:
@@ -267,6 +270,7 @@ def main(args):
                     s = hotloop_run(args, init, data_dir, os.path.join(d, f"h{r}"), args.steps + args.warmup)
                     rates[kind].append(s["tokens_per_s"])
                     first_losses[kind] = s["first_loss"]
+                    mfu.append(s.get("mfu"))
                 else:
                     w = python_loop(args, kind, init, train)
                     rates[kind].append(w["tokens_per_s"])
@@ -287,8 +291,22 @@ def main(args):
         result["first_step_loss"] = first_losses
         result["equal_work"] = all(abs(v - first_losses["hotloop"]) <= 1e-4 * abs(first_losses["hotloop"])
                                    for v in first_losses.values()) if args.device == "cpu" else None
-        target = 1.0
-        result["targets"] = {"hotloop/eager tokens/s >= 1.0 (its minimum)": result["ratios"]["hotloop/eager"]["min"] >= target}
+        mfu_known = [m for m in mfu if m is not None]
+        result["hotloop_mfu"] = statistics.median(mfu_known) if mfu_known else None
+        ratios = result["ratios"]
+        if args.device == "cuda":
+            # Issue 20's GPU targets (gpt2, bf16): >= 1.3x the tuned eager loop, >= 1.0x torch.compile.
+            result["targets"] = {"hotloop/eager tokens/s >= 1.3 (median of per-round ratios)":
+                                 ratios["hotloop/eager"]["median"] >= 1.3}
+            if "hotloop/compile" in ratios:
+                result["targets"]["hotloop/compile tokens/s >= 1.0 (median of per-round ratios)"] = \
+                    ratios["hotloop/compile"]["median"] >= 1.0
+        else:
+            result["targets"] = {
+                "hotloop/eager tokens/s >= 1.0 (median of per-round ratios)":
+                    ratios["hotloop/eager"]["median"] >= 1.0,
+                "... and in every round (the minimum; not the target, reported)":
+                    ratios["hotloop/eager"]["min"] >= 1.0}
 
         if args.equal_time_steps > 0:
             s = hotloop_run(args, init, data_dir, os.path.join(d, "equal"), args.equal_time_steps)
@@ -316,6 +334,7 @@ if __name__ == "__main__":
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--equal-time-steps", type=int, default=150, help="0: skip the equal-wall-time comparison")
     p.add_argument("--out", default="")
+    p.add_argument("--text", default=FORTUNES, help="the corpus folder (Debian's fortunes; the GPU machine: a copy)")
     # A worker process (one PyTorch loop).
     p.add_argument("--worker", choices=["eager", "compile"])
     p.add_argument("--init")
