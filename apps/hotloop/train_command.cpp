@@ -84,14 +84,16 @@ std::string describe_eval(const train::TrainSummary& s) {
 }
 
 std::string describe_rate(const train::TrainSummary& s) {
-  if (s.tokens_per_s <= 0) {
-    return fmt::format("{:.0f} images/s", s.images_per_s);
+  const std::string rate = s.tokens_per_s > 0
+      ? fmt::format("{:.0f} tokens/s", s.tokens_per_s)
+      : fmt::format("{:.0f} images/s", s.images_per_s);
+  if (s.mfu) {
+    return fmt::format("{}, MFU {:.1f}%", rate, 100 * *s.mfu);
   }
-  return fmt::format(
-      "{:.0f} tokens/s, {}",
-      s.tokens_per_s,
-      s.mfu ? fmt::format("MFU {:.1f}%", 100 * *s.mfu)
-            : fmt::format("{:.2f} TFLOP/s", s.model_flops_per_s / 1e12));
+  if (s.model_flops_per_s > 0) {
+    return fmt::format("{}, {:.2f} TFLOP/s", rate, s.model_flops_per_s / 1e12);
+  }
+  return rate;
 }
 
 int run_train(TrainFlags& f, const CLI::App& cmd) {

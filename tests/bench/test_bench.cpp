@@ -205,6 +205,8 @@ BenchReport sample_report() {
   m.resolved_precision = "bf16";
   m.images_per_s = 2500;
   m.median_step_ms = 25.6;
+  m.model_flops_per_s = 123.4e12;
+  m.mfu = 0.1247;
   RowResult oom = a;
   oom.row.batch = 4096;
   oom.row.grown = true;
@@ -275,7 +277,8 @@ TEST(Report, ResultsJsonRoundTrips) {
   const std::string md = test::slurp(dir.path() / "report.md");
   EXPECT_NE(md.find("| row | status | steps |"), std::string::npos) << md;
   EXPECT_NE(md.find("| cuda bf16 b64 | ok | 200 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 2500 |"), std::string::npos) << md; // its images/s
+  EXPECT_NE(md.find("| 2500 | 123.40 (12.5%) |"), std::string::npos)
+      << md; // its images/s, model TFLOP/s and MFU
   EXPECT_NE(md.find("| cuda fp32 b4096 | out of memory |"), std::string::npos)
       << md;
   const std::string html = test::slurp(dir.path() / "report.html");
@@ -286,6 +289,9 @@ TEST(Report, ResultsJsonRoundTrips) {
   EXPECT_EQ(back.steps, 200);
   EXPECT_EQ(back.rows[1].resolved_precision, "bf16");
   EXPECT_EQ(back.rows[1].images_per_s, 2500);
+  EXPECT_EQ(back.rows[1].model_flops_per_s, 123.4e12);
+  EXPECT_EQ(back.rows[1].mfu, 0.1247);
+  EXPECT_FALSE(back.rows[0].mfu);
   EXPECT_EQ(back.rows[2].status, "oom");
   EXPECT_TRUE(back.rows[2].row.grown);
   EXPECT_EQ(back.rows[0].losses.size(), 3u);

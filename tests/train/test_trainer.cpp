@@ -24,6 +24,7 @@
 #include "hotloop/train/checkpoint.h"
 #include "hotloop/train/graph_policy.h"
 #include "hotloop/train/trainer.h"
+#include "support/cli_run.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
@@ -82,6 +83,30 @@ TEST(Trainer, AccumulatedMicroBatchesGiveTheUpdateOfOneLargeBatch) {
     EXPECT_TRUE(at::allclose(w1[i].second, w2[i].second, 1e-5, 1e-6))
         << w1[i].first;
   }
+}
+
+TEST(Trainer, ModelFlopsComeFromTheModelOrElseFromTheProfiler) {
+  test::TempDir dir;
+  TrainerOptions o = small_options((dir.path() / "a").string());
+  o.steps = 3;
+  const auto data = synthetic("synthetic:256x1x8x8");
+  const auto mlp = make(o);
+  const double analytic = mlp->training_flops_per_sample();
+  ASSERT_EQ(analytic, 3 * 2 * (64 * 256 + 256 * 10)); // Mlp's count
+  const TrainSummary a = Trainer(mlp, data, nullptr, o).fit();
+  EXPECT_NEAR(a.model_flops_per_s, a.images_per_s * analytic, 1e-9 * analytic);
+  EXPECT_FALSE(a.mfu); // no peak on the CPU
+
+  // A model without its own count (the probe does not override it): the
+  // profiler's count of one forward, times 3 -- the same figure.
+  o.out_dir = (dir.path() / "b").string();
+  auto probe = std::make_shared<DtypeProbe>(make(o));
+  ASSERT_EQ(probe->training_flops_per_sample(), 0);
+  const TrainSummary b = Trainer(probe, data, nullptr, o).fit();
+  EXPECT_NEAR(b.model_flops_per_s, b.images_per_s * analytic, 1e-9 * analytic);
+  const auto metrics =
+      test::slurp((dir.path() / "b" / "metrics.jsonl").string());
+  EXPECT_NE(metrics.find("\"model_flops_per_s\""), std::string::npos);
 }
 
 TEST(Trainer, RunDirectoryHoldsConfigMetricsSummaryAndTheLastKCheckpoints) {

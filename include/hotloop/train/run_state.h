@@ -34,6 +34,13 @@ struct RunState {
   std::string run_dir; // "": the run writes no files
   parallel::ProcessGroup* group = nullptr; // data parallel; null: one process
   std::shared_ptr<model::Model> model;
+  // Training FLOPs per sample (forward + backward) for model FLOP/s and MFU:
+  // the model's analytic count, else the profiler's; 0: unknown.
+  double flops_per_sample = 0;
+  // The dense peak FLOP/s of all ranks' devices for the run's precision
+  // (GPUs in the peak table; 0: none known, as on the CPU).
+  double peak_flops_per_s = 0;
+  std::string peak_source;
   Optimizer* optimizer = nullptr;
   data::BatchSource* batches = nullptr; // the training batches, in order
   // Raised to end the run after the current step (SIGINT/SIGTERM, a time

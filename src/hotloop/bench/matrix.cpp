@@ -279,6 +279,8 @@ RowResult run_row(
     r.cut_by_budget = s.stopped_early;
     r.images_per_s = s.images_per_s;
     r.tokens_per_s = s.tokens_per_s;
+    r.model_flops_per_s = s.model_flops_per_s;
+    r.mfu = s.mfu;
     r.peak_allocated_bytes = s.peak_allocated_bytes;
     r.peak_reserved_bytes = s.peak_reserved_bytes;
     r.peak_rss_bytes = s.peak_rss_bytes;
@@ -398,6 +400,8 @@ nlohmann::json to_json(const RowResult& r, bool with_series) {
       {"median_step_ms", r.median_step_ms},
       {"images_per_s", r.images_per_s},
       {"tokens_per_s", r.tokens_per_s},
+      {"model_flops_per_s", r.model_flops_per_s},
+      {"mfu", r.mfu ? nlohmann::json(*r.mfu) : nlohmann::json()},
       {"peak_allocated_bytes", r.peak_allocated_bytes},
       {"peak_reserved_bytes", r.peak_reserved_bytes},
       {"peak_rss_bytes", r.peak_rss_bytes},
@@ -438,6 +442,10 @@ RowResult row_from_json(const nlohmann::json& j) {
   r.median_step_ms = j.value("median_step_ms", 0.0);
   r.images_per_s = j.value("images_per_s", 0.0);
   r.tokens_per_s = j.value("tokens_per_s", 0.0);
+  r.model_flops_per_s = j.value("model_flops_per_s", 0.0);
+  if (j.contains("mfu") && j["mfu"].is_number()) {
+    r.mfu = j["mfu"].get<double>();
+  }
   r.peak_allocated_bytes = j.value("peak_allocated_bytes", std::uint64_t{0});
   r.peak_reserved_bytes = j.value("peak_reserved_bytes", std::uint64_t{0});
   r.peak_rss_bytes = j.value("peak_rss_bytes", std::uint64_t{0});

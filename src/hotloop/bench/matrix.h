@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ struct RowResult {
   double median_step_ms = 0;
   double images_per_s = 0; // the trainer's: median over steady steps
   double tokens_per_s = 0; // language-model rows: images_per_s x context
+  double model_flops_per_s = 0; // training FLOPs per sample x images_per_s
+  std::optional<double> mfu; // over the GPU's dense peak (GPUs in the table)
   std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t peak_rss_bytes = 0;

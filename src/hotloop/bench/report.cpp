@@ -46,6 +46,17 @@ std::string rate_text(const RowResult& r) {
                             : fmt::format("{:.0f}", r.images_per_s);
 }
 
+// Model FLOP/s in TFLOP/s, with the MFU where the GPU's peak is known.
+std::string flops_text(const RowResult& r) {
+  if (r.model_flops_per_s <= 0) {
+    return "-";
+  }
+  return r.mfu
+      ? fmt::format(
+            "{:.2f} ({:.1f}%)", r.model_flops_per_s / 1e12, 100 * *r.mfu)
+      : fmt::format("{:.3f}", r.model_flops_per_s / 1e12);
+}
+
 std::string row_name(const RowResult& r) {
   return fmt::format(
       "{} {}{} b{}",
@@ -343,13 +354,14 @@ std::string report_markdown(const BenchReport& report) {
                 report.cpu_row_seconds)
           : std::string(),
       report.eval_samples);
-  o << "| row | status | steps | mean ms/step | median ms/step | images/s | peak alloc MiB | "
-       "peak reserved MiB | GPU util % | GPU temp °C | power W | throttled samples | val acc % |\n";
-  o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  o << "| row | status | steps | mean ms/step | median ms/step | images/s | model TFLOP/s (MFU) | "
+       "peak alloc MiB | peak reserved MiB | GPU util % | GPU temp °C | power W | throttled samples | "
+       "val acc % |\n";
+  o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : report.rows) {
     if (r.status != "ok") {
       o << fmt::format(
-          "| {} | {} | - | - | - | - | - | - | - | - | - | - | - |\n",
+          "| {} | {} | - | - | - | - | - | - | - | - | - | - | - | - |\n",
           row_name(r),
           r.status == "oom"
               ? "out of memory"
@@ -358,13 +370,14 @@ std::string report_markdown(const BenchReport& report) {
     }
     const bool gpu = r.gpu.is_object();
     o << fmt::format(
-        "| {} | ok{} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {:.1f} |\n",
+        "| {} | ok{} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} |\n",
         row_name(r),
         r.cut_by_budget ? " (time budget)" : "",
         r.steps,
         r.mean_step_ms,
         r.median_step_ms,
         rate_text(r),
+        flops_text(r),
         mib(r.peak_allocated_bytes),
         mib(r.peak_reserved_bytes),
         range(r.gpu, "util_min", "util_max", ""),

@@ -105,7 +105,8 @@ std::shared_ptr<Model> make_model(const ModelOptions& options) {
         options.num_classes);
   }
   if (options.name == "cnn-small") {
-    return std::make_shared<CnnSmall>(options.in_channels, options.num_classes);
+    return std::make_shared<CnnSmall>(
+        options.in_channels, options.num_classes, options.image_size);
   }
   ResNetOptions r;
   r.small_stem = options.name.ends_with("-small");
@@ -113,6 +114,7 @@ std::shared_ptr<Model> make_model(const ModelOptions& options) {
   r.num_classes = options.num_classes;
   r.in_channels = options.in_channels;
   r.zero_init_residual = options.zero_init_residual;
+  r.image_size = options.image_size;
   return std::make_shared<ResNet>(r);
 }
 

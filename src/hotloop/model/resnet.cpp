@@ -184,6 +184,55 @@ ResNet::ResNet(const ResNetOptions& options) : options_(options) {
   }
 }
 
+double ResNet::training_flops_per_sample() const {
+  // The output side of a k x k convolution (padding k / 2) with `stride`.
+  const auto side = [](std::int64_t h, std::int64_t k, std::int64_t stride) {
+    return (h + 2 * (k / 2) - k) / stride + 1;
+  };
+  const auto conv = [](std::int64_t in,
+                       std::int64_t out,
+                       std::int64_t k,
+                       std::int64_t h_out) {
+    return 2.0 * static_cast<double>(in * out * k * k) *
+        static_cast<double>(h_out * h_out);
+  };
+  const bool bottleneck = options_.depth == 50;
+  const int k18[] = {2, 2, 2, 2};
+  const int k34_50[] = {3, 4, 6, 3};
+  const int* blocks = options_.depth == 18 ? k18 : k34_50;
+  double f = 0;
+  std::int64_t h = options_.image_size;
+  if (options_.small_stem) {
+    f += conv(options_.in_channels, 64, 3, h);
+  } else {
+    h = side(h, 7, 2);
+    f += conv(options_.in_channels, 64, 7, h);
+    h = side(h, 3, 2); // the 3x3 max-pool, stride 2, padding 1
+  }
+  std::int64_t in = 64;
+  const std::int64_t planes[] = {64, 128, 256, 512};
+  for (int s = 0; s < 4; ++s) {
+    for (int b = 0; b < blocks[s]; ++b) {
+      const std::int64_t stride = (s > 0 && b == 0) ? 2 : 1;
+      const std::int64_t p = planes[s];
+      const std::int64_t out = bottleneck ? 4 * p : p;
+      const std::int64_t h_out = side(h, 3, stride);
+      if (bottleneck) {
+        f += conv(in, p, 1, h) + conv(p, p, 3, h_out) + conv(p, out, 1, h_out);
+      } else {
+        f += conv(in, p, 3, h_out) + conv(p, p, 3, h_out);
+      }
+      if (b == 0 && (stride != 1 || in != out)) {
+        f += conv(in, out, 1, h_out); // the downsample
+      }
+      in = out;
+      h = h_out;
+    }
+  }
+  f += 2.0 * static_cast<double>(in * options_.num_classes);
+  return 3 * f;
+}
+
 at::Tensor ResNet::stem(const at::Tensor& images) {
   at::Tensor x = at::relu(bn1_(conv1_(images)));
   if (!options_.small_stem) {

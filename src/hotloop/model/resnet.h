@@ -21,6 +21,7 @@ struct ResNetOptions {
   std::int64_t num_classes = 1000;
   std::int64_t in_channels = 3;
   bool zero_init_residual = false;
+  std::int64_t image_size = 224; // the inputs' side, for the FLOP count only
 };
 
 class ResNet : public Model {
@@ -30,6 +31,9 @@ class ResNet : public Model {
   void set_checkpointing(Checkpointing mode) override {
     checkpointing_ = mode;
   }
+  // 3x the forward's convolutions and the classifier at image_size (BatchNorm,
+  // ReLU, pooling and the residual adds not counted).
+  double training_flops_per_sample() const override;
   // The four residual stages (layer1..layer4), for activation checkpointing.
   std::vector<torch::nn::Sequential>& stages() {
     return stages_;

@@ -24,7 +24,19 @@ at::Tensor Mlp::forward(const at::Tensor& images) {
   return fc_(at::relu(hidden_(at::flatten(images, 1))));
 }
 
-CnnSmall::CnnSmall(std::int64_t in_channels, std::int64_t num_classes) {
+double Mlp::training_flops_per_sample() const {
+  const auto in = static_cast<double>(hidden_->options.in_features());
+  const auto k = static_cast<double>(fc_->options.out_features());
+  return 3 * 2 * (in * 256 + 256 * k);
+}
+
+CnnSmall::CnnSmall(
+    std::int64_t in_channels,
+    std::int64_t num_classes,
+    std::int64_t image_size)
+    : in_channels_(in_channels),
+      num_classes_(num_classes),
+      image_size_(image_size) {
   // One flat Sequential (LibTorch cannot nest them): features.0 is the first
   // convolution, features.1 its BatchNorm, and so on.
   nn::Sequential features;
@@ -51,6 +63,19 @@ at::Tensor CnnSmall::forward(const at::Tensor& images) {
   at::Tensor x = at::adaptive_avg_pool2d(features_->forward(images), {7, 7});
   x = at::relu(hidden_(at::flatten(x, 1)));
   return fc_(at::dropout(x, 0.3, is_training()));
+}
+
+double CnnSmall::training_flops_per_sample() const {
+  // 3x3 convolutions at full size (in -> 32) and after one 2x2 max-pool
+  // (32 -> 64), then Linear(3136, 128) and Linear(128, K). Pooling, BatchNorm
+  // and ReLU are not counted (as in PaLM's and nanoGPT's MFU).
+  const auto h = static_cast<double>(image_size_);
+  const auto h2 = static_cast<double>(image_size_ / 2);
+  const double forward =
+      2.0 * static_cast<double>(in_channels_) * 32 * 9 * h * h +
+      2.0 * 32 * 64 * 9 * h2 * h2 + 2.0 * 3136 * 128 +
+      2.0 * 128 * static_cast<double>(num_classes_);
+  return 3 * forward;
 }
 
 } // namespace hotloop::model

@@ -14,6 +14,8 @@ class Mlp : public Model {
  public:
   Mlp(std::int64_t in_features, std::int64_t num_classes);
   at::Tensor forward(const at::Tensor& images) override;
+  // 3x the forward's matmuls: 2 (in x 256 + 256 x K).
+  double training_flops_per_sample() const override;
 
  private:
   torch::nn::Linear hidden_{nullptr};
@@ -28,10 +30,19 @@ class Mlp : public Model {
 // augmentation) where a global-average-pooled variant reached 86%.
 class CnnSmall : public Model {
  public:
-  CnnSmall(std::int64_t in_channels, std::int64_t num_classes);
+  // `image_size`: the inputs' side, for the FLOP count only.
+  CnnSmall(
+      std::int64_t in_channels,
+      std::int64_t num_classes,
+      std::int64_t image_size = 28);
   at::Tensor forward(const at::Tensor& images) override;
+  // 3x the forward's convolutions and matmuls at image_size.
+  double training_flops_per_sample() const override;
 
  private:
+  std::int64_t in_channels_;
+  std::int64_t num_classes_;
+  std::int64_t image_size_;
   torch::nn::Sequential features_{nullptr};
   torch::nn::Linear hidden_{nullptr};
   torch::nn::Linear fc_{nullptr};

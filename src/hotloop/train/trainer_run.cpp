@@ -13,7 +13,6 @@
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
 #include "hotloop/train/graph_step.h"
-#include "hotloop/train/peak_flops.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
@@ -169,21 +168,10 @@ void Trainer::Impl::fill_model_flops(TrainSummary& sum) const {
   const RunState& s = state;
   sum.tokens_per_s =
       sum.images_per_s * static_cast<double>(model->tokens_per_sample());
-  const double flops = model->training_flops_per_sample();
-  sum.model_flops_per_s = sum.images_per_s * flops;
-  if (!s.device.is_cuda() || flops <= 0) {
-    return;
-  }
-  const cuda::State cuda = cuda::state();
-  for (const cuda::Device& d : cuda.devices) {
-    if (d.index != s.device.index()) {
-      continue;
-    }
-    if (const auto peak = peak_flops(d.name, options.precision)) {
-      sum.mfu = sum.model_flops_per_s /
-          (peak->flops_per_s * static_cast<double>(s.world_size));
-      sum.mfu_peak_source = peak->source;
-    }
+  sum.model_flops_per_s = sum.images_per_s * s.flops_per_sample;
+  if (s.peak_flops_per_s > 0 && sum.model_flops_per_s > 0) {
+    sum.mfu = sum.model_flops_per_s / s.peak_flops_per_s;
+    sum.mfu_peak_source = s.peak_source;
   }
 }
 

@@ -21,6 +21,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
+#include "hotloop/train/model_flops.h"
 #include "hotloop/train/model_for_data.h"
 #include "hotloop/train/trainer_parts.h"
 
@@ -158,6 +159,15 @@ void Trainer::Impl::set_up() {
   if (options.freeze_backbone) {
     model::freeze_backbone(*model);
   }
+  // FLOPs per sample and the device's peak, for model FLOP/s and MFU.
+  const ModelFlops flops = training_flops(*model, options.model);
+  s.flops_per_sample = flops.per_sample;
+  if (flops.per_sample <= 0) {
+    log(fmt::format("model FLOPs unknown ({}): no MFU", flops.source));
+  }
+  const DevicePeak peak = device_peak(device, options.precision);
+  s.peak_flops_per_s = peak.flops_per_s * static_cast<double>(s.world_size);
+  s.peak_source = peak.source;
   model->set_checkpointing(options.activation_checkpointing);
   model::set_cpu_conv(*model, options.cpu_conv);
   model->to(device);

@@ -39,17 +39,27 @@ void ConsoleLog::on_step_end(const RunState& s, const StepEnd& e) {
       static_cast<double>(e.samples * std::max<std::int64_t>(tokens, 1)) /
       e.seconds;
   unit_ = tokens > 0 ? "tok/s" : "img/s";
+  // Model FLOP/s: as MFU where the device's peak is known, else achieved.
+  std::string flops;
+  if (s.flops_per_sample > 0) {
+    const double per_s =
+        static_cast<double>(e.samples) * s.flops_per_sample / e.seconds;
+    flops = s.peak_flops_per_s > 0
+        ? fmt::format("  MFU {:.1f}%", 100 * per_s / s.peak_flops_per_s)
+        : per_s >= 1e12 ? fmt::format("  {:.1f} TFLOP/s", per_s / 1e12)
+                        : fmt::format("  {:.1f} GFLOP/s", per_s / 1e9);
+  }
   if (progress_) {
     progress_->update(
         static_cast<std::uint64_t>(s.step),
-        fmt::format("loss {}  {:.0f} {}", loss_text(), rate, unit_));
+        fmt::format("loss {}  {:.0f} {}{}", loss_text(), rate, unit_, flops));
   }
   const auto now = std::chrono::steady_clock::now();
   if (!options_.progress_bar && options_.log_every_s > 0 &&
       std::chrono::duration<double>(now - last_line_).count() >=
           options_.log_every_s) {
     last_line_ = now;
-    due_.push_back({s.step, s.epoch, e.lr, rate});
+    due_.push_back({s.step, s.epoch, e.lr, rate, flops});
   }
 }
 
@@ -62,14 +72,15 @@ void ConsoleLog::on_loss(const RunState&, const StepLoss& l) {
       continue;
     }
     print(fmt::format(
-        "step {}/{}  epoch {}  loss {}  lr {:.3g}  {:.0f} {}",
+        "step {}/{}  epoch {}  loss {}  lr {:.3g}  {:.0f} {}{}",
         d.step,
         total_steps_,
         d.epoch,
         d.step == l.step ? fmt::format("{:.4f}", l.loss) : loss_text(),
         d.lr,
         d.rate,
-        unit_));
+        unit_,
+        d.flops));
   }
 }
 

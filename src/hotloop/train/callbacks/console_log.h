@@ -50,6 +50,7 @@ class ConsoleLog final : public Callback {
     std::size_t epoch = 0;
     double lr = 0;
     double rate = 0;
+    std::string flops; // "MFU 41.2%" or "52.1 GFLOP/s"; "" when unknown
   };
   std::deque<Due> due_;
   std::int64_t total_steps_ = 0;

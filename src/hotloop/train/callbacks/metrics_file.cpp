@@ -56,9 +56,13 @@ void MetricsFile::on_step_end(const RunState& s, const StepEnd& e) {
   if (const std::int64_t tokens = s.model->tokens_per_sample(); tokens > 0) {
     line["tokens_per_s"] = static_cast<double>(e.samples * tokens) / e.seconds;
   }
-  if (const double flops = s.model->training_flops_per_sample(); flops > 0) {
-    line["model_flops_per_s"] =
-        static_cast<double>(e.samples) * flops / e.seconds;
+  if (s.flops_per_sample > 0) {
+    const double flops_per_s =
+        static_cast<double>(e.samples) * s.flops_per_sample / e.seconds;
+    line["model_flops_per_s"] = flops_per_s;
+    if (s.peak_flops_per_s > 0) {
+      line["mfu"] = flops_per_s / s.peak_flops_per_s;
+    }
   }
   if (e.loss_scale > 0) {
     line["loss_scale"] = e.loss_scale;

@@ -27,10 +27,13 @@ void TensorBoardCallback::on_step_end(const RunState& s, const StepEnd& e) {
         "train/tokens_per_s",
         static_cast<double>(e.samples * tokens) / e.seconds);
   }
-  if (const double flops = s.model->training_flops_per_sample(); flops > 0) {
-    v.emplace_back(
-        "train/model_tflops",
-        static_cast<double>(e.samples) * flops / e.seconds / 1e12);
+  if (s.flops_per_sample > 0) {
+    const double flops_per_s =
+        static_cast<double>(e.samples) * s.flops_per_sample / e.seconds;
+    v.emplace_back("train/model_tflops", flops_per_s / 1e12);
+    if (s.peak_flops_per_s > 0) {
+      v.emplace_back("train/mfu", flops_per_s / s.peak_flops_per_s);
+    }
   }
   const telemetry::RunTelemetry* t = telemetry_ ? telemetry_->run() : nullptr;
   if (t != nullptr) {
