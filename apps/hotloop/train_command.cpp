@@ -360,6 +360,10 @@ void add_train_command(CLI::App& app, Action& action) {
       c.metrics_port,
       "Serve Prometheus metrics on 127.0.0.1:PORT; 0: off");
   cmd->add_option(
+      "--profile",
+      c.profile.steps,
+      "Record steps with LibTorch's profiler into RUN/profile/*.pt.trace.json (Perfetto, TensorBoard): A-B or N (steps as the log numbers them), or auto (a few steps after a slow step or when the diagnosis turns from healthy); default: off");
+  cmd->add_option(
       "--dist-backend",
       f->job.backend,
       "Data parallel (under torchrun, srun or hotloop launch): auto (nccl on CUDA, gloo on the CPU), gloo or nccl");

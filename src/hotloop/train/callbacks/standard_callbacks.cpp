@@ -5,6 +5,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/train/callbacks/console_log.h"
 #include "hotloop/train/callbacks/metrics_file.h"
+#include "hotloop/train/callbacks/profile_callback.h"
 #include "hotloop/train/callbacks/prometheus_callback.h"
 #include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/callbacks/tensorboard_callback.h"
@@ -23,6 +24,7 @@ void CallbackOptions::validate() const {
     throw UsageError(
         fmt::format("metrics-port: {} is not a port (0: off)", metrics_port));
   }
+  profile.validate();
   if (console.log_every_s < 0) {
     throw UsageError("log-every: is negative (0: no progress lines)");
   }
@@ -36,6 +38,9 @@ Callbacks standard_callbacks(const CallbackOptions& o) {
   if (o.telemetry.enabled) {
     telemetry = std::make_shared<TelemetryCallback>(o.telemetry);
     out.push_back(telemetry);
+  }
+  if (!o.profile.steps.empty()) {
+    out.push_back(std::make_shared<ProfileCallback>(o.profile, telemetry));
   }
   if (o.metrics_file) {
     out.push_back(std::make_shared<MetricsFile>(telemetry));
