@@ -33,10 +33,13 @@ std::string cell(const std::optional<T>& v, const char* fmt_text) {
 
 void print_header() {
   fmt::print(
-      "{:>3} {:>5} {:>5} {:>19} {:>7} {:>5} {:>11} {:>6} {:>9} {:>9}  {}\n",
+      "{:>3} {:>5} {:>5} {:>6} {:>7} {:>5} {:>19} {:>7} {:>5} {:>11} {:>6} {:>9} {:>9}  {}\n",
       "gpu",
       "sm%",
       "mem%",
+      "smact%",
+      "tensor%",
+      "dram%",
       "memory used",
       "power",
       "temp",
@@ -56,10 +59,13 @@ void print_sample(const telemetry::Sample& s) {
       }
     }
     fmt::print(
-        "{:>3} {:>5} {:>5} {:>19} {:>7} {:>5} {:>11} {:>6} {:>9} {:>9}  {}\n",
+        "{:>3} {:>5} {:>5} {:>6} {:>7} {:>5} {:>19} {:>7} {:>5} {:>11} {:>6} {:>9} {:>9}  {}\n",
         g.index,
         cell(g.util_percent, "{}"),
         cell(g.memory_util_percent, "{}"),
+        g.gpm ? cell(g.gpm->sm_active_percent, "{:.0f}") : std::string("-"),
+        g.gpm ? cell(g.gpm->tensor_active_percent, "{:.0f}") : std::string("-"),
+        g.gpm ? cell(g.gpm->dram_bw_percent, "{:.0f}") : std::string("-"),
         g.memory_used_bytes && g.memory_total_bytes
             ? fmt::format(
                   "{} / {}",
@@ -104,6 +110,10 @@ int run_monitor(const MonitorFlags& f) {
       f.nvml_lib.empty() ? nvml::default_library_path() : f.nvml_lib);
   telemetry::HostCpu cpu;
   cpu.percent();
+  // GPM counters (Hopper and later) measure between two samples: the first
+  // is taken now, so that the first line has them too.
+  telemetry::GpmSampler gpm(*lib);
+  (void)telemetry::sample_gpus(*lib, &gpm);
   StopSignal stop;
   for (int n = 0;; ++n) {
     // The host's CPU use needs an interval to measure over, the first
@@ -114,7 +124,7 @@ int run_monitor(const MonitorFlags& f) {
     s.unix_time = std::chrono::duration<double>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
-    s.gpus = telemetry::sample_gpus(*lib);
+    s.gpus = telemetry::sample_gpus(*lib, &gpm);
     s.host.cpu_percent = cpu.percent();
     s.host.rss_bytes = telemetry::process_rss_bytes();
     if (f.json) {

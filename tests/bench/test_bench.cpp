@@ -207,6 +207,9 @@ BenchReport sample_report() {
   m.median_step_ms = 25.6;
   m.model_flops_per_s = 123.4e12;
   m.mfu = 0.1247;
+  m.gpu["sm_active_mean"] = 91.6;
+  m.gpu["tensor_active_mean"] = 58.2;
+  m.gpu["dram_bw_mean"] = 40.0;
   RowResult oom = a;
   oom.row.batch = 4096;
   oom.row.grown = true;
@@ -279,6 +282,7 @@ TEST(Report, ResultsJsonRoundTrips) {
   EXPECT_NE(md.find("| cuda bf16 b64 | ok | 200 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2500 | 123.40 (12.5%) |"), std::string::npos)
       << md; // its images/s, model TFLOP/s and MFU
+  EXPECT_NE(md.find("| 92 / 58 / 40 |"), std::string::npos) << md; // GPM
   EXPECT_NE(md.find("| cuda fp32 b4096 | out of memory |"), std::string::npos)
       << md;
   const std::string html = test::slurp(dir.path() / "report.html");

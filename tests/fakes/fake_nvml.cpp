@@ -376,4 +376,103 @@ FAKE_EXPORT Return nvmlDeviceGetComputeRunningProcesses_v3(
   return processes(d, count, infos);
 }
 
+// GPM: a GPU whose scenario has a "gpm" object supports it; its values are
+// what every pair of samples measures.
+struct FakeGpmSample {
+  std::uintptr_t device = 0;
+  unsigned long long serial = 0; // taken in this order
+};
+
+const char* gpm_key(unsigned int metric) {
+  switch (metric) {
+    case kGpmSmUtil:
+      return "sm_active";
+    case kGpmSmOccupancy:
+      return "sm_occupancy";
+    case kGpmAnyTensorUtil:
+      return "tensor_active";
+    case kGpmHmmaTensorUtil:
+      return "hmma_active";
+    case kGpmDramBwUtil:
+      return "dram_bw";
+    case kGpmPcieTxPerSec:
+      return "pcie_tx_mib_s";
+    case kGpmPcieRxPerSec:
+      return "pcie_rx_mib_s";
+    case kGpmNvlinkTotalTxPerSec:
+      return "nvlink_tx_mib_s";
+    case kGpmNvlinkTotalRxPerSec:
+      return "nvlink_rx_mib_s";
+    default:
+      return nullptr;
+  }
+}
+
+FAKE_EXPORT Return nvmlGpmQueryDeviceSupport(Device d, GpmSupport* out) {
+  Return rc;
+  const json* g = lookup(d, "nvmlGpmQueryDeviceSupport", rc);
+  if (g == nullptr) {
+    return rc;
+  }
+  if (out == nullptr || out->version != kGpmSupportVersion) {
+    return kErrorInvalidArgument;
+  }
+  out->isSupportedDevice = g->contains("gpm") ? 1 : 0;
+  return kSuccess;
+}
+
+FAKE_EXPORT Return nvmlGpmSampleAlloc(GpmSample* out) {
+  *out = reinterpret_cast<GpmSample>(new FakeGpmSample{});
+  return kSuccess;
+}
+
+FAKE_EXPORT Return nvmlGpmSampleFree(GpmSample s) {
+  delete reinterpret_cast<FakeGpmSample*>(s);
+  return kSuccess;
+}
+
+FAKE_EXPORT Return nvmlGpmSampleGet(Device d, GpmSample s) {
+  Return rc;
+  const json* g = lookup(d, "nvmlGpmSampleGet", rc);
+  if (g == nullptr) {
+    return rc;
+  }
+  if (!g->contains("gpm")) {
+    return kErrorNotSupported;
+  }
+  static unsigned long long serial = 0;
+  auto* f = reinterpret_cast<FakeGpmSample*>(s);
+  f->device = reinterpret_cast<std::uintptr_t>(d);
+  f->serial = ++serial;
+  return kSuccess;
+}
+
+FAKE_EXPORT Return nvmlGpmMetricsGet(GpmMetricsGet* m) {
+  if (m == nullptr || m->version != kGpmMetricsGetVersion ||
+      m->numMetrics > kGpmMetricMax) {
+    return kErrorInvalidArgument;
+  }
+  const auto* a = reinterpret_cast<const FakeGpmSample*>(m->sample1);
+  const auto* b = reinterpret_cast<const FakeGpmSample*>(m->sample2);
+  // Two samples of one GPU, the second taken later (as NVML requires).
+  if (a == nullptr || b == nullptr || a->device != b->device ||
+      a->serial == 0 || b->serial <= a->serial) {
+    return kErrorInvalidArgument;
+  }
+  const json* g = gpu(reinterpret_cast<Device>(b->device));
+  if (g == nullptr || !g->contains("gpm")) {
+    return kErrorNotSupported;
+  }
+  for (unsigned int i = 0; i < m->numMetrics; ++i) {
+    const char* key = gpm_key(m->metrics[i].metricId);
+    if (key != nullptr && (*g)["gpm"].contains(key)) {
+      m->metrics[i].nvmlReturn = kSuccess;
+      m->metrics[i].value = (*g)["gpm"][key].get<double>();
+    } else {
+      m->metrics[i].nvmlReturn = kErrorNotSupported;
+    }
+  }
+  return kSuccess;
+}
+
 #endif // FAKE_NVML_OLD_DRIVER

@@ -163,6 +163,11 @@ class RowRecorder final : public train::Callback {
           {"power_mean_w", power_n_ > 0 ? power_sum_ / power_n_ : -1},
           {"throttle_samples", throttled_},
           {"samples", samples_}};
+      if (gpm_n_ > 0) {
+        r.gpu["sm_active_mean"] = sm_active_sum_ / gpm_n_;
+        r.gpu["tensor_active_mean"] = tensor_active_sum_ / gpm_n_;
+        r.gpu["dram_bw_mean"] = dram_bw_sum_ / gpm_n_;
+      }
     }
   }
 
@@ -185,6 +190,12 @@ class RowRecorder final : public train::Callback {
     if (g.power_w) {
       power_sum_ += *g.power_w;
       ++power_n_;
+    }
+    if (g.gpm && g.gpm->sm_active_percent) {
+      sm_active_sum_ += *g.gpm->sm_active_percent;
+      tensor_active_sum_ += g.gpm->tensor_active_percent.value_or(0);
+      dram_bw_sum_ += g.gpm->dram_bw_percent.value_or(0);
+      ++gpm_n_;
     }
     if (g.throttle_reasons) {
       for (const auto& reason :
@@ -213,6 +224,9 @@ class RowRecorder final : public train::Callback {
   double util_min_ = 1e9, util_max_ = -1, temp_min_ = 1e9, temp_max_ = -1;
   double power_sum_ = 0;
   int power_n_ = 0, throttled_ = 0, samples_ = 0;
+  // GPM counters (Hopper and later): sums over the samples that had them.
+  double sm_active_sum_ = 0, tensor_active_sum_ = 0, dram_bw_sum_ = 0;
+  int gpm_n_ = 0;
 };
 
 RowResult run_row(

@@ -356,12 +356,12 @@ std::string report_markdown(const BenchReport& report) {
       report.eval_samples);
   o << "| row | status | steps | mean ms/step | median ms/step | images/s | model TFLOP/s (MFU) | "
        "peak alloc MiB | peak reserved MiB | GPU util % | GPU temp °C | power W | throttled samples | "
-       "val acc % |\n";
-  o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "val acc % | SM / tensor / DRAM % (GPM) |\n";
+  o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : report.rows) {
     if (r.status != "ok") {
       o << fmt::format(
-          "| {} | {} | - | - | - | - | - | - | - | - | - | - | - | - |\n",
+          "| {} | {} | - | - | - | - | - | - | - | - | - | - | - | - | - |\n",
           row_name(r),
           r.status == "oom"
               ? "out of memory"
@@ -370,7 +370,7 @@ std::string report_markdown(const BenchReport& report) {
     }
     const bool gpu = r.gpu.is_object();
     o << fmt::format(
-        "| {} | ok{} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} |\n",
+        "| {} | ok{} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} | {} |\n",
         row_name(r),
         r.cut_by_budget ? " (time budget)" : "",
         r.steps,
@@ -386,7 +386,14 @@ std::string report_markdown(const BenchReport& report) {
             ? fmt::format("{:.0f}", r.gpu.value("power_mean_w", 0.0))
             : "-",
         gpu ? std::to_string(r.gpu.value("throttle_samples", 0)) : "-",
-        100 * r.val_accuracy);
+        100 * r.val_accuracy,
+        gpu && r.gpu.contains("sm_active_mean")
+            ? fmt::format(
+                  "{:.0f} / {:.0f} / {:.0f}",
+                  r.gpu.value("sm_active_mean", 0.0),
+                  r.gpu.value("tensor_active_mean", 0.0),
+                  r.gpu.value("dram_bw_mean", 0.0))
+            : "-");
   }
   const std::string best = headline(report);
   if (!best.empty()) {

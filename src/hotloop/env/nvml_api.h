@@ -73,6 +73,48 @@ constexpr unsigned long long kThrottleHwThermalSlowdown = 0x40ULL;
 constexpr unsigned long long kThrottleHwPowerBrakeSlowdown = 0x80ULL;
 constexpr unsigned long long kThrottleDisplayClockSetting = 0x100ULL;
 
+// GPM (GPU performance monitoring, Hopper and later; NVML 12+): two samples
+// of a device's counters give metrics over the time between them.
+struct GpmSampleOpaque;
+using GpmSample = GpmSampleOpaque*; // nvmlGpmSample_t
+struct GpmSupport { // nvmlGpmSupport_t
+  unsigned int version; // kGpmSupportVersion
+  unsigned int isSupportedDevice;
+};
+struct GpmMetric { // nvmlGpmMetric_t
+  unsigned int metricId;
+  Return nvmlReturn; // this metric's status; value is valid when kSuccess
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;
+};
+// nvmlGpmMetricsGet_t. The array is NVML_GPM_METRIC_MAX long in nvml.h (210
+// in CUDA 13's, 98 in CUDA 12.0's) at the same version 1: the largest, so
+// that a driver reading the whole struct stays inside it.
+constexpr unsigned int kGpmMetricMax = 210;
+struct GpmMetricsGet {
+  unsigned int version; // kGpmMetricsGetVersion
+  unsigned int numMetrics;
+  GpmSample sample1;
+  GpmSample sample2;
+  GpmMetric metrics[kGpmMetricMax];
+};
+constexpr unsigned int kGpmSupportVersion = 1;
+constexpr unsigned int kGpmMetricsGetVersion = 1;
+// nvmlGpmMetricId_t values hotloop reads.
+constexpr unsigned int kGpmSmUtil = 2; // % of SMs busy
+constexpr unsigned int kGpmSmOccupancy = 3; // % of warps active vs max
+constexpr unsigned int kGpmAnyTensorUtil = 5; // % of time any tensor pipe ran
+constexpr unsigned int kGpmHmmaTensorUtil = 7; // % of time HMMA ran
+constexpr unsigned int kGpmDramBwUtil = 10; // % of DRAM bandwidth
+constexpr unsigned int kGpmPcieTxPerSec = 20; // MiB/s
+constexpr unsigned int kGpmPcieRxPerSec = 21;
+constexpr unsigned int kGpmNvlinkTotalRxPerSec = 60; // MiB/s
+constexpr unsigned int kGpmNvlinkTotalTxPerSec = 61;
+
 // Function pointer types, named after the NVML functions they point to.
 using InitFn = Return (*)();
 using ShutdownFn = Return (*)();
@@ -96,5 +138,10 @@ using DeviceGetComputeCapabilityFn = Return (*)(Device, int*, int*);
 using DeviceGetProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);
 using DeviceGetProcessesV1Fn =
     Return (*)(Device, unsigned int*, ProcessInfoV1*);
+using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);
+using GpmSampleAllocFn = Return (*)(GpmSample*);
+using GpmSampleFreeFn = Return (*)(GpmSample);
+using GpmSampleGetFn = Return (*)(Device, GpmSample);
+using GpmMetricsGetFn = Return (*)(GpmMetricsGet*);
 
 } // namespace hotloop::nvml

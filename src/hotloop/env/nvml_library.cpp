@@ -83,6 +83,12 @@ Functions resolve_all(void* h) {
        "nvmlDeviceGetComputeRunningProcesses_v2"});
   f.device_get_compute_running_processes_v1 = resolve<DeviceGetProcessesV1Fn>(
       h, {"nvmlDeviceGetComputeRunningProcesses"});
+  f.gpm_query_device_support =
+      resolve<GpmQueryDeviceSupportFn>(h, {"nvmlGpmQueryDeviceSupport"});
+  f.gpm_sample_alloc = resolve<GpmSampleAllocFn>(h, {"nvmlGpmSampleAlloc"});
+  f.gpm_sample_free = resolve<GpmSampleFreeFn>(h, {"nvmlGpmSampleFree"});
+  f.gpm_sample_get = resolve<GpmSampleGetFn>(h, {"nvmlGpmSampleGet"});
+  f.gpm_metrics_get = resolve<GpmMetricsGetFn>(h, {"nvmlGpmMetricsGet"});
   return f;
 }
 

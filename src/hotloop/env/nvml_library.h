@@ -50,6 +50,11 @@ struct Functions {
   DeviceGetProcessesFn device_get_compute_running_processes =
       nullptr; // _v3 or _v2
   DeviceGetProcessesV1Fn device_get_compute_running_processes_v1 = nullptr;
+  GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
+  GpmSampleAllocFn gpm_sample_alloc = nullptr;
+  GpmSampleFreeFn gpm_sample_free = nullptr;
+  GpmSampleGetFn gpm_sample_get = nullptr;
+  GpmMetricsGetFn gpm_metrics_get = nullptr;
 };
 
 // Library::open's failure: `library_found` tells a machine without a driver

@@ -69,6 +69,9 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
                      "throttled",
                      "other-process",
                      "under-used",
+                     "launch-bound",
+                     "memory-bound",
+                     "tensor-idle",
                      // Last of the findings, first before healthy: the speed
                      // verdicts come first (a throughput run on synthetic
                      // data, whose labels are noise, never learns), and a
@@ -214,6 +217,39 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
             w.gpu->util_mean,
             100 * wait_share),
         "the kernels are too small to fill the GPU: a larger --batch (hotloop tune batch), bf16, channels-last; CUDA graphs cut launch overhead");
+  }
+  // What the SMs did (GPM counters, Hopper and later).
+  if (w.on_cuda && w.gpu && w.gpu->gpm_samples > 0) {
+    const GpuWindow& g = *w.gpu;
+    if (g.util_mean >= 50 && g.sm_active_mean < o.launch_ratio * g.util_mean) {
+      add("launch-bound",
+          fmt::format(
+              "{}: NVML's GPU utilization was {:.0f}% but the SMs were active {:.0f}% of the time: a kernel was running, yet most SMs sat idle",
+              steps,
+              g.util_mean,
+              g.sm_active_mean),
+          "kernels too small to fill the GPU, or gaps between launches: CUDA graphs (--cuda-graphs on), a larger --batch");
+    }
+    if (g.dram_bw_mean >= o.dram_bound &&
+        g.tensor_active_mean < 4 * o.tensor_idle) {
+      add("memory-bound",
+          fmt::format(
+              "{}: DRAM bandwidth at {:.0f}% of its peak while the tensor cores ran {:.0f}% of the time",
+              steps,
+              g.dram_bw_mean,
+              g.tensor_active_mean),
+          "the step moves more bytes than it computes on: a larger --batch, bf16 (half the bytes), fused kernels and CUDA graphs");
+    }
+    if (w.precision == "fp32" && g.sm_active_mean >= o.sm_busy &&
+        g.tensor_active_mean < o.tensor_idle) {
+      add("tensor-idle",
+          fmt::format(
+              "{}: the SMs were active {:.0f}% of the time but the tensor cores {:.1f}%, training in fp32",
+              steps,
+              g.sm_active_mean,
+              g.tensor_active_mean),
+          "fp32 math leaves the tensor cores idle: --precision bf16 (or tf32), and --channels-last for convolutions");
+    }
   }
   if (w.ranks.size() > 1) {
     // The slowest rank against the median of the others.

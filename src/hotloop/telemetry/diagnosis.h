@@ -56,6 +56,7 @@ struct WindowInput {
   double first_loss_mean = std::numeric_limits<double>::quiet_NaN();
   double chance_loss = 0;
   bool past_warmup = false;
+  std::string precision = "fp32"; // the math's: fp32, tf32, bf16, fp16
 };
 
 struct DiagnosisOptions {
@@ -70,12 +71,21 @@ struct DiagnosisOptions {
   // Past the warm-up, a mean loss at or above this share of a uniform
   // guess's is not learning (as is one above the first window's).
   double chance_share = 0.95;
+  // GPM counters (Hopper and later): SM activity (%) at or above which the
+  // SMs count as busy; tensor pipes (%) below which they count as idle; DRAM
+  // bandwidth (%) at or above which the step is memory-bound; and the ratio
+  // of SM activity to NVML's "GPU utilization" below which the GPU is busy
+  // in name only (launch-bound).
+  double sm_busy = 60;
+  double tensor_idle = 5;
+  double dram_bound = 80;
+  double launch_ratio = 0.5;
 };
 
 struct Finding {
   // not-learning, cpu-with-gpu, memory-leak, input-bound, transfer-bound,
   // straggler, throttled-thermal, throttled-power, throttled, other-process,
-  // under-used, healthy
+  // under-used, launch-bound, memory-bound, tensor-idle, healthy
   std::string verdict;
   std::string evidence;
   std::string fix;

@@ -1,5 +1,7 @@
 #include "hotloop/telemetry/prometheus.h"
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 namespace hotloop::telemetry {
@@ -61,6 +63,40 @@ std::string prometheus_text(
           "hotloop_gpu_utilization_percent{{gpu=\"{}\"}} {}\n",
           g.index,
           g.util_percent.value_or(0));
+    }
+    // GPM counters (Hopper and later; absent where the GPU has none).
+    for (const auto& [name, help, field] :
+         {std::tuple{
+              "sm_active_percent",
+              "SMs busy (GPM), percent.",
+              &GpmMetrics::sm_active_percent},
+          {"sm_occupancy_percent",
+           "Warps active vs the maximum (GPM), percent.",
+           &GpmMetrics::sm_occupancy_percent},
+          {"tensor_active_percent",
+           "Time any tensor pipe ran (GPM), percent.",
+           &GpmMetrics::tensor_active_percent},
+          {"dram_bw_percent",
+           "DRAM bandwidth used vs its peak (GPM), percent.",
+           &GpmMetrics::dram_bw_percent}}) {
+      std::string lines;
+      for (const auto& g : sample->gpus) {
+        if (g.gpm && (*g.gpm).*field) {
+          lines += fmt::format(
+              "hotloop_gpu_{}{{gpu=\"{}\"}} {}\n",
+              name,
+              g.index,
+              *((*g.gpm).*field));
+        }
+      }
+      if (!lines.empty()) {
+        out += fmt::format(
+            "# HELP hotloop_gpu_{} {}\n# TYPE hotloop_gpu_{} gauge\n{}",
+            name,
+            help,
+            name,
+            lines);
+      }
     }
     out +=
         "# HELP hotloop_gpu_memory_used_bytes GPU memory in use (all processes).\n# TYPE hotloop_gpu_memory_used_bytes gauge\n";

@@ -282,6 +282,7 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
   }
   in.first_loss_mean = first_loss_mean_;
   in.chance_loss = options_.chance_loss;
+  in.precision = options_.precision;
   in.past_warmup = have_reference && window_first_ > options_.warmup_end;
   window_loss_sum_ = 0;
   window_losses_ = 0;

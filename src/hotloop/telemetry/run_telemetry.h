@@ -38,6 +38,8 @@ struct RunTelemetryOptions {
   // the step the schedule's warm-up ends at.
   double chance_loss = 0;
   std::int64_t warmup_end = 0;
+  // The math's precision (fp32, tf32, bf16, fp16), for tensor-idle.
+  std::string precision = "fp32";
   DiagnosisOptions diagnosis;
   // Data parallel: this rank, the number of ranks, and an element-wise sum
   // over ranks (one small all-reduce per window), for per-rank phases.

@@ -70,6 +70,14 @@ void accumulate(
   gw.memory_total = g->memory_total_bytes.value_or(0);
   gw.pcie_rx_mb_s_mean += g->pcie_rx_mb_s.value_or(0);
   gw.pcie_tx_mb_s_mean += g->pcie_tx_mb_s.value_or(0);
+  gw.gpm_skip = g->gpm_skip;
+  if (g->gpm && g->gpm->sm_active_percent) {
+    ++gw.gpm_samples;
+    gw.sm_active_mean += *g->gpm->sm_active_percent;
+    gw.sm_occupancy_mean += g->gpm->sm_occupancy_percent.value_or(0);
+    gw.tensor_active_mean += g->gpm->tensor_active_percent.value_or(0);
+    gw.dram_bw_mean += g->gpm->dram_bw_percent.value_or(0);
+  }
   if (g->processes) {
     gw.other_processes.clear();
     for (const auto& p : *g->processes) {
@@ -93,12 +101,20 @@ Window finish(Window w) {
     w.gpu->pcie_rx_mb_s_mean /= n;
     w.gpu->pcie_tx_mb_s_mean /= n;
   }
+  if (w.gpu && w.gpu->gpm_samples > 0) {
+    const auto n = static_cast<double>(w.gpu->gpm_samples);
+    w.gpu->sm_active_mean /= n;
+    w.gpu->sm_occupancy_mean /= n;
+    w.gpu->tensor_active_mean /= n;
+    w.gpu->dram_bw_mean /= n;
+  }
   return w;
 }
 
 struct Sampler::Impl {
   SamplerOptions options;
   std::unique_ptr<nvml::Library> nvml;
+  std::unique_ptr<GpmSampler> gpm; // after nvml: freed before it closes
   std::string nvml_error;
   HostCpu cpu;
   std::ofstream jsonl;
@@ -118,7 +134,7 @@ struct Sampler::Impl {
     Sample s;
     s.unix_time = unix_now();
     if (nvml) {
-      s.gpus = sample_gpus(*nvml);
+      s.gpus = sample_gpus(*nvml, gpm.get());
     }
     s.host.cpu_percent = cpu.percent();
     s.host.rss_bytes = process_rss_bytes();
@@ -157,6 +173,9 @@ Sampler::Sampler(SamplerOptions options) : impl_(std::make_unique<Impl>()) {
                                             : impl_->options.nvml_library);
   } catch (const Error& e) {
     impl_->nvml_error = e.what();
+  }
+  if (impl_->nvml) {
+    impl_->gpm = std::make_unique<GpmSampler>(*impl_->nvml);
   }
   if (!impl_->options.jsonl_path.empty()) {
     impl_->jsonl.open(impl_->options.jsonl_path, std::ios::app);

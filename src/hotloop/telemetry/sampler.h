@@ -44,6 +44,13 @@ struct GpuWindow {
   double pcie_rx_mb_s_mean = 0;
   double pcie_tx_mb_s_mean = 0;
   std::vector<env::GpuProcess> other_processes; // not this process, last seen
+  // GPM counters (Hopper and later), over the samples that had them.
+  std::size_t gpm_samples = 0;
+  double sm_active_mean = 0; // percent
+  double sm_occupancy_mean = 0;
+  double tensor_active_mean = 0;
+  double dram_bw_mean = 0;
+  std::string gpm_skip; // why there are none ("" while they work)
 };
 
 struct Window {

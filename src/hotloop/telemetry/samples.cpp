@@ -37,7 +37,7 @@ nlohmann::json opt(const std::optional<T>& v) {
 
 } // namespace
 
-std::vector<GpuSample> sample_gpus(const nvml::Library& lib) {
+std::vector<GpuSample> sample_gpus(const nvml::Library& lib, GpmSampler* gpm) {
   const auto& fn = lib.fn();
   std::vector<GpuSample> out;
   unsigned int count = 0;
@@ -109,6 +109,10 @@ std::vector<GpuSample> sample_gpus(const nvml::Library& lib) {
     auto procs = env::read_gpu_processes(lib, d);
     if (procs.has_value()) {
       g.processes = *procs;
+    }
+    if (gpm != nullptr) {
+      g.gpm = gpm->read(i, d);
+      g.gpm_skip = gpm->skip_reason(i);
     }
     out.push_back(std::move(g));
   }
@@ -195,7 +199,9 @@ nlohmann::json to_json(const GpuSample& g) {
       {"throttle_reasons", reasons},
       {"pcie_tx_mb_s", opt(g.pcie_tx_mb_s)},
       {"pcie_rx_mb_s", opt(g.pcie_rx_mb_s)},
-      {"processes", g.processes ? procs : nlohmann::json()}};
+      {"processes", g.processes ? procs : nlohmann::json()},
+      {"gpm", g.gpm ? to_json(*g.gpm) : nlohmann::json()},
+      {"gpm_skip", g.gpm_skip}};
 }
 
 nlohmann::json to_json(const Sample& s) {

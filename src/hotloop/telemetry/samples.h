@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/env/gpu_probe.h"
+#include "hotloop/telemetry/gpm.h"
 
 namespace hotloop::nvml {
 class Library;
@@ -39,6 +40,10 @@ struct GpuSample {
   std::optional<double> pcie_tx_mb_s;
   std::optional<double> pcie_rx_mb_s;
   std::optional<std::vector<env::GpuProcess>> processes;
+  // GPM counters since the previous sample (Hopper and later, with a
+  // GpmSampler); gpm_skip says why there are none ("" while they work).
+  std::optional<GpmMetrics> gpm;
+  std::string gpm_skip;
 };
 
 struct HostSample {
@@ -52,8 +57,11 @@ struct Sample {
   HostSample host;
 };
 
-// Reads every GPU the library sees. Never throws.
-std::vector<GpuSample> sample_gpus(const nvml::Library& lib);
+// Reads every GPU the library sees, with `gpm`'s counters when given. Never
+// throws.
+std::vector<GpuSample> sample_gpus(
+    const nvml::Library& lib,
+    GpmSampler* gpm = nullptr);
 
 // This process's resident memory (/proc/self/statm).
 std::uint64_t process_rss_bytes();

@@ -33,6 +33,7 @@ void TelemetryCallback::on_fit_start(const RunState& s) {
       ? s.options->model.vocab
       : s.options->model.num_classes;
   o.chance_loss = outputs > 1 ? std::log(static_cast<double>(outputs)) : 0.0;
+  o.precision = to_string(s.options->precision);
   o.warmup_end = warmup_end(s.options->schedule, s.total_steps);
   if (s.group != nullptr) {
     o.sum_over_ranks = [g = s.group](std::vector<double> v) {

@@ -56,6 +56,17 @@ void TensorBoardCallback::on_step_end(const RunState& s, const StepEnd& e) {
                   (1ull << 30));
           v.emplace_back(p + "temperature_c", g.temperature_c.value_or(0));
           v.emplace_back(p + "power_w", g.power_w.value_or(0));
+          if (g.gpm) {
+            for (const auto& [name, value] :
+                 {std::pair{"sm_active_percent", g.gpm->sm_active_percent},
+                  {"sm_occupancy_percent", g.gpm->sm_occupancy_percent},
+                  {"tensor_active_percent", g.gpm->tensor_active_percent},
+                  {"dram_bw_percent", g.gpm->dram_bw_percent}}) {
+              if (value) {
+                v.emplace_back(p + name, *value);
+              }
+            }
+          }
         }
         v.emplace_back(
             "host/cpu_percent", sample->host.cpu_percent.value_or(0));
