@@ -5,20 +5,15 @@
 // tensor-idle (fp32 only), memory-bound and launch-bound.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <chrono>
-#include <cstdio>
-#include <thread>
-
 #include "hotloop/env/nvml_library.h"
 #include "hotloop/telemetry/diagnosis.h"
 #include "hotloop/telemetry/gpm.h"
 #include "hotloop/telemetry/prometheus.h"
 #include "hotloop/telemetry/sampler.h"
+#include "hotloop/telemetry/samples.h"
 #include "support/doctor_fixtures.h"
 #include "support/scoped_env.h"
+#include "support/telemetry_fixtures.h"
 
 namespace hotloop::telemetry {
 namespace {
@@ -53,6 +48,12 @@ TEST(Gpm, TwoSamplesGiveTheMetricsBetweenThem) {
   EXPECT_EQ(m->pcie_rx_mib_s, 5800.0);
   EXPECT_EQ(m->nvlink_tx_mib_s, 0.0);
   EXPECT_TRUE(gpm.read(0, g.device)); // and again
+  // telemetry.jsonl's line for the GPU carries them.
+  GpmSampler fresh(*g.lib);
+  (void)sample_gpus(*g.lib, &fresh);
+  const nlohmann::json j = to_json(sample_gpus(*g.lib, &fresh).at(0));
+  EXPECT_EQ(j["gpm"]["tensor_active_percent"], 0.5) << j.dump();
+  EXPECT_EQ(j["gpm_skip"], "");
 }
 
 TEST(Gpm, AGpuWithoutGpmIsSkippedWithTheReason) {
@@ -76,57 +77,28 @@ TEST(Gpm, ADriverWithoutTheFunctionsIsSkippedWithTheReason) {
       << gpm.skip_reason(0);
 }
 
-// The sampler's window over `scenario` (samples every 5 ms until n).
-Window sample_window(const std::string& scenario, std::size_t n) {
-  test::ScopedEnv env("FAKE_NVML_SCENARIO", test::scenario_path(scenario));
-  SamplerOptions o;
-  o.interval_s = 0.005;
-  o.nvml_library = HOTLOOP_TEST_FAKE_NVML;
-  Sampler s(o);
-  while (s.samples_taken() < n) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  const std::optional<Sample> latest = s.latest();
-  EXPECT_TRUE(latest && !latest->gpus.empty());
-  if (latest && !latest->gpus.empty()) {
-    // telemetry.jsonl's line for the GPU carries the counters.
-    const nlohmann::json j = to_json(latest->gpus[0]);
-    EXPECT_TRUE(j["gpm"].is_object()) << j.dump();
-  }
-  return s.take_window();
-}
-
-WindowInput gpu_steps(const Window& w, const std::string& precision) {
-  WindowInput in;
-  in.first_step = 1;
-  in.last_step = 50;
-  in.wall_s = 10;
-  in.phases = {0.1, 0.1, 3, 6, 0.8, 0};
-  in.on_cuda = true;
-  in.gpu = w.gpu;
-  in.precision = precision;
-  return in;
-}
+using test::fed_gpu_steps;
+using test::sample_fake_window;
 
 TEST(Gpm, TheWindowAveragesTheCountersAndFp32WithIdleTensorCoresIsTensorIdle) {
-  const Window w = sample_window("gpm_tensor_idle", 4);
+  const Window w = sample_fake_window("gpm_tensor_idle", 4);
   ASSERT_TRUE(w.gpu);
   EXPECT_GE(w.gpu->gpm_samples, 2u); // every sample after the first
   EXPECT_DOUBLE_EQ(w.gpu->sm_active_mean, 92);
   EXPECT_DOUBLE_EQ(w.gpu->tensor_active_mean, 0.5);
-  const Diagnosis fp32 = diagnose(gpu_steps(w, "fp32"));
+  const Diagnosis fp32 = diagnose(fed_gpu_steps(w, "fp32"));
   EXPECT_EQ(fp32.primary().verdict, "tensor-idle") << fp32.primary().evidence;
   EXPECT_NE(
       fp32.primary().evidence.find("tensor cores 0.5%"), std::string::npos)
       << fp32.primary().evidence;
   EXPECT_NE(fp32.primary().fix.find("--precision bf16"), std::string::npos);
   // The same counters in bf16 are not blamed on the precision.
-  EXPECT_EQ(diagnose(gpu_steps(w, "bf16")).primary().verdict, "healthy");
+  EXPECT_EQ(diagnose(fed_gpu_steps(w, "bf16")).primary().verdict, "healthy");
 }
 
 TEST(Gpm, DramNearItsPeakWithLittleTensorWorkIsMemoryBound) {
-  const Diagnosis d =
-      diagnose(gpu_steps(sample_window("gpm_memory_bound", 4), "bf16"));
+  const Diagnosis d = diagnose(
+      fed_gpu_steps(sample_fake_window("gpm_memory_bound", 4), "bf16"));
   EXPECT_EQ(d.primary().verdict, "memory-bound") << d.primary().evidence;
   EXPECT_NE(
       d.primary().evidence.find("DRAM bandwidth at 91%"), std::string::npos)
@@ -134,8 +106,8 @@ TEST(Gpm, DramNearItsPeakWithLittleTensorWorkIsMemoryBound) {
 }
 
 TEST(Gpm, SmActivityFarBelowGpuUtilizationIsLaunchBound) {
-  const Diagnosis d =
-      diagnose(gpu_steps(sample_window("gpm_launch_bound", 4), "bf16"));
+  const Diagnosis d = diagnose(
+      fed_gpu_steps(sample_fake_window("gpm_launch_bound", 4), "bf16"));
   EXPECT_EQ(d.primary().verdict, "launch-bound") << d.primary().evidence;
   EXPECT_NE(d.primary().evidence.find("utilization was 95%"), std::string::npos)
       << d.primary().evidence;
@@ -143,25 +115,16 @@ TEST(Gpm, SmActivityFarBelowGpuUtilizationIsLaunchBound) {
 }
 
 TEST(Gpm, BusyTensorCoresAreHealthy) {
-  const Diagnosis d = diagnose(gpu_steps(sample_window("gpm_busy", 4), "bf16"));
+  const Diagnosis d =
+      diagnose(fed_gpu_steps(sample_fake_window("gpm_busy", 4), "bf16"));
   EXPECT_EQ(d.primary().verdict, "healthy") << d.primary().evidence;
 }
 
 TEST(Gpm, MonitorAndPrometheusShowTheCounters) {
   // monitor --once: its first line has the counters (it samples them once
   // before, to measure between).
-  const std::string command = std::string("HOTLOOP_NVML_LIB=") +
-      HOTLOOP_TEST_FAKE_NVML +
-      " FAKE_NVML_SCENARIO=" + test::scenario_path("gpm_tensor_idle") + " " +
-      HOTLOOP_TEST_BINARY + " monitor --once --json";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
-    out += buf.data();
-  }
-  EXPECT_EQ(WEXITSTATUS(::pclose(pipe)), 0) << out;
+  const auto [code, out] = test::monitor_once_json("gpm_tensor_idle");
+  EXPECT_EQ(code, 0) << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["gpus"][0]["gpm"]["sm_active_percent"], 92.0) << out;
   EXPECT_EQ(j["gpus"][0]["gpm"]["tensor_active_percent"], 0.5) << out;

@@ -26,35 +26,21 @@
 #include "hotloop/telemetry/tensorboard.h"
 #include "hotloop/train/trainer.h"
 #include "support/doctor_fixtures.h"
+#include "support/telemetry_fixtures.h"
 #include "support/temp_dir.h"
 
 namespace hotloop::telemetry {
 namespace {
 
-// Samples `scenario` through the fake NVML every 5 ms until `n` samples are in.
-Window sample_window(const std::string& scenario, std::size_t n) {
-  test::ScopedEnv env("FAKE_NVML_SCENARIO", test::scenario_path(scenario));
-  SamplerOptions o;
-  o.interval_s = 0.005;
-  o.nvml_library = HOTLOOP_TEST_FAKE_NVML;
-  Sampler s(o);
-  EXPECT_TRUE(s.nvml_loaded()) << s.nvml_error();
-  while (s.samples_taken() < n) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return s.take_window();
-}
+using test::sample_fake_window;
 
 // A window of 50 GPU steps that kept their loader fed.
 WindowInput gpu_steps(const Window& w) {
-  WindowInput in;
-  in.first_step = 1;
-  in.last_step = 50;
-  in.wall_s = 10;
-  in.phases = {0.1, 0.1, 3, 6, 0.8, 0};
-  in.on_cuda = true;
-  in.gpu = w.gpu;
-  return in;
+  return test::fed_gpu_steps(w);
+}
+
+Window sample_window(const std::string& scenario, std::size_t n) {
+  return sample_fake_window(scenario, n);
 }
 
 train::TrainSummary train_cnn(
@@ -320,19 +306,8 @@ TEST(Telemetry, ThePrometheusEndpointServesTheNewestTextOnLoopback) {
 }
 
 TEST(Telemetry, MonitorOnceJsonPrintsEveryGpuWithThrottleReasonsInWords) {
-  const std::string command = std::string("HOTLOOP_NVML_LIB=") +
-      HOTLOOP_TEST_FAKE_NVML +
-      " FAKE_NVML_SCENARIO=" + test::scenario_path("thermal") + " " +
-      HOTLOOP_TEST_BINARY + " monitor --once --json";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
-    out += buf.data();
-  }
-  const int status = ::pclose(pipe);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  const auto [code, out] = test::monitor_once_json("thermal");
+  EXPECT_EQ(code, 0) << out;
   const auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j["gpus"].size(), 1u);
   EXPECT_EQ(j["gpus"][0]["util_percent"], 100);
