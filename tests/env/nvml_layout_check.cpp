@@ -42,6 +42,40 @@ HOTLOOP_SAME_LAYOUT(nv::ProcessInfoV1, nvmlProcessInfo_v1_t);
 HOTLOOP_SAME_FIELD(nv::ProcessInfoV1, nvmlProcessInfo_v1_t, pid);
 HOTLOOP_SAME_FIELD(nv::ProcessInfoV1, nvmlProcessInfo_v1_t, usedGpuMemory);
 
+HOTLOOP_SAME_LAYOUT(nv::GpmSupport, nvmlGpmSupport_t);
+HOTLOOP_SAME_FIELD(nv::GpmSupport, nvmlGpmSupport_t, version);
+HOTLOOP_SAME_FIELD(nv::GpmSupport, nvmlGpmSupport_t, isSupportedDevice);
+
+HOTLOOP_SAME_LAYOUT(nv::GpmMetric, nvmlGpmMetric_t);
+HOTLOOP_SAME_FIELD(nv::GpmMetric, nvmlGpmMetric_t, metricId);
+HOTLOOP_SAME_FIELD(nv::GpmMetric, nvmlGpmMetric_t, nvmlReturn);
+HOTLOOP_SAME_FIELD(nv::GpmMetric, nvmlGpmMetric_t, value);
+HOTLOOP_SAME_FIELD(nv::GpmMetric, nvmlGpmMetric_t, metricInfo);
+
+// The array's length is the header's NVML_GPM_METRIC_MAX (at least that of
+// the newest header, so a driver reading the whole struct stays inside it).
+HOTLOOP_SAME_LAYOUT(nv::GpmMetricsGet, nvmlGpmMetricsGet_t);
+HOTLOOP_SAME_FIELD(nv::GpmMetricsGet, nvmlGpmMetricsGet_t, version);
+HOTLOOP_SAME_FIELD(nv::GpmMetricsGet, nvmlGpmMetricsGet_t, numMetrics);
+HOTLOOP_SAME_FIELD(nv::GpmMetricsGet, nvmlGpmMetricsGet_t, sample1);
+HOTLOOP_SAME_FIELD(nv::GpmMetricsGet, nvmlGpmMetricsGet_t, sample2);
+HOTLOOP_SAME_FIELD(nv::GpmMetricsGet, nvmlGpmMetricsGet_t, metrics);
+static_assert(sizeof(nv::GpmSample) == sizeof(nvmlGpmSample_t));
+static_assert(nv::kGpmMetricMax == NVML_GPM_METRIC_MAX);
+static_assert(nv::kGpmSupportVersion == NVML_GPM_SUPPORT_VERSION);
+static_assert(nv::kGpmMetricsGetVersion == NVML_GPM_METRICS_GET_VERSION);
+static_assert(nv::kGpmSmUtil == NVML_GPM_METRIC_SM_UTIL);
+static_assert(nv::kGpmSmOccupancy == NVML_GPM_METRIC_SM_OCCUPANCY);
+static_assert(nv::kGpmAnyTensorUtil == NVML_GPM_METRIC_ANY_TENSOR_UTIL);
+static_assert(nv::kGpmHmmaTensorUtil == NVML_GPM_METRIC_HMMA_TENSOR_UTIL);
+static_assert(nv::kGpmDramBwUtil == NVML_GPM_METRIC_DRAM_BW_UTIL);
+static_assert(nv::kGpmPcieTxPerSec == NVML_GPM_METRIC_PCIE_TX_PER_SEC);
+static_assert(nv::kGpmPcieRxPerSec == NVML_GPM_METRIC_PCIE_RX_PER_SEC);
+static_assert(
+    nv::kGpmNvlinkTotalRxPerSec == NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC);
+static_assert(
+    nv::kGpmNvlinkTotalTxPerSec == NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC);
+
 static_assert(sizeof(nv::Return) == sizeof(nvmlReturn_t));
 static_assert(sizeof(nv::Device) == sizeof(nvmlDevice_t));
 static_assert(nv::kSuccess == NVML_SUCCESS);
@@ -96,8 +130,8 @@ static_assert(
 int main() {
   std::printf(
       "nvml_api.h: %d structs and their fields, the return codes, clock, "
-      "temperature, PCIe and throttle-reason constants match %s\n",
-      4,
+      "temperature, PCIe, throttle-reason and GPM constants match %s\n",
+      7,
       HOTLOOP_NVML_HEADER);
   return 0;
 }
