@@ -8,7 +8,6 @@
 
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/token_data.h"
 #include "hotloop/data/tokenizer.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/gpt.h"
@@ -59,9 +58,9 @@ void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
   if (spec.kind != data::DataSpec::Kind::Tokens) {
     return;
   }
-  const std::optional<data::Tokenizer> tokenizer =
-      data::Tokenizer::beside(spec.path);
-  if (!tokenizer) {
+  const std::optional<std::string> from =
+      data::Tokenizer::dir_beside(spec.path);
+  if (!from) {
     return;
   }
   namespace fs = std::filesystem;
@@ -71,7 +70,7 @@ void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
   for (const char* name : {"vocab.json", "merges.txt"}) {
     if (!ec) {
       fs::copy_file(
-          fs::path(tokenizer->dir()) / name,
+          fs::path(*from) / name,
           to / name,
           fs::copy_options::overwrite_existing,
           ec);

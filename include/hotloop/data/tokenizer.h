@@ -29,10 +29,11 @@ class Tokenizer {
   static Tokenizer bpe(const std::string& dir);
   // "bytes" or "bpe:DIR"; UsageError for anything else.
   static Tokenizer parse(const std::string& spec);
-  // The tokenizer beside token files (`pack --tokenizer bpe:` copies
-  // vocab.json and merges.txt next to its shards): in `path` when it is a
-  // folder, else in its folder (a file or a glob); nullopt when there is none.
-  static std::optional<Tokenizer> beside(const std::string& path);
+  // The folder of the tokenizer beside token files (`pack --tokenizer bpe:`
+  // copies vocab.json and merges.txt next to its shards): `path` when it is a
+  // folder, else its folder (a file or a glob); nullopt when it has none.
+  // Nothing is read: bpe(*dir) loads it.
+  static std::optional<std::string> dir_beside(const std::string& path);
 
   // Token ids of `text`. Not thread-safe: it caches pieces it has encoded.
   std::vector<std::int32_t> encode(std::string_view text);

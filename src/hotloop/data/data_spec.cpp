@@ -135,8 +135,8 @@ std::unique_ptr<Dataset> open_dataset(
       auto tokens = TokenDataset::open_files(
           token_files(spec.path, split),
           fmt::format("tokens:{} {}", spec.path, to_string(split)));
-      if (const auto tokenizer = Tokenizer::beside(spec.path)) {
-        tokens->set_tokenizer_vocabulary(tokenizer->vocab_size());
+      if (const auto dir = Tokenizer::dir_beside(spec.path)) {
+        tokens->set_tokenizer_vocabulary(Tokenizer::bpe(*dir).vocab_size());
       }
       return tokens;
     }

@@ -127,24 +127,26 @@ nn::Sequential make_stage(
   return stage;
 }
 
+// Residual blocks per stage (layer1..layer4) for a depth.
+const int* stage_blocks(int depth) {
+  static constexpr int k18[] = {2, 2, 2, 2};
+  static constexpr int k34_50[] = {3, 4, 6, 3};
+  switch (depth) {
+    case 18:
+      return k18;
+    case 34:
+    case 50:
+      return k34_50;
+    default:
+      throw UsageError(
+          fmt::format("ResNet depth {} is not built (18, 34, 50 are)", depth));
+  }
+}
+
 } // namespace
 
 ResNet::ResNet(const ResNetOptions& options) : options_(options) {
-  const int* blocks = nullptr;
-  static constexpr int k18[] = {2, 2, 2, 2};
-  static constexpr int k34_50[] = {3, 4, 6, 3};
-  switch (options.depth) {
-    case 18:
-      blocks = k18;
-      break;
-    case 34:
-    case 50:
-      blocks = k34_50;
-      break;
-    default:
-      throw UsageError(fmt::format(
-          "ResNet depth {} is not built (18, 34, 50 are)", options.depth));
-  }
+  const int* blocks = stage_blocks(options.depth);
   conv1_ = register_module(
       "conv1",
       options.small_stem ? conv(options.in_channels, 64, 3, 1)
@@ -197,9 +199,7 @@ double ResNet::training_flops_per_sample() const {
         static_cast<double>(h_out * h_out);
   };
   const bool bottleneck = options_.depth == 50;
-  const int k18[] = {2, 2, 2, 2};
-  const int k34_50[] = {3, 4, 6, 3};
-  const int* blocks = options_.depth == 18 ? k18 : k34_50;
+  const int* blocks = stage_blocks(options_.depth);
   double f = 0;
   std::int64_t h = options_.image_size;
   if (options_.small_stem) {

@@ -18,7 +18,7 @@ using torch::profiler::impl::ActivityType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
 
-ProfilerConfig config(const ProfileOptions& o) {
+ProfilerConfig config(const RecordingOptions& o) {
   return ProfilerConfig(
       ProfilerState::KINETO,
       /*report_input_shapes=*/o.shapes,
@@ -28,7 +28,7 @@ ProfilerConfig config(const ProfileOptions& o) {
       /*with_modules=*/false);
 }
 
-std::set<ActivityType> activities(const ProfileOptions& o) {
+std::set<ActivityType> activities(const RecordingOptions& o) {
   std::set<ActivityType> a{ActivityType::CPU};
   if (o.cuda) {
     a.insert(ActivityType::CUDA);
@@ -50,7 +50,7 @@ bool profiler_on() {
   return kineto::profilerEnabled();
 }
 
-ProfileRecording::ProfileRecording(const ProfileOptions& options) {
+ProfileRecording::ProfileRecording(const RecordingOptions& options) {
   if (profiler_on()) {
     throw EnvError(
         "the profiler is already recording in this process",

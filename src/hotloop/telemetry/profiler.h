@@ -12,7 +12,7 @@
 
 namespace hotloop::telemetry {
 
-struct ProfileOptions {
+struct RecordingOptions {
   bool cuda = false; // CUDA kernels and memcpys too
   bool shapes = true; // input shapes (and the FLOPs that need them)
 };
@@ -30,7 +30,7 @@ class ProfileRecording {
  public:
   // Starts recording on this thread. Throws EnvError when a recording is
   // already on (this process's or a caller's).
-  explicit ProfileRecording(const ProfileOptions& options = {});
+  explicit ProfileRecording(const RecordingOptions& options = {});
   // Stops recording (its events are dropped) when stop() was not called.
   ~ProfileRecording();
   ProfileRecording(const ProfileRecording&) = delete;

@@ -129,7 +129,7 @@ PackTextResult pack_text(const PackTextOptions& o) {
   }
   PackTextResult r;
   r.vocab = tokenizer.vocab_size();
-  if (tokenizer.byte_level() && Tokenizer::beside(o.out)) {
+  if (tokenizer.byte_level() && Tokenizer::dir_beside(o.out)) {
     // Its shards would be read with that vocabulary and decoded with it.
     throw UsageError(
         fmt::format(

@@ -91,14 +91,11 @@ class BpeVocabulary {
       cache_.clear();
     }
     gpt2_pretokenize(text, [&](std::string_view piece) {
-      const auto hit = cache_.find(std::string(piece));
-      if (hit != cache_.end()) {
-        out.insert(out.end(), hit->second.begin(), hit->second.end());
-        return;
+      auto [it, added] = cache_.try_emplace(std::string(piece));
+      if (added) {
+        it->second = merge(piece);
       }
-      std::vector<std::int32_t> ids = merge(piece);
-      out.insert(out.end(), ids.begin(), ids.end());
-      cache_.emplace(std::string(piece), std::move(ids));
+      out.insert(out.end(), it->second.begin(), it->second.end());
     });
   }
 
@@ -293,14 +290,14 @@ Tokenizer Tokenizer::parse(const std::string& spec) {
       "bpe:DIR reads DIR/vocab.json and DIR/merges.txt (GPT-2's byte-level BPE)");
 }
 
-std::optional<Tokenizer> Tokenizer::beside(const std::string& path) {
+std::optional<std::string> Tokenizer::dir_beside(const std::string& path) {
   std::error_code ec;
   const fs::path dir = fs::is_directory(path, ec)
       ? fs::path(path)
       : fs::path(path).parent_path();
   if (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
       fs::is_regular_file(fs::path(dir) / "merges.txt", ec)) {
-    return bpe(dir.string());
+    return dir.string();
   }
   return std::nullopt;
 }

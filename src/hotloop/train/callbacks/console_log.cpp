@@ -28,6 +28,20 @@ void ConsoleLog::print(const std::string& line) const {
   std::fflush(stdout);
 }
 
+// Model FLOP/s: as MFU where the device's peak is known, else achieved;
+// "" when the model's FLOPs are unknown.
+std::string ConsoleLog::flops_text(const RunState& s, const StepEnd& e) {
+  if (s.flops_per_sample <= 0) {
+    return "";
+  }
+  const double per_s =
+      static_cast<double>(e.samples) * s.flops_per_sample / e.seconds;
+  return s.peak_flops_per_s > 0
+      ? fmt::format("  MFU {:.1f}%", 100 * per_s / s.peak_flops_per_s)
+      : per_s >= 1e12 ? fmt::format("  {:.1f} TFLOP/s", per_s / 1e12)
+                      : fmt::format("  {:.1f} GFLOP/s", per_s / 1e9);
+}
+
 std::string ConsoleLog::loss_text() const {
   return std::isnan(last_loss_) ? std::string("-")
                                 : fmt::format("{:.4f}", last_loss_);
@@ -39,27 +53,22 @@ void ConsoleLog::on_step_end(const RunState& s, const StepEnd& e) {
       static_cast<double>(e.samples * std::max<std::int64_t>(tokens, 1)) /
       e.seconds;
   unit_ = tokens > 0 ? "tok/s" : "img/s";
-  // Model FLOP/s: as MFU where the device's peak is known, else achieved.
-  std::string flops;
-  if (s.flops_per_sample > 0) {
-    const double per_s =
-        static_cast<double>(e.samples) * s.flops_per_sample / e.seconds;
-    flops = s.peak_flops_per_s > 0
-        ? fmt::format("  MFU {:.1f}%", 100 * per_s / s.peak_flops_per_s)
-        : per_s >= 1e12 ? fmt::format("  {:.1f} TFLOP/s", per_s / 1e12)
-                        : fmt::format("  {:.1f} GFLOP/s", per_s / 1e9);
-  }
   if (progress_) {
     progress_->update(
         static_cast<std::uint64_t>(s.step),
-        fmt::format("loss {}  {:.0f} {}{}", loss_text(), rate, unit_, flops));
+        fmt::format(
+            "loss {}  {:.0f} {}{}",
+            loss_text(),
+            rate,
+            unit_,
+            flops_text(s, e)));
   }
   const auto now = std::chrono::steady_clock::now();
   if (!options_.progress_bar && options_.log_every_s > 0 &&
       std::chrono::duration<double>(now - last_line_).count() >=
           options_.log_every_s) {
     last_line_ = now;
-    due_.push_back({s.step, s.epoch, e.lr, rate, flops});
+    due_.push_back({s.step, s.epoch, e.lr, rate, flops_text(s, e)});
   }
 }
 

@@ -36,6 +36,7 @@ class ConsoleLog final : public Callback {
  private:
   void print(const std::string& line) const;
   std::string loss_text() const;
+  static std::string flops_text(const RunState& s, const StepEnd& e);
 
   ConsoleOptions options_;
   bool talk_ = true; // rank 0

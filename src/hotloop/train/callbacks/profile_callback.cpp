@@ -95,19 +95,13 @@ void ProfileCallback::start(
     const RunState& s,
     std::int64_t first,
     std::int64_t last) {
-  telemetry::ProfileOptions o;
+  telemetry::RecordingOptions o;
   o.cuda = s.device.is_cuda();
   recording_ = std::make_unique<telemetry::ProfileRecording>(o);
   current_ = Trace{first, last, current_.reason, {}};
 }
 
-void ProfileCallback::end_range(std::unique_ptr<at::RecordFunction>& range) {
-  range.reset(); // RecordFunction's destructor ends it
-}
-
 void ProfileCallback::stop(const RunState& s) {
-  end_range(phase_range_);
-  end_range(step_range_);
   const std::string path = s.run_dir.empty()
       ? std::string()
       : (std::filesystem::path(s.run_dir) / "profile" /
@@ -158,7 +152,7 @@ void ProfileCallback::on_phase(const RunState&, Phase p) {
   if (recording_ == nullptr) {
     return;
   }
-  end_range(phase_range_);
+  phase_range_.reset(); // a RecordFunction's destructor ends its range
   phase_range_ =
       std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
   phase_name_ = fmt::format("hotloop::{}", to_string(p));
@@ -167,11 +161,10 @@ void ProfileCallback::on_phase(const RunState&, Phase p) {
 
 void ProfileCallback::on_step_end(const RunState& s, const StepEnd& e) {
   clock_s_ += e.seconds;
+  phase_range_.reset(); // the step's ranges end with it
+  step_range_.reset();
   if (recording_ != nullptr && s.step >= current_.last) {
     stop(s);
-  } else if (recording_ != nullptr) {
-    end_range(phase_range_);
-    end_range(step_range_);
   }
   if (!is_auto_) {
     return;

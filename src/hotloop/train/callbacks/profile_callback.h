@@ -55,7 +55,6 @@ class ProfileCallback final : public Callback {
   };
   void start(const RunState& s, std::int64_t first, std::int64_t last);
   void stop(const RunState& s);
-  void end_range(std::unique_ptr<at::RecordFunction>& range);
 
   ProfileOptions options_;
   std::shared_ptr<const TelemetryCallback> telemetry_;
