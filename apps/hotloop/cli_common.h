@@ -35,6 +35,7 @@ void add_train_command(CLI::App& app, Action& action);
 void add_tune_command(CLI::App& app, Action& action);
 void add_monitor_command(CLI::App& app, Action& action);
 void add_launch_command(CLI::App& app, Action& action);
+void add_inspect_command(CLI::App& app, Action& action);
 
 // The value named `value` among `choices` for the flag --`key`; a UsageError
 // listing the choices otherwise.

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   hotloop::cli::add_predict_command(app, action);
   hotloop::cli::add_generate_command(app, action);
   hotloop::cli::add_weights_command(app, action);
+  hotloop::cli::add_inspect_command(app, action);
 
   try {
     std::vector<std::string> args(argv + 1, argv + argc);

@@ -102,6 +102,9 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
   o.loss_scaling = train::parse_loss_scaling(f.loss_scaling);
   o.schedule.kind = train::parse_schedule(f.schedule);
   o.freeze_backbone = model::parse_freeze(f.freeze) == model::Freeze::Backbone;
+  if (model::parse_freeze(f.freeze) == model::Freeze::Patterns) {
+    o.freeze_patterns = model::freeze_patterns(f.freeze);
+  }
   o.cudnn_benchmark = !f.no_cudnn_benchmark;
   o.cuda_graphs = train::parse_cuda_graphs(f.cuda_graphs);
   o.cpu_conv = model::parse_cpu_conv(f.cpu_conv);
@@ -338,7 +341,9 @@ void add_train_command(CLI::App& app, Action& action) {
       o.init_strict,
       "false: load what matches --init and report the rest");
   cmd->add_option(
-      "--freeze", f->freeze, "backbone (train the head only) or none");
+      "--freeze",
+      f->freeze,
+      "backbone (train the head only), none, or name globs: 'features.*,classifier.0.*'");
   cmd->add_option(
       "--telemetry",
       c.telemetry.enabled,

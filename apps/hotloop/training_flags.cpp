@@ -21,7 +21,11 @@ void add_training_flags(
   cmd->add_option(
       "--model",
       o.model.name,
-      "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium");
+      "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium; torchscript:FILE (a module exported from Python: docs/bring-your-own-model.md)");
+  cmd->add_option(
+      "--head",
+      o.model.head,
+      "torchscript: the classifier head's module name (replaced when the data has another class count; --freeze backbone and --head-lr use it); default: the module owning the last 2-D weight");
   cmd->add_option(
       "--data",
       f.data,
@@ -35,7 +39,7 @@ void add_training_flags(
   cmd->add_option(
       "--context",
       o.model.context,
-      "GPT: tokens per sequence (the longest it reads); 0: the size's");
+      "GPT: tokens per sequence (the longest it reads); 0: the size's. torchscript on token data: required");
   cmd->add_option(
       "--vocab",
       o.model.vocab,
@@ -81,6 +85,10 @@ void add_training_flags(
       "--augment-device",
       f.augment_device,
       "cpu (per sample, in the decode threads) or gpu (the whole batch on the GPU; needs --device cuda)");
+  cmd->add_option(
+      "--shuffle",
+      o.loader.shuffle,
+      "Shuffle the training samples each epoch (false: the data's own order, as for parity checks)");
   cmd->add_option(
       "--seed", o.seed, "Seed: initialization, shuffle order, augmentation");
 }

@@ -1,7 +1,8 @@
 // The built-in models' analytic training FLOPs (for MFU) against LibTorch's
 // profiler, which counts the FLOPs of each matrix product and convolution
 // from its input shapes: the analytic count of a forward must equal the
-// profiler's for one sample.
+// profiler's for one sample, and so must hotloop's own operator count
+// (telemetry/op_flops.h, which exported models use).
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <torch/nn/module.h>
 
 #include "hotloop/model/model.h"
+#include "hotloop/telemetry/op_flops.h"
 #include "hotloop/telemetry/profiler.h"
 
 namespace hotloop::model {
@@ -49,6 +51,10 @@ TEST(ModelFlops, AnalyticCountsEqualTheProfilersForOneForward) {
         profiled_forward(*m, at::zeros({1, c.channels, c.size, c.size}));
     // Exact integers on both sides.
     EXPECT_NEAR(profiled, analytic, 1e-9 * analytic);
+    const double counted = telemetry::counted_flops([&] {
+      (void)m->forward(at::zeros({1, c.channels, c.size, c.size}));
+    });
+    EXPECT_NEAR(counted, analytic, 1e-9 * analytic);
   }
 }
 

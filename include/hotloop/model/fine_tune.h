@@ -32,8 +32,18 @@ struct InitResult {
 // reported. Throws DataError for an unreadable file.
 InitResult load_initial_weights(Model& model, const InitOptions& options);
 
-enum class Freeze { None, Backbone };
-Freeze parse_freeze(const std::string& text); // "none" | "backbone"; UsageError
+enum class Freeze { None, Backbone, Patterns };
+// "none" | "backbone" | globs on parameter names ("features.*,fc.bias").
+Freeze parse_freeze(const std::string& text);
+// The comma-separated globs of --freeze; UsageError for an empty one.
+std::vector<std::string> freeze_patterns(const std::string& text);
+
+// requires_grad=false for every parameter whose name matches one of
+// `patterns` (shell globs: * also matches dots). Returns how many tensors it
+// froze; UsageError naming a pattern that matches no parameter.
+std::size_t freeze_matching(
+    Model& model,
+    const std::vector<std::string>& patterns);
 
 // requires_grad=false for every parameter outside the head (BatchNorm running
 // statistics still update in training mode, as in PyTorch).

@@ -81,6 +81,9 @@ struct ModelOptions {
   std::int64_t width = 0;
   std::int64_t context = 0;
   std::int64_t vocab = 0;
+  // Exported models (torchscript:FILE, model/exported.h): the classifier
+  // head's module name; empty: the module owning the last 2-D weight.
+  std::string head;
 
   ModelOptions& set_name(std::string v) {
     name = std::move(v);
@@ -110,6 +113,7 @@ struct ModelOptions {
 // mlp, cnn-small, resnet18, resnet34, resnet50, and each ResNet's -small
 // variant (3x3 stride-1 stem, no max-pool: for 28-64 px inputs); the GPT
 // language models gpt-nano, gpt-mini, gpt2, gpt2-medium (model/gpt.h).
+// Besides these, make_model() loads torchscript:FILE (model/exported.h).
 const std::vector<std::string>& model_names();
 
 // A new model with freshly initialized weights (the global torch generator:

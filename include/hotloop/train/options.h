@@ -108,6 +108,9 @@ struct TrainerOptions {
   std::string init; // weight file to start from
   bool init_strict = true;
   bool freeze_backbone = false;
+  // --freeze 'features.*,blocks.0.*': parameters whose names match one of
+  // these globs are not trained.
+  std::vector<std::string> freeze_patterns;
 
   // Out of memory in a step: halve the micro-batch, double the accumulation
   // and redo the step (the effective batch is unchanged; no sample is skipped

@@ -61,6 +61,9 @@ struct TrainSummary {
   double wall_s = 0;
   bool stopped_early = false; // SIGINT/SIGTERM: checkpoint written, resumable
   std::string last_checkpoint;
+  // RUN/model.safetensors: the final weights under the model's own names
+  // (Python's model.load_state_dict reads them); empty without a run dir.
+  std::string weights;
   // A resumed run: the checkpoint's step, and the figures above that come
   // from the part of the run before the interruption (a run resumed after its
   // last step has no steps of its own to time: its rates are the earlier

@@ -1,5 +1,9 @@
 #include "hotloop/model/fine_tune.h"
 
+#include <fnmatch.h>
+
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
@@ -60,7 +64,51 @@ Freeze parse_freeze(const std::string& text) {
   if (text == "backbone") {
     return Freeze::Backbone;
   }
-  throw UsageError(fmt::format("--freeze {}: expected backbone or none", text));
+  freeze_patterns(text); // checks them
+  return Freeze::Patterns;
+}
+
+std::vector<std::string> freeze_patterns(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, comma - start));
+    if (out.back().empty()) {
+      throw UsageError(
+          fmt::format("--freeze '{}': an empty pattern", text),
+          "expected backbone, none, or comma-separated name globs such as 'features.*,classifier.0.*'");
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::size_t freeze_matching(
+    Model& model,
+    const std::vector<std::string>& patterns) {
+  std::size_t frozen = 0;
+  for (const std::string& pattern : patterns) {
+    std::size_t matched = 0;
+    for (auto& p : model.named_parameters()) {
+      if (fnmatch(pattern.c_str(), p.key().c_str(), 0) == 0) {
+        frozen += p.value().requires_grad();
+        p.value().set_requires_grad(false);
+        ++matched;
+      }
+    }
+    if (matched == 0) {
+      const auto names = model.named_parameters().keys();
+      throw UsageError(
+          fmt::format(
+              "--freeze '{}' matches no parameter of the model", pattern),
+          fmt::format(
+              "its parameters are named like {}{}",
+              names.empty() ? std::string("(none)") : names.front(),
+              names.size() > 1 ? ", " + names.back() : std::string()));
+    }
+  }
+  return frozen;
 }
 
 void freeze_backbone(Model& model) {

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/exported.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/resnet.h"
@@ -71,11 +72,20 @@ const std::vector<std::string>& model_names() {
 }
 
 void ModelOptions::validate() const {
-  if (std::find(model_names().begin(), model_names().end(), name) ==
+  if (is_exported(name)) {
+    exported_path(name); // names a file
+  } else if (!head.empty()) {
+    throw UsageError(
+        fmt::format("--head {}: only exported models take a head name", head),
+        fmt::format("{}'s head is fixed; drop --head", name));
+  } else if (
+      std::find(model_names().begin(), model_names().end(), name) ==
       model_names().end()) {
     throw UsageError(
         fmt::format("--model {}: no such model", name),
-        fmt::format("choose one of: {}", fmt::join(model_names(), ", ")));
+        fmt::format(
+            "choose one of: {}, or torchscript:FILE (a module exported from Python)",
+            fmt::join(model_names(), ", ")));
   }
   if (is_gpt(name)) {
     gpt_config(*this).validate(); // the image fields do not apply
@@ -96,6 +106,20 @@ void ModelOptions::validate() const {
 
 std::shared_ptr<Model> make_model(const ModelOptions& options) {
   options.validate();
+  if (is_exported(options.name)) {
+    ExportedOptions e;
+    e.path = exported_path(options.name);
+    e.head = options.head;
+    if (options.context > 0) {
+      e.context = options.context;
+      e.vocab = options.vocab;
+    } else {
+      e.in_channels = options.in_channels;
+      e.image_size = options.image_size;
+      e.num_classes = options.num_classes;
+    }
+    return load_exported_model(e);
+  }
   if (is_gpt(options.name)) {
     return std::make_shared<Gpt>(gpt_config(options));
   }

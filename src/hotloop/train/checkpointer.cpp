@@ -35,6 +35,7 @@ constexpr const char* kMustMatch[] = {
     "/model/width",
     "/model/context",
     "/model/vocab",
+    "/model/head",
     "/batch",
     "/world_size",
     "/sync_batchnorm",

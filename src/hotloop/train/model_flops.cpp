@@ -5,7 +5,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "hotloop/cuda/cuda_info.h"
-#include "hotloop/telemetry/profiler.h"
+#include "hotloop/telemetry/op_flops.h"
 #include "hotloop/train/peak_flops.h"
 
 namespace hotloop::train {
@@ -24,9 +24,10 @@ ModelFlops training_flops(model::Model& model, const model::ModelOptions& o) {
   try {
     torch::NoGradGuard no_grad;
     const double forward =
-        telemetry::profiled_flops([&] { (void)model.forward(sample); });
-    r = forward > 0 ? ModelFlops{3 * forward, "profiler"}
-                    : ModelFlops{0, "the profiler counted no matrix products"};
+        telemetry::counted_flops([&] { (void)model.forward(sample); });
+    r = forward > 0
+        ? ModelFlops{3 * forward, "counted"}
+        : ModelFlops{0, "its forward runs no matrix product or convolution"};
   } catch (const std::exception& e) {
     r = {0, fmt::format("a profiled forward failed: {}", e.what())};
   }

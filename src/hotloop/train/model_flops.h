@@ -16,7 +16,7 @@ namespace hotloop::train {
 
 struct ModelFlops {
   double per_sample = 0; // training (forward + backward); 0: unknown
-  std::string source; // "analytic", "profiler", or why it is unknown
+  std::string source; // "analytic", "counted", or why it is unknown
 };
 
 // `model` on the CPU, shaped by `o` (in_channels and image_size, or the

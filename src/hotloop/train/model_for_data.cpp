@@ -7,6 +7,7 @@
 
 #include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/exported.h"
 #include "hotloop/model/gpt.h"
 
 namespace hotloop::train {
@@ -41,12 +42,28 @@ void fit_model_to_data(
     const data::Dataset& train,
     const DataFit& fit) {
   const bool gpt = model::is_gpt(o.model.name);
-  check_model_takes(o.model.name, gpt, train);
+  const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
+  if (model::is_exported(o.model.name)) {
+    // An exported model is a token model when its data is tokens.
+    if (tokens) {
+      if (o.model.context <= 0) {
+        throw UsageError(
+            fmt::format(
+                "--model {} on token data needs --context: the sequence length the model takes",
+                o.model.name),
+            "pass --context N (its position table's size or less)");
+      }
+      o.model.vocab = tokens->max_token() + 1; // ids the model must take
+      return;
+    }
+    o.model.context = 0;
+  } else {
+    check_model_takes(o.model.name, gpt, train);
+  }
   if (gpt) {
-    const auto& tokens = dynamic_cast<const data::TokenDataset&>(train);
     if (o.model.vocab == 0) {
       o.model.vocab =
-          std::max(model::gpt_config(o.model).vocab, tokens.vocabulary_hint());
+          std::max(model::gpt_config(o.model).vocab, tokens->vocabulary_hint());
     }
     const model::GptConfig c = model::gpt_config(o.model);
     o.model.layers = c.layers;

@@ -1,10 +1,12 @@
 #include "hotloop/train/options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <ctime>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/exported.h"
 #include "hotloop/model/gpt.h"
 
 namespace hotloop::train {
@@ -130,7 +132,7 @@ void TrainerOptions::validate() const {
     bad("device",
         fmt::format("'{}': expected auto, cpu, cuda or cuda:N", device));
   }
-  if (freeze_backbone && init.empty()) {
+  if (freeze_backbone && init.empty() && !model::is_exported(model.name)) {
     throw UsageError(
         "freeze: --freeze backbone without --init would train a random backbone's head only",
         "give --init FILE with the pretrained weights");
@@ -154,17 +156,42 @@ void TrainerOptions::validate() const {
   // model: not validated here; a C++ user's own model has its own name.
 }
 
+namespace {
+
+nlohmann::json model_json(const model::ModelOptions& model) {
+  if (model::is_gpt(model.name)) {
+    return {
+        {"name", model.name},
+        {"layers", model.layers},
+        {"heads", model.heads},
+        {"width", model.width},
+        {"context", model.context},
+        {"vocab", model.vocab}};
+  }
+  if (model::is_exported(model.name) && model.context > 0) {
+    return {
+        {"name", model.name},
+        {"head", model.head},
+        {"context", model.context},
+        {"vocab", model.vocab}};
+  }
+  nlohmann::json j = {
+      {"name", model.name},
+      {"num_classes", model.num_classes},
+      {"in_channels", model.in_channels},
+      {"image_size", model.image_size},
+      {"zero_init_residual", model.zero_init_residual}};
+  if (model::is_exported(model.name)) {
+    j["head"] = model.head;
+  }
+  return j;
+}
+
+} // namespace
+
 nlohmann::json TrainerOptions::to_json() const {
   return {
-      {"model",
-       model::is_gpt(model.name)
-           ? nlohmann::json{{"name", model.name}, {"layers", model.layers}, {"heads", model.heads}, {"width", model.width}, {"context", model.context}, {"vocab", model.vocab}}
-           : nlohmann::json{
-                 {"name", model.name},
-                 {"num_classes", model.num_classes},
-                 {"in_channels", model.in_channels},
-                 {"image_size", model.image_size},
-                 {"zero_init_residual", model.zero_init_residual}}},
+      {"model", model_json(model)},
       {"epochs", epochs},
       {"steps", steps},
       {"batch", batch},
@@ -209,7 +236,11 @@ nlohmann::json TrainerOptions::to_json() const {
       {"readback_every", readback_every},
       {"init", init},
       {"init_strict", init_strict},
-      {"freeze", freeze_backbone ? "backbone" : "none"},
+      {"freeze",
+       freeze_backbone ? std::string("backbone")
+           : freeze_patterns.empty()
+           ? std::string("none")
+           : fmt::format("{}", fmt::join(freeze_patterns, ","))},
       {"eval_every", eval_every},
       {"out", out_dir},
       {"checkpoint_every", checkpoint_every},

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/model/exported.h"
 #include "hotloop/model/gpt.h"
 
 namespace hotloop::train {
@@ -114,7 +115,8 @@ Recipe recipe_for(
     return gpt_recipe(model, optimizer);
   }
   const bool resnet = model.starts_with("resnet");
-  if (!resnet && model != "mlp" && model != "cnn-small") {
+  const bool exported = model::is_exported(model);
+  if (!resnet && !exported && model != "mlp" && model != "cnn-small") {
     return r;
   }
   const OptimizerKind kind =
@@ -132,7 +134,7 @@ Recipe recipe_for(
   r.values.push_back({"schedule", "onecycle"});
   if (resnet) {
     r.values.push_back({"label-smoothing", "0.1"});
-  } else {
+  } else if (!exported) {
     r.values.push_back({"augment", "none"});
   }
   return r;

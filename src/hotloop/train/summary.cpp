@@ -84,6 +84,7 @@ nlohmann::json TrainSummary::to_json() const {
        {{"replays", graph_replays}, {"off_reason", graph_off_reason}}},
       {"stopped_early", stopped_early},
       {"last_checkpoint", last_checkpoint},
+      {"weights", weights},
       {"resumed_at",
        resumed_at >= 0 ? nlohmann::json(resumed_at) : nlohmann::json()},
       {"from_before_resume", from_before_resume}};

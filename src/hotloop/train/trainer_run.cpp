@@ -12,6 +12,7 @@
 
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/weights.h"
 #include "hotloop/train/graph_step.h"
 #include "hotloop/train/trainer_parts.h"
 
@@ -223,6 +224,11 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.last_checkpoint = s.last_checkpoint;
   sum.resumed_at = s.resumed_at;
   sum.wall_s = wall_s;
+  if (s.rank == 0 && !s.run_dir.empty()) {
+    sum.weights =
+        (std::filesystem::path(s.run_dir) / "model.safetensors").string();
+    model::write_weights(sum.weights, model::state_dict(*model));
+  }
   sum.callbacks = events.fit_end(s, sum);
   write_json(s, "summary.json", sum.to_json());
   return sum;

@@ -16,6 +16,7 @@
 #include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/batch_norm.h"
+#include "hotloop/model/exported.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/weights.h"
@@ -156,8 +157,31 @@ void Trainer::Impl::set_up() {
           options.model.num_classes));
     }
   }
+  if (const auto* exported =
+          dynamic_cast<const model::ExportedModel*>(model.get())) {
+    const model::ExportedInfo& i = exported->info();
+    log(fmt::format("model: {}, {}", i.path, i.format.description));
+    if (i.head_replaced) {
+      log(fmt::format(
+          "model: the head '{}' was replaced: {} outputs in the file, {} classes in the data",
+          i.head,
+          i.head_classes,
+          options.model.num_classes));
+    }
+    for (const std::string& w : i.warnings) {
+      log("model: warning: " + w);
+    }
+  }
   if (options.freeze_backbone) {
     model::freeze_backbone(*model);
+  }
+  if (!options.freeze_patterns.empty()) {
+    const std::size_t n =
+        model::freeze_matching(*model, options.freeze_patterns);
+    log(fmt::format(
+        "freeze: {} parameter tensor(s) match {}",
+        n,
+        fmt::join(options.freeze_patterns, ",")));
   }
   // FLOPs per sample and the device's peak, for model FLOP/s and MFU.
   const ModelFlops flops = training_flops(*model, options.model);
