@@ -19,6 +19,12 @@ of its per-step rates after its warm-up steps). Ratios are hotloop / baseline.
 hotloop is told the PyTorch loops' optimizer exactly (SGD, lr 0.05, momentum 0.9, no Nesterov, no weight decay,
 no label smoothing, a constant schedule), so that the model's recipe does not change its work.
 
+--exported mobilenet_v3_small|vit_tiny measures a model exported from Python instead (issue 21): the model of
+examples/bring_your_own/export.py, scripted into a temporary file that hotloop trains (--model torchscript:FILE),
+while the PyTorch loops train the same model eagerly (the hotloop_onednn loop is left out: --cpu-conv only
+changes the built-in models). One more loop runs the tuned loop on the TorchScript module itself in Python
+(channels_last): ratio_vs_tuned_script compares hotloop with that.
+
 --hotloop-before OTHER adds a sixth loop, another hotloop binary with the same flags (a build from before a
 change): its rate and the per-round ratio hotloop / hotloop_before say whether the change moved the speed.
 
@@ -107,9 +113,12 @@ def figures(rate):
     tuned baseline is the faster of its two layouts."""
     tuned = max(rate["tuned_pytorch_nchw"], rate["tuned_pytorch_channels_last"])
     out = {**{f"{n}_images_per_s": v for n, v in rate.items()}, "tuned_pytorch_images_per_s": tuned,
-           "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"],
-           "hotloop_onednn_ratio_vs_tuned": rate["hotloop_onednn"] / tuned,
-           "gemm_conv_speedup": rate["hotloop"] / rate["hotloop_onednn"]}
+           "ratio_vs_tuned": rate["hotloop"] / tuned, "ratio_vs_idiomatic": rate["hotloop"] / rate["idiomatic_pytorch"]}
+    if "tuned_pytorch_script_channels_last" in rate:
+        out["ratio_vs_tuned_script"] = rate["hotloop"] / rate["tuned_pytorch_script_channels_last"]
+    if "hotloop_onednn" in rate:
+        out["hotloop_onednn_ratio_vs_tuned"] = rate["hotloop_onednn"] / tuned
+        out["gemm_conv_speedup"] = rate["hotloop"] / rate["hotloop_onednn"]
     if "hotloop_before" in rate:
         out["ratio_vs_before"] = rate["hotloop"] / rate["hotloop_before"]
     return out
@@ -123,6 +132,8 @@ def main():
     p.add_argument("--model", default="resnet18-small")
     p.add_argument("--hotloop", default=HOTLOOP, help="the hotloop binary to measure")
     p.add_argument("--hotloop-before", default="", help="another hotloop binary, measured alongside")
+    p.add_argument("--exported", default="", choices=["", "mobilenet_v3_small", "vit_tiny"],
+                   help="a model of examples/bring_your_own, trained by hotloop as its TorchScript export")
     p.add_argument("--out", default="")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -132,6 +143,16 @@ def main():
                "hotloop": a.hotloop, "hotloop_before": a.hotloop_before,
                "command": "python bench/train_vs_pytorch.py " + " ".join(sys.argv[1:])}
     with tempfile.TemporaryDirectory() as tmp:
+        make = lambda: model(a.model)  # noqa: E731
+        if a.exported:
+            sys.path.insert(0, os.path.join(ROOT, "examples", "bring_your_own"))
+            import export as byo
+
+            make = byo.mobilenet_v3_small if a.exported == "mobilenet_v3_small" else byo.ViT
+            path = os.path.join(tmp, a.exported + ".pt")
+            byo.export(make(), path)
+            a.model = f"torchscript:{path}"
+            results["model"] = f"{a.exported} (examples/bring_your_own; hotloop: its TorchScript export)"
         torchvision_fashion_mnist(tmp)
         norm = transforms.Normalize((0.2860,), (0.3530,))
         ds = torchvision.datasets.FashionMNIST(tmp, train=True, download=False,
@@ -140,13 +161,17 @@ def main():
         loops = {
             "hotloop": lambda: hotloop_rate(a, os.path.join(tmp, "run")),
             "hotloop_onednn": lambda: hotloop_rate(a, os.path.join(tmp, "run"), "onednn"),
-            "tuned_pytorch_nchw": lambda: timed_loop(model(a.model), tuned_batches(images, ds.targets), a.steps),
-            "tuned_pytorch_channels_last": lambda: timed_loop(model(a.model), tuned_batches(images, ds.targets),
+            "tuned_pytorch_nchw": lambda: timed_loop(make().train(), tuned_batches(images, ds.targets), a.steps),
+            "tuned_pytorch_channels_last": lambda: timed_loop(make().train(), tuned_batches(images, ds.targets),
                                                               a.steps, channels_last=True),
-            "idiomatic_pytorch": lambda: timed_loop(model(a.model),
+            "idiomatic_pytorch": lambda: timed_loop(make().train(),
                                                     loader_batches(DataLoader(ds, batch_size=BATCH, shuffle=True)),
                                                     a.steps),
         }
+        if a.exported:
+            del loops["hotloop_onednn"]
+            loops["tuned_pytorch_script_channels_last"] = lambda: timed_loop(
+                torch.jit.load(path).train(), tuned_batches(images, ds.targets), a.steps, channels_last=True)
         if a.hotloop_before:
             loops["hotloop_before"] = lambda: hotloop_rate(a, os.path.join(tmp, "run"), binary=a.hotloop_before)
         names = list(loops)
@@ -162,6 +187,11 @@ def main():
     results.update(figures(rate))
     if a.rounds > 1:
         results["per_round"] = [{"order": order, **figures(rates)} for order, rates in rounds]
+        # hotloop against the tuned loop: the median of the paired per-round ratios, with their range.
+        for key in ("ratio_vs_tuned", "ratio_vs_tuned_script"):
+            if key in results:
+                paired = sorted(r[key] for r in results["per_round"])
+                results[key + "_paired"] = {"median": statistics.median(paired), "min": paired[0], "max": paired[-1]}
         if a.hotloop_before:
             # The change's effect: the median of the paired per-round ratios, with their range.
             paired = sorted(r["ratio_vs_before"] for r in results["per_round"])

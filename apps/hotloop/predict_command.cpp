@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "gpt_options.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/exported.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/model.h"
@@ -97,16 +98,27 @@ int predict(const PredictFlags& f, const CLI::App& cmd) {
   options.in_channels = f.in_channels > 0 ? f.in_channels : images.size(1);
   options.image_size = images.size(2);
   options.num_classes = f.num_classes;
+  // An exported model's head may have been replaced for the data's classes:
+  // the weights say how many.
+  std::string head = "fc";
+  if (model::is_exported(options.name)) {
+    model::ExportedOptions e;
+    e.path = model::exported_path(options.name);
+    e.head = options.head;
+    head = model::load_exported_model(e)->head_name();
+  }
   if (options.num_classes == 0) {
     for (const auto& [name, t] : weights) {
-      if (name == "fc.weight" && t.dim() == 2) {
+      if (name == head + ".weight" && t.dim() == 2) {
         options.num_classes = t.size(0);
       }
     }
     if (options.num_classes == 0) {
       throw UsageError(
           fmt::format(
-              "{} has no fc.weight to take the class count from", f.weights),
+              "{} has no {}.weight to take the class count from",
+              f.weights,
+              head),
           "pass --num-classes");
     }
   }
@@ -144,7 +156,7 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--model",
       flags->model.name,
-      "Model: mlp, cnn-small, resnet18|34|50[-small], or a GPT (gpt-nano, gpt-mini, gpt2, gpt2-medium: token ids in, (B, T, V) logits out; default: the GPT run's config.json beside --weights)");
+      "Model: mlp, cnn-small, resnet18|34|50[-small], torchscript:FILE (with the weights a run wrote: RUN/model.safetensors), or a GPT (gpt-nano, gpt-mini, gpt2, gpt2-medium: token ids in, (B, T, V) logits out; default: the GPT run's config.json beside --weights)");
   cmd->add_option(
          "--weights",
          flags->weights,
@@ -163,10 +175,14 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--num-classes",
       flags->num_classes,
-      "Classes; 0: the rows of the file's fc.weight");
+      "Classes; 0: the rows of the file's head weight (fc.weight)");
   cmd->add_option(
       "--in-channels", flags->in_channels, "Input channels; 0: the input's C");
   cmd->add_option("--device", flags->device, "cpu or cuda[:N]");
+  cmd->add_option(
+      "--head",
+      flags->model.head,
+      "torchscript: the head's module name, as in training; default: the module owning the last 2-D weight");
   add_gpt_flags(cmd, flags->model, false);
   cmd->footer(
       "Example: hotloop predict --model resnet18 --weights resnet18.pt --input x.safetensors --output logits.safetensors");

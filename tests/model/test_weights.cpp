@@ -218,7 +218,37 @@ TEST(FineTune, ANewClassCountReplacesTheHeadAndLoadsTheBackbone) {
   EXPECT_TRUE(g.backbone.empty());
   EXPECT_EQ(g.head.size(), 2u);
   EXPECT_EQ(parse_freeze("backbone"), Freeze::Backbone);
-  EXPECT_THROW(parse_freeze("all"), UsageError);
+  EXPECT_EQ(parse_freeze("none"), Freeze::None);
+}
+
+TEST(
+    FineTune,
+    FreezeByNameGlobsFreezesWhatMatchesAndNamesAGlobThatMatchesNothing) {
+  EXPECT_EQ(parse_freeze("layer1.*"), Freeze::Patterns);
+  EXPECT_EQ(
+      freeze_patterns("layer1.*,fc.bias"),
+      (std::vector<std::string>{"layer1.*", "fc.bias"}));
+  EXPECT_THROW(parse_freeze("layer1.*,,fc.bias"), UsageError);
+  EXPECT_THROW(parse_freeze(""), UsageError);
+
+  const auto model = make("resnet18-small", 10, 1);
+  // `*` crosses dots: layer1.* is every parameter of the first stage.
+  const std::size_t n = freeze_matching(*model, {"layer1.*", "fc.bias"});
+  std::size_t layer1 = 0;
+  for (const auto& p : model->named_parameters()) {
+    const bool want_frozen =
+        p.key().starts_with("layer1.") || p.key() == "fc.bias";
+    layer1 += p.key().starts_with("layer1.");
+    EXPECT_EQ(p.value().requires_grad(), !want_frozen) << p.key();
+  }
+  EXPECT_EQ(n, layer1 + 1);
+  try {
+    freeze_matching(*model, {"features.*"});
+    ADD_FAILURE() << "a glob that matches nothing must be an error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'features.*'"), std::string::npos);
+    EXPECT_NE(e.hint().find("conv1.weight"), std::string::npos) << e.hint();
+  }
 }
 
 TEST(FineTune, SameClassCountWithAnotherModelIsStillAnError) {

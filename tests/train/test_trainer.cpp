@@ -85,7 +85,7 @@ TEST(Trainer, AccumulatedMicroBatchesGiveTheUpdateOfOneLargeBatch) {
   }
 }
 
-TEST(Trainer, ModelFlopsComeFromTheModelOrElseFromTheProfiler) {
+TEST(Trainer, ModelFlopsComeFromTheModelOrElseFromCountingItsOperators) {
   test::TempDir dir;
   TrainerOptions o = small_options((dir.path() / "a").string());
   o.steps = 3;
@@ -97,8 +97,9 @@ TEST(Trainer, ModelFlopsComeFromTheModelOrElseFromTheProfiler) {
   EXPECT_NEAR(a.model_flops_per_s, a.images_per_s * analytic, 1e-9 * analytic);
   EXPECT_FALSE(a.mfu); // no peak on the CPU
 
-  // A model without its own count (the probe does not override it): the
-  // profiler's count of one forward, times 3 -- the same figure.
+  // A model without its own count (the probe does not override it): its
+  // operators' count of one forward (telemetry/op_flops.h), times 3 -- the
+  // same figure.
   o.out_dir = (dir.path() / "b").string();
   auto probe = std::make_shared<DtypeProbe>(make(o));
   ASSERT_EQ(probe->training_flops_per_sample(), 0);

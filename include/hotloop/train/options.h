@@ -126,6 +126,9 @@ struct TrainerOptions {
   std::string out_dir;
   std::int64_t checkpoint_every = 0; // steps; 0: at the end of each epoch
   int keep_checkpoints = 3; // the newest kept; 0: none written
+  // RUN/model.safetensors at the end: the final weights under the model's
+  // own names (false: bench rows, which keep only their figures).
+  bool save_weights = true;
   std::string resume; // "" | "auto" | a checkpoint path
 
   // The loader (batch_size is set from micro_batch; device from `device`).

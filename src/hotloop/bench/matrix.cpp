@@ -263,6 +263,7 @@ RowResult run_row(
     }
     t.out_dir = (fs::path(o.out_dir) / "rows" / row.id()).string();
     t.keep_checkpoints = 0;
+    t.save_weights = false;
     t.oom_recovery = false; // an OOM is this row's answer
     r.run_dir = t.out_dir;
     std::error_code ec;

@@ -224,7 +224,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.last_checkpoint = s.last_checkpoint;
   sum.resumed_at = s.resumed_at;
   sum.wall_s = wall_s;
-  if (s.rank == 0 && !s.run_dir.empty()) {
+  if (s.rank == 0 && !s.run_dir.empty() && o.save_weights) {
     sum.weights =
         (std::filesystem::path(s.run_dir) / "model.safetensors").string();
     model::write_weights(sum.weights, model::state_dict(*model));

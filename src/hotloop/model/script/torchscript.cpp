@@ -131,7 +131,13 @@ class ScriptedModel : public ExportedModel {
  public:
   explicit ScriptedModel(const ExportedOptions& o) : options_(o) {
     info_.path = o.path;
-    info_.format = sniff_model_file(o.path); // DataError when unreadable
+    try {
+      info_.format = sniff_model_file(o.path);
+    } catch (const DataError& e) {
+      throw DataError(
+          e.what(),
+          "check the path: --model torchscript:FILE names the file that torch.jit.save wrote");
+    }
     if (info_.format.kind != ModelFileKind::TorchScript) {
       throw DataError(
           fmt::format(
@@ -160,7 +166,7 @@ class ScriptedModel : public ExportedModel {
     if (!o.head.empty() && !submodule(module_, o.head)) {
       throw UsageError(
           fmt::format("--head {}: {} has no such submodule", o.head, o.path),
-          "name the classifier's module as in Python, e.g. --head classifier.3 (hotloop inspect model lists the parameters)");
+          "name the classifier's module as Python does, e.g. --head classifier.3 (in Python: [n for n, _ in model.named_modules()])");
     }
     count_layers(module_, info_);
     module_.train(true);
@@ -262,6 +268,16 @@ class ScriptedModel : public ExportedModel {
       torch::jit::GraphOptimizerEnabledGuard plain(false);
       out = module_.forward({x});
     } catch (const std::exception& e) {
+      if (info_.format.traced) {
+        throw DataError(
+            fmt::format(
+                "{}: forward fails on a batch of shape {} ({}): {}; a traced module keeps its example input's shapes, so its batch size may be fixed",
+                options_.path,
+                shape_text(x),
+                c10::toString(x.scalar_type()),
+                brief(e)),
+            "script it (torch.jit.script), or make forward follow the batch size (x.flatten(1), not x.view(8, -1)) and trace it again for inputs shaped like the data's");
+      }
       throw DataError(
           fmt::format(
               "{}: forward fails on a batch of shape {} ({}): {}",
@@ -426,7 +442,7 @@ class ScriptedModel : public ExportedModel {
     }
     if (!info_.train_enables_dropout) {
       info_.warnings.push_back(
-          "train() does not turn its dropout on (traced in eval mode): it trains without dropout");
+          "train() does not make its dropout random (traced in eval mode, or p = 0): it trains without dropout");
     }
     if (!info_.eval_freezes_batchnorm) {
       info_.warnings.push_back(
@@ -439,12 +455,15 @@ class ScriptedModel : public ExportedModel {
   }
 
   // In training mode BatchNorm layers update their statistics and dropout
-  // differs from call to call: checked only where the module has them. The
-  // global generator's state is put back (dropout draws from it).
+  // differs from call to call. Checked for traced modules that have them (a
+  // scripted module reads `self.training` itself, and dropout with p = 0 or
+  // BatchNorm without running statistics would look frozen). The global
+  // generator's state is put back (dropout draws from it).
   void check_training_mode(
       const at::Tensor& x,
       const std::vector<std::pair<at::Tensor, at::Tensor>>& saved) {
-    if (info_.batch_norms == 0 && info_.dropouts == 0) {
+    if (!info_.format.traced ||
+        (info_.batch_norms == 0 && info_.dropouts == 0)) {
       return;
     }
     at::Generator g = at::detail::getDefaultCPUGenerator();
