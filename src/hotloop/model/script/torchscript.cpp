@@ -194,15 +194,7 @@ class ScriptedModel : public ExportedModel {
       }
       throw;
     }
-    if (!out.isTensor()) {
-      throw DataError(
-          fmt::format(
-              "{}: forward returned {}, not one tensor",
-              options_.path,
-              kind_of(out)),
-          tensor_output_hint());
-    }
-    return out.toTensor();
+    return logits_of(out);
   }
 
   void train(bool on) override {
@@ -235,6 +227,20 @@ class ScriptedModel : public ExportedModel {
 
   static std::string tensor_output_hint() {
     return "hotloop needs forward to return the logits as one tensor: wrap the model so that forward returns out[0] (or out['logits']) and export it again";
+  }
+
+  // What forward returned, as the logits tensor; DataError for a tuple, a
+  // dict or anything else.
+  at::Tensor logits_of(const c10::IValue& out) const {
+    if (!out.isTensor()) {
+      throw DataError(
+          fmt::format(
+              "{}: forward returned {}, not one tensor",
+              options_.path,
+              kind_of(out)),
+          tensor_output_hint());
+    }
+    return out.toTensor();
   }
 
   bool probing() const {
@@ -287,17 +293,9 @@ class ScriptedModel : public ExportedModel {
               brief(e)),
           options_.context > 0
               ? "a token model takes (batch, --context) int64 ids; check --context and the model's vocabulary"
-              : "export it for inputs shaped like the data's (channels, size), or set --size/--channels; `hotloop inspect model FILE --data SPEC` shows what it takes");
+              : "export it for inputs shaped like the data's (channels, size), or set --size/--in-channels; `hotloop inspect model FILE --data SPEC` shows what it takes");
     }
-    if (!out.isTensor()) {
-      throw DataError(
-          fmt::format(
-              "{}: forward returned {}, not one tensor",
-              options_.path,
-              kind_of(out)),
-          tensor_output_hint());
-    }
-    return out.toTensor();
+    return logits_of(out);
   }
 
   // The output's shape for a batch of `batch`, or a DataError naming what is
