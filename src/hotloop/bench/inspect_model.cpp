@@ -117,6 +117,13 @@ Check graph_check(const model::ExportedOptions& o) {
     cuda::Graph graph(0);
     graph.capture(step);
     graph.replay();
+    // Reading a gradient waits for the replay: its errors surface here.
+    for (const auto& p : m->parameters()) {
+      if (p.grad().defined()) {
+        (void)p.grad().sum().item<double>();
+        break;
+      }
+    }
     return check(
         "model.cuda_graph",
         Status::Pass,
