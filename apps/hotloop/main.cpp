@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   hotloop::cli::add_train_command(app, action);
   hotloop::cli::add_tune_command(app, action);
   hotloop::cli::add_monitor_command(app, action);
+  hotloop::cli::add_watch_command(app, action);
   hotloop::cli::add_launch_command(app, action);
   hotloop::cli::add_predict_command(app, action);
   hotloop::cli::add_generate_command(app, action);

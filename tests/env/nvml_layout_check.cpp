@@ -42,6 +42,34 @@ HOTLOOP_SAME_LAYOUT(nv::ProcessInfoV1, nvmlProcessInfo_v1_t);
 HOTLOOP_SAME_FIELD(nv::ProcessInfoV1, nvmlProcessInfo_v1_t, pid);
 HOTLOOP_SAME_FIELD(nv::ProcessInfoV1, nvmlProcessInfo_v1_t, usedGpuMemory);
 
+HOTLOOP_SAME_LAYOUT(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t);
+HOTLOOP_SAME_FIELD(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t,
+    pid);
+HOTLOOP_SAME_FIELD(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t,
+    timeStamp);
+HOTLOOP_SAME_FIELD(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t,
+    smUtil);
+HOTLOOP_SAME_FIELD(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t,
+    memUtil);
+HOTLOOP_SAME_FIELD(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t,
+    encUtil);
+HOTLOOP_SAME_FIELD(
+    nv::ProcessUtilizationSample,
+    nvmlProcessUtilizationSample_t,
+    decUtil);
+
 HOTLOOP_SAME_LAYOUT(nv::GpmSupport, nvmlGpmSupport_t);
 HOTLOOP_SAME_FIELD(nv::GpmSupport, nvmlGpmSupport_t, version);
 HOTLOOP_SAME_FIELD(nv::GpmSupport, nvmlGpmSupport_t, isSupportedDevice);

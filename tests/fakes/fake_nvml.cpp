@@ -11,9 +11,14 @@
 // exports only what an old driver had, so the newer functions are missing from
 // the library altogether.
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -98,13 +103,61 @@ Return read_uint(Device d, const char* function, const char* key, T* out) {
   return kSuccess;
 }
 
+// The first (lowest) pid whose parent is the process that loaded the fake:
+// `hotloop watch`'s job. 0 when it has none.
+unsigned int first_child() {
+  const long self = ::getpid();
+  unsigned int best = 0;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) {
+    return 0;
+  }
+  while (const dirent* e = ::readdir(dir)) {
+    const unsigned long pid = std::strtoul(e->d_name, nullptr, 10);
+    if (pid == 0) {
+      continue;
+    }
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) {
+      continue;
+    }
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == self && (best == 0 || pid < best)) {
+      best = static_cast<unsigned int>(pid);
+    }
+  }
+  ::closedir(dir);
+  return best;
+}
+
+// A scenario's processes with their pids resolved: a number, or "child"
+// (the loading process's first child; left out while it has none).
+json resolved_processes(const json& g) {
+  json out = json::array();
+  for (json p : g.value("processes", json::array())) {
+    if (p["pid"].is_string()) {
+      p["pid"] = p["pid"] == "child" ? first_child() : 0U;
+      if (p["pid"] == 0U) {
+        continue;
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
 Return processes(Device d, unsigned int* count, auto* infos) {
   Return rc;
   const json* g = lookup(d, "nvmlDeviceGetComputeRunningProcesses", rc);
   if (g == nullptr) {
     return rc;
   }
-  const json procs = g->value("processes", json::array());
+  const json procs = resolved_processes(*g);
   if (procs.size() > *count) {
     *count = static_cast<unsigned int>(procs.size());
     return kErrorInsufficientSize;
@@ -266,7 +319,7 @@ FAKE_EXPORT Return nvmlSystemGetCudaDriverVersion_v2(int* out) {
 FAKE_EXPORT Return
 nvmlSystemGetProcessName(unsigned int pid, char* out, unsigned int length) {
   for (const auto& g : state().scenario["gpus"]) {
-    for (const auto& p : g.value("processes", json::array())) {
+    for (const auto& p : resolved_processes(g)) {
       if (p["pid"].get<unsigned int>() == pid) {
         return copy_string(p.value("name", ""), out, length);
       }
@@ -286,6 +339,46 @@ FAKE_EXPORT Return nvmlDeviceGetUtilizationRates(Device d, Utilization* out) {
   }
   out->gpu = (*g)["utilization"].get<unsigned int>();
   out->memory = g->value("utilization_memory", 0U);
+  return kSuccess;
+}
+
+// One sample per process with an "sm" value (its SM share, percent; "mem"
+// its memory share), stamped now; none newer than last_seen: NOT_FOUND.
+FAKE_EXPORT Return nvmlDeviceGetProcessUtilization(
+    Device d,
+    ProcessUtilizationSample* out,
+    unsigned int* count,
+    unsigned long long last_seen) {
+  Return rc;
+  const json* g = lookup(d, "nvmlDeviceGetProcessUtilization", rc);
+  if (g == nullptr) {
+    return rc;
+  }
+  const auto now = static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  json busy = json::array();
+  for (const auto& p : resolved_processes(*g)) {
+    if (p.contains("sm")) {
+      busy.push_back(p);
+    }
+  }
+  if (busy.empty() || now <= last_seen) {
+    return kErrorNotFound;
+  }
+  if (out == nullptr || *count < busy.size()) {
+    *count = static_cast<unsigned int>(busy.size());
+    return kErrorInsufficientSize;
+  }
+  *count = static_cast<unsigned int>(busy.size());
+  for (std::size_t i = 0; i < busy.size(); ++i) {
+    out[i] = {};
+    out[i].pid = busy[i]["pid"].get<unsigned int>();
+    out[i].timeStamp = now;
+    out[i].smUtil = busy[i]["sm"].get<unsigned int>();
+    out[i].memUtil = busy[i].value("mem", 0U);
+  }
   return kSuccess;
 }
 

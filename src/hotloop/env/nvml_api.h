@@ -51,6 +51,15 @@ struct ProcessInfoV1 { // nvmlProcessInfo_v1_t, used by the unversioned process
   unsigned long long usedGpuMemory;
 };
 
+struct ProcessUtilizationSample { // nvmlProcessUtilizationSample_t
+  unsigned int pid;
+  unsigned long long timeStamp; // CPU time, microseconds since the epoch
+  unsigned int smUtil; // percent of the period a kernel of this process ran
+  unsigned int memUtil; // percent of the period its memory reads/writes ran
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+
 constexpr unsigned int kTemperatureGpu = 0; // NVML_TEMPERATURE_GPU
 constexpr unsigned int kTemperatureThresholdShutdown = 0;
 constexpr unsigned int kTemperatureThresholdSlowdown = 1;
@@ -138,6 +147,11 @@ using DeviceGetComputeCapabilityFn = Return (*)(Device, int*, int*);
 using DeviceGetProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);
 using DeviceGetProcessesV1Fn =
     Return (*)(Device, unsigned int*, ProcessInfoV1*);
+using DeviceGetProcessUtilizationFn = Return (*)(
+    Device,
+    ProcessUtilizationSample*,
+    unsigned int*,
+    unsigned long long);
 using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);
 using GpmSampleAllocFn = Return (*)(GpmSample*);
 using GpmSampleFreeFn = Return (*)(GpmSample);

@@ -83,6 +83,8 @@ Functions resolve_all(void* h) {
        "nvmlDeviceGetComputeRunningProcesses_v2"});
   f.device_get_compute_running_processes_v1 = resolve<DeviceGetProcessesV1Fn>(
       h, {"nvmlDeviceGetComputeRunningProcesses"});
+  f.device_get_process_utilization = resolve<DeviceGetProcessUtilizationFn>(
+      h, {"nvmlDeviceGetProcessUtilization"});
   f.gpm_query_device_support =
       resolve<GpmQueryDeviceSupportFn>(h, {"nvmlGpmQueryDeviceSupport"});
   f.gpm_sample_alloc = resolve<GpmSampleAllocFn>(h, {"nvmlGpmSampleAlloc"});

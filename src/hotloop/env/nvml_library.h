@@ -50,6 +50,7 @@ struct Functions {
   DeviceGetProcessesFn device_get_compute_running_processes =
       nullptr; // _v3 or _v2
   DeviceGetProcessesV1Fn device_get_compute_running_processes_v1 = nullptr;
+  DeviceGetProcessUtilizationFn device_get_process_utilization = nullptr;
   GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
   GpmSampleAllocFn gpm_sample_alloc = nullptr;
   GpmSampleFreeFn gpm_sample_free = nullptr;

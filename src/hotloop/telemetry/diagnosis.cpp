@@ -50,6 +50,65 @@ std::string slowing_words(std::uint64_t mask, bool& thermal, bool& power) {
 
 } // namespace
 
+std::optional<Finding> throttle_finding(
+    const GpuWindow& g,
+    const std::string& where,
+    const DiagnosisOptions& o) {
+  if (g.slowing_mask == 0 || g.sm_clock_max == 0 ||
+      g.sm_clock_mean >= o.clock_ratio * g.sm_clock_max) {
+    return std::nullopt;
+  }
+  bool thermal = false;
+  bool power = false;
+  const std::string words = slowing_words(g.slowing_mask, thermal, power);
+  std::string detail = fmt::format(
+      "{}: {} in {} of {} samples; SM clock {:.0f} of {} MHz",
+      where,
+      words,
+      g.slowed_samples,
+      g.samples,
+      g.sm_clock_mean,
+      g.sm_clock_max);
+  if (thermal && g.slowdown_temperature > 0) {
+    detail += fmt::format(
+        "; up to {} °C (slowdown at {} °C)",
+        g.temperature_max,
+        g.slowdown_temperature);
+  }
+  if (power && g.power_limit > 0) {
+    detail += fmt::format("; {:.0f} of {:.0f} W", g.power_mean, g.power_limit);
+  }
+  return Finding{
+      thermal ? "throttled-thermal" : (power ? "throttled-power" : "throttled"),
+      detail,
+      thermal
+          ? "the GPU is too hot: check its airflow, fans and the room; nvidia-smi -q -d PERFORMANCE shows the reasons"
+          : (power
+                 ? "the GPU is held at its power limit: expected at full load on some parts; check nvidia-smi -q -d POWER for a lowered limit"
+                 : "nvidia-smi -q -d PERFORMANCE shows why the clocks are held down")};
+}
+
+std::optional<Finding> other_process_finding(
+    const std::vector<env::GpuProcess>& others,
+    const std::string& where,
+    const std::string& share) {
+  if (others.empty()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> who;
+  for (const auto& p : others) {
+    who.push_back(fmt::format(
+        "{} (pid {}, {})",
+        p.name.empty() ? std::string("?") : p.name,
+        p.pid,
+        format_bytes(p.used_bytes)));
+  }
+  return Finding{
+      "other-process",
+      fmt::format("{}: also on this GPU: {}{}", where, join(who), share),
+      "stop the other processes, or train on another GPU (CUDA_VISIBLE_DEVICES)"};
+}
+
 Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
   Diagnosis d;
   auto add = [&](std::string verdict, std::string evidence, std::string fix) {
@@ -145,51 +204,12 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
     }
   }
   if (w.gpu) {
-    const GpuWindow& g = *w.gpu;
-    if (g.slowing_mask != 0 && g.sm_clock_max > 0 &&
-        g.sm_clock_mean < o.clock_ratio * g.sm_clock_max) {
-      bool thermal = false;
-      bool power = false;
-      const std::string words = slowing_words(g.slowing_mask, thermal, power);
-      std::string detail = fmt::format(
-          "{}: {} in {} of {} samples; SM clock {:.0f} of {} MHz",
-          steps,
-          words,
-          g.slowed_samples,
-          g.samples,
-          g.sm_clock_mean,
-          g.sm_clock_max);
-      if (thermal && g.slowdown_temperature > 0) {
-        detail += fmt::format(
-            "; up to {} °C (slowdown at {} °C)",
-            g.temperature_max,
-            g.slowdown_temperature);
+    for (auto f :
+         {throttle_finding(*w.gpu, steps, o),
+          other_process_finding(w.gpu->other_processes, steps)}) {
+      if (f) {
+        d.findings.push_back(std::move(*f));
       }
-      if (power && g.power_limit > 0) {
-        detail +=
-            fmt::format("; {:.0f} of {:.0f} W", g.power_mean, g.power_limit);
-      }
-      add(thermal ? "throttled-thermal"
-                  : (power ? "throttled-power" : "throttled"),
-          detail,
-          thermal
-              ? "the GPU is too hot: check its airflow, fans and the room; nvidia-smi -q -d PERFORMANCE shows the reasons"
-              : (power
-                     ? "the GPU is held at its power limit: expected at full load on some parts; check nvidia-smi -q -d POWER for a lowered limit"
-                     : "nvidia-smi -q -d PERFORMANCE shows why the clocks are held down"));
-    }
-    if (!g.other_processes.empty()) {
-      std::vector<std::string> who;
-      for (const auto& p : g.other_processes) {
-        who.push_back(fmt::format(
-            "{} (pid {}, {})",
-            p.name.empty() ? std::string("?") : p.name,
-            p.pid,
-            format_bytes(p.used_bytes)));
-      }
-      add("other-process",
-          fmt::format("{}: also on this GPU: {}", steps, join(who)),
-          "stop the other processes, or train on another GPU (CUDA_VISIBLE_DEVICES)");
     }
   }
   if (wait_share > o.input_bound) {

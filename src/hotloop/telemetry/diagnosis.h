@@ -100,6 +100,19 @@ struct Diagnosis {
 
 Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o = {});
 
+// The findings a GPU's own signals give, for a training run and a watched
+// job alike (`where` opens the evidence: "steps 1-50", "GPU 0, 10-20 s").
+// Clocks held down while busy: throttled-thermal/-power/-throttled.
+std::optional<Finding> throttle_finding(
+    const GpuWindow& g,
+    const std::string& where,
+    const DiagnosisOptions& o);
+// Other processes on the GPU (`share`, when known, their SM share).
+std::optional<Finding> other_process_finding(
+    const std::vector<env::GpuProcess>& others,
+    const std::string& where,
+    const std::string& share = "");
+
 nlohmann::json to_json(const Diagnosis& d);
 
 } // namespace hotloop::telemetry

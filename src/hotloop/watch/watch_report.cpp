@@ -1,0 +1,410 @@
+#include "hotloop/watch/watch_report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "hotloop/core/svg_chart.h"
+#include "hotloop/core/units.h"
+
+namespace hotloop::watch {
+
+namespace {
+
+using svg::escape;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The GPU indices the job used, in order.
+std::vector<unsigned int> job_gpus(const WatchRecord& r) {
+  std::set<unsigned int> out;
+  for (const auto& s : r.samples) {
+    for (const auto& g : s.gpus) {
+      out.insert(g.gpu.index);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+// Up to `limit` processes with the highest mean CPU use, as chart series.
+std::vector<svg::Series> process_series(
+    const WatchRecord& r,
+    std::size_t limit) {
+  std::map<int, std::pair<std::string, double>> totals;
+  for (const auto& s : r.samples) {
+    for (const auto& p : s.processes) {
+      auto& [name, sum] = totals[p.pid];
+      name = fmt::format(
+          "{} {}{}", p.name, p.pid, p.pid == s.main_pid ? " (main)" : "");
+      sum += p.cpu_percent;
+    }
+  }
+  std::vector<std::pair<int, double>> order;
+  for (const auto& [pid, ns] : totals) {
+    order.emplace_back(pid, ns.second);
+  }
+  std::sort(order.begin(), order.end(), [](auto& a, auto& b) {
+    return a.second > b.second;
+  });
+  std::vector<svg::Series> out;
+  for (std::size_t i = 0; i < order.size() && i < limit; ++i) {
+    const int pid = order[i].first;
+    svg::Series series{totals[pid].first, {}};
+    for (const auto& s : r.samples) {
+      double v = -1; // absent: left out of the line
+      for (const auto& p : s.processes) {
+        if (p.pid == pid) {
+          v = p.cpu_percent;
+        }
+      }
+      series.second.emplace_back(s.elapsed_s, v);
+    }
+    out.push_back(std::move(series));
+  }
+  return out;
+}
+
+template <typename F>
+svg::Series gpu_series(
+    const WatchRecord& r,
+    unsigned int index,
+    const std::string& name,
+    F value) {
+  svg::Series series{name, {}};
+  for (const auto& s : r.samples) {
+    for (const auto& g : s.gpus) {
+      if (g.gpu.index == index) {
+        const std::optional<double> v = value(g);
+        series.second.emplace_back(s.elapsed_s, v ? *v : -1.0);
+      }
+    }
+  }
+  return series;
+}
+
+template <typename T>
+std::optional<double> as_double(const std::optional<T>& v) {
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+}
+
+std::string finding_rows(const telemetry::Diagnosis& d) {
+  std::string out;
+  for (const auto& f : d.findings) {
+    out += fmt::format(
+        "<tr><td><b>{}</b></td><td>{}</td><td>{}</td></tr>",
+        escape(f.verdict),
+        escape(f.evidence),
+        escape(f.fix));
+  }
+  return out;
+}
+
+} // namespace
+
+nlohmann::json summary_json(const WatchRecord& r) {
+  std::set<int> pids;
+  std::size_t most = 0;
+  for (const auto& s : r.samples) {
+    most = std::max(most, s.processes.size());
+    for (const auto& p : s.processes) {
+      pids.insert(p.pid);
+    }
+  }
+  nlohmann::json windows = nlohmann::json::array();
+  for (const auto& w : r.windows) {
+    windows.push_back(
+        {{"from_s", w.from_s},
+         {"to_s", w.to_s},
+         {"verdict", w.diagnosis.primary().verdict},
+         {"evidence", w.diagnosis.primary().evidence}});
+  }
+  nlohmann::json steps = nullptr;
+  if (!r.steps.empty()) {
+    const auto& first = r.steps.front();
+    const auto& last = r.steps.back();
+    const double span = last.elapsed_s - first.elapsed_s;
+    steps = {
+        {"reported", r.steps.size()},
+        {"first_step", first.step},
+        {"last_step", last.step},
+        {"steps_per_s",
+         span > 0 ? static_cast<double>(r.steps.size() - 1) / span : 0.0},
+        {"last_loss", last.loss ? nlohmann::json(*last.loss) : nullptr},
+        {"lines_not_understood", r.bad_step_lines}};
+    if (r.bad_step_lines > 0) {
+      steps["first_line_not_understood"] = r.first_bad_step_line;
+    }
+  }
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto i : job_gpus(r)) {
+    gpus.push_back(i);
+  }
+  return {
+      {"command", r.command},
+      {"pid", r.pid},
+      {"started_by_watch", r.started_by_watch},
+      {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nullptr},
+      {"ended", r.ended},
+      {"wall_s", r.wall_s},
+      {"interval_s", r.interval_s},
+      {"samples", r.samples.size()},
+      {"verdict", r.run.primary().verdict},
+      {"diagnosis", telemetry::to_json(r.run)},
+      {"windows", windows},
+      {"gpus", gpus},
+      {"processes", {{"most_at_once", most}, {"seen", pids.size()}}},
+      {"steps", steps},
+      {"overhead",
+       {{"watch_cpu_s", r.watch_cpu_s},
+        {"wall_s", r.wall_s},
+        {"cpu_share_percent",
+         r.wall_s > 0 ? 100.0 * r.watch_cpu_s / r.wall_s : 0.0}}},
+      {"notes", r.notes},
+      {"files",
+       {{"telemetry", "telemetry.jsonl"},
+        {"report", "report.html"},
+        {"tensorboard", "tensorboard"}}}};
+}
+
+std::string report_html(const WatchRecord& r) {
+  std::string charts;
+  for (const auto i : job_gpus(r)) {
+    charts += svg::line_chart(
+        fmt::format("GPU {}: time a kernel ran", i),
+        "seconds",
+        "percent",
+        {gpu_series(
+             r,
+             i,
+             "whole GPU",
+             [](const JobGpu& g) { return as_double(g.gpu.util_percent); }),
+         gpu_series(
+             r,
+             i,
+             "the job's share",
+             [](const JobGpu& g) { return g.job_sm_percent; }),
+         gpu_series(
+             r,
+             i,
+             "other processes",
+             [](const JobGpu& g) { return g.others_sm_percent; })},
+        100);
+    charts += svg::line_chart(
+        fmt::format("GPU {}: memory", i),
+        "seconds",
+        "GiB",
+        {gpu_series(
+             r,
+             i,
+             "used on the GPU",
+             [](const JobGpu& g) {
+               return g.gpu.memory_used_bytes
+                   ? std::optional<double>(*g.gpu.memory_used_bytes / kGiB)
+                   : std::nullopt;
+             }),
+         gpu_series(r, i, "the job's", [](const JobGpu& g) {
+           return std::optional<double>(g.job_memory_bytes / kGiB);
+         })});
+    charts += svg::line_chart(
+        fmt::format("GPU {}: power and temperature", i),
+        "seconds",
+        "W, °C",
+        {gpu_series(
+             r, i, "power (W)", [](const JobGpu& g) { return g.gpu.power_w; }),
+         gpu_series(r, i, "temperature (°C)", [](const JobGpu& g) {
+           return as_double(g.gpu.temperature_c);
+         })});
+  }
+  if (job_gpus(r).empty()) {
+    charts += "<p class=\"note\">The job used no GPU: no GPU timelines.</p>";
+  }
+  charts += svg::line_chart(
+      "CPU per process (100% = one core)",
+      "seconds",
+      "percent of a core",
+      process_series(r, 8));
+  svg::Series host{"machine CPU", {}};
+  svg::Series iowait{"I/O wait", {}};
+  for (const auto& s : r.samples) {
+    host.second.emplace_back(s.elapsed_s, s.host_cpu_percent.value_or(-1));
+    iowait.second.emplace_back(s.elapsed_s, s.host_iowait_percent.value_or(-1));
+  }
+  charts += svg::line_chart(
+      "The machine (all cores)", "seconds", "percent", {host, iowait}, 100);
+  if (r.steps.size() > 1) {
+    // Steps per second in each sample interval, and the loss.
+    svg::Series rate{"steps/s", {}};
+    svg::Series loss{"loss", {}};
+    std::size_t j = 0;
+    double prev_t = 0;
+    for (const auto& s : r.samples) {
+      std::size_t n = 0;
+      while (j < r.steps.size() && r.steps[j].elapsed_s <= s.elapsed_s) {
+        if (r.steps[j].loss) {
+          loss.second.emplace_back(r.steps[j].elapsed_s, *r.steps[j].loss);
+        }
+        ++n;
+        ++j;
+      }
+      if (s.elapsed_s > prev_t) {
+        rate.second.emplace_back(
+            s.elapsed_s, static_cast<double>(n) / (s.elapsed_s - prev_t));
+      }
+      prev_t = s.elapsed_s;
+    }
+    charts += svg::line_chart("Steps reported", "seconds", "steps/s", {rate});
+    if (!loss.second.empty()) {
+      charts += svg::line_chart("Loss reported", "seconds", "loss", {loss});
+    }
+  }
+  std::string windows;
+  for (const auto& w : r.windows) {
+    const auto& f = w.diagnosis.primary();
+    windows += fmt::format(
+        "<tr><td>{:.0f}-{:.0f} s</td><td><b>{}</b></td><td>{}</td><td>{}</td></tr>",
+        w.from_s,
+        w.to_s,
+        escape(f.verdict),
+        escape(f.evidence),
+        escape(f.fix));
+  }
+  std::string notes;
+  for (const auto& n : r.notes) {
+    notes += "<li>" + escape(n) + "</li>";
+  }
+  return fmt::format(
+      "<!doctype html><html><head><meta charset=\"utf-8\"><title>hotloop watch: {cmd}</title>"
+      "<style>body{{font-family:sans-serif;margin:24px;max-width:1000px}}"
+      "table{{border-collapse:collapse;margin:12px 0}}td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;font-size:14px}}"
+      "svg{{display:block;margin:18px 0}}.note{{color:#666}}code{{background:#f4f4f4;padding:2px 4px}}</style></head><body>"
+      "<h1>hotloop watch</h1>"
+      "<p><code>{cmd}</code><br>pid {pid}{how}; {wall:.0f} s; {samples} samples every {interval:g} s; {ended}</p>"
+      "<h2>Verdict: {verdict}</h2>"
+      "<table><tr><th>verdict</th><th>evidence</th><th>fix</th></tr>{findings}</table>"
+      "{notes}"
+      "<h2>Timelines</h2>{charts}"
+      "<h2>Verdicts per window</h2>"
+      "<table><tr><th>window</th><th>verdict</th><th>evidence</th><th>fix</th></tr>{windows}</table>"
+      "<p class=\"note\">Watching cost {cpu:.2f} CPU seconds in {wall:.0f} s ({share:.2f}% of one core). "
+      "Every sample is in telemetry.jsonl; summary.json has the verdicts; tensorboard/ has the timelines.</p>"
+      "</body></html>\n",
+      fmt::arg("cmd", escape(r.command)),
+      fmt::arg("pid", r.pid),
+      fmt::arg(
+          "how",
+          r.started_by_watch ? std::string(", started by watch")
+                             : std::string(", attached")),
+      fmt::arg("wall", r.wall_s),
+      fmt::arg("samples", r.samples.size()),
+      fmt::arg("interval", r.interval_s),
+      fmt::arg(
+          "ended",
+          escape(
+              r.ended +
+              (r.exit_code ? fmt::format(" with exit code {}", *r.exit_code)
+                           : std::string()))),
+      fmt::arg("verdict", escape(r.run.primary().verdict)),
+      fmt::arg("findings", finding_rows(r.run)),
+      fmt::arg(
+          "notes", notes.empty() ? std::string() : "<ul>" + notes + "</ul>"),
+      fmt::arg("charts", charts),
+      fmt::arg("windows", windows),
+      fmt::arg("cpu", r.watch_cpu_s),
+      fmt::arg("share", r.wall_s > 0 ? 100.0 * r.watch_cpu_s / r.wall_s : 0.0));
+}
+
+std::string prometheus_text(
+    const JobSample& s,
+    const std::optional<telemetry::Diagnosis>& d,
+    double steps_per_s,
+    std::optional<double> loss) {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+  };
+  gauge(
+      "hotloop_watch_gpu_utilization_percent",
+      "Time a kernel ran on the GPU (NVML)");
+  for (const auto& g : s.gpus) {
+    out += fmt::format(
+        "hotloop_watch_gpu_utilization_percent{{gpu=\"{}\"}} {}\n",
+        g.gpu.index,
+        g.gpu.util_percent.value_or(0));
+  }
+  gauge("hotloop_watch_job_sm_percent", "The job's own share of SM time");
+  for (const auto& g : s.gpus) {
+    if (g.job_sm_percent) {
+      out += fmt::format(
+          "hotloop_watch_job_sm_percent{{gpu=\"{}\"}} {}\n",
+          g.gpu.index,
+          *g.job_sm_percent);
+    }
+  }
+  gauge(
+      "hotloop_watch_job_gpu_memory_bytes",
+      "GPU memory the job's processes hold");
+  for (const auto& g : s.gpus) {
+    out += fmt::format(
+        "hotloop_watch_job_gpu_memory_bytes{{gpu=\"{}\"}} {}\n",
+        g.gpu.index,
+        g.job_memory_bytes);
+  }
+  gauge("hotloop_watch_gpu_power_watts", "GPU power draw");
+  gauge("hotloop_watch_gpu_temperature_celsius", "GPU temperature");
+  for (const auto& g : s.gpus) {
+    if (g.gpu.power_w) {
+      out += fmt::format(
+          "hotloop_watch_gpu_power_watts{{gpu=\"{}\"}} {}\n",
+          g.gpu.index,
+          *g.gpu.power_w);
+    }
+    if (g.gpu.temperature_c) {
+      out += fmt::format(
+          "hotloop_watch_gpu_temperature_celsius{{gpu=\"{}\"}} {}\n",
+          g.gpu.index,
+          *g.gpu.temperature_c);
+    }
+  }
+  gauge(
+      "hotloop_watch_process_cpu_percent",
+      "CPU use of each process of the job (100 = one core)");
+  double rss = 0;
+  for (const auto& p : s.processes) {
+    out += fmt::format(
+        "hotloop_watch_process_cpu_percent{{pid=\"{}\",name=\"{}\"}} {}\n",
+        p.pid,
+        p.name,
+        p.cpu_percent);
+    rss += static_cast<double>(p.rss_bytes);
+  }
+  gauge(
+      "hotloop_watch_job_rss_bytes", "Resident memory of the job's processes");
+  out += fmt::format("hotloop_watch_job_rss_bytes {}\n", rss);
+  gauge("hotloop_watch_job_processes", "Processes in the job's tree");
+  out += fmt::format("hotloop_watch_job_processes {}\n", s.processes.size());
+  gauge("hotloop_watch_host_cpu_percent", "The machine's CPU use (all cores)");
+  out += fmt::format(
+      "hotloop_watch_host_cpu_percent {}\n", s.host_cpu_percent.value_or(0));
+  gauge("hotloop_watch_host_iowait_percent", "The machine's I/O wait");
+  out += fmt::format(
+      "hotloop_watch_host_iowait_percent {}\n",
+      s.host_iowait_percent.value_or(0));
+  gauge("hotloop_watch_steps_per_second", "Steps the job reported per second");
+  out += fmt::format("hotloop_watch_steps_per_second {}\n", steps_per_s);
+  if (loss) {
+    gauge("hotloop_watch_loss", "The last loss the job reported");
+    out += fmt::format("hotloop_watch_loss {}\n", *loss);
+  }
+  if (d) {
+    gauge(
+        "hotloop_watch_verdict",
+        "The latest window's verdict (1 for the one that holds)");
+    out += fmt::format(
+        "hotloop_watch_verdict{{verdict=\"{}\"}} 1\n", d->primary().verdict);
+  }
+  return out;
+}
+
+} // namespace hotloop::watch
