@@ -27,13 +27,15 @@ void add_watch_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--metrics-port",
       o->metrics_port,
-      "Serve Prometheus metrics on 127.0.0.1:PORT (0: a free port); -1: off");
-  cmd->add_flag(
-      "--tensorboard,!--no-tensorboard",
+      "Serve Prometheus metrics on 127.0.0.1:PORT; 0: off");
+  cmd->add_option(
+      "--tensorboard",
       o->tensorboard,
       "Write TensorBoard event files into RUN/tensorboard");
-  cmd->add_flag(
-      "--live,!--no-live", o->live, "The live status line (on a terminal)");
+  cmd->add_option(
+      "--live",
+      o->live,
+      "Redraw a status line every sample on a terminal (else a line when the verdict changes)");
   cmd->add_option(
       "--nvml-lib",
       o->nvml_library,

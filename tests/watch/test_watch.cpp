@@ -241,7 +241,7 @@ TEST(WatchReport, SummaryAndTimelinesCarryTheSeries) {
   for (int t = 1; t <= 3; ++t) {
     r.samples.push_back(sample_at(t, 95, 12));
   }
-  r.steps = {{0.5, 0, 2.0}, {1.5, 1, 1.5}, {2.5, 2, 1.0}};
+  r.steps = {{0.5, 0, 2.0}, {1.5, 1, 1.0}, {2.5, 2, std::nullopt}};
   std::vector<std::uint64_t> history;
   WindowFold fold;
   for (const auto& s : r.samples) {

@@ -12,7 +12,7 @@ Run by ctest (watch.jobs) as: watch_jobs.py HOTLOOP_BINARY FAKE_NVML_LIBRARY. Ca
   - a job that forks workers after watch started: they join the tree;
   - --pid: attach to a running process, end with it;
   - SIGTERM to watch: passed on; a job ignoring it is killed after --grace (exit 137), the report is
-    written; Prometheus text is served meanwhile (--metrics-port 0);
+    written; Prometheus text is served meanwhile (--metrics-port, a port free at the time);
   - step lines by hand (`echo step=1 loss=0.5 > $HOTLOOP_WATCH_STEPS`), a line that is not a step;
   - bad input: a missing command, --pid of no process, of a process not ours, both or neither: exit 2,
     nothing created.
@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,17 @@ def main():
             check(any(x["steps"]["steps_per_s"] > 0 for x in rows), "cpu job: steps/s in the samples")
             tb = os.listdir(os.path.join(out, "tensorboard"))
             check(any(f.startswith("events.out.tfevents") for f in tb), "cpu job: TensorBoard event file")
+            try:
+                from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+            except ImportError:
+                print("skip  TensorBoard readback: tensorboard is not installed")
+            else:
+                acc = EventAccumulator(os.path.join(out, "tensorboard"), size_guidance={"scalars": 0})
+                acc.Reload()
+                tags = acc.Tags()["scalars"]
+                check("watch/job/cpu_percent" in tags and "watch/steps/loss" in tags
+                      and len(acc.Scalars("watch/job/cpu_percent")) == len(rows),
+                      f"cpu job: TensorBoard's reader gets a CPU point per sample and the loss ({sorted(tags)[:6]})")
             with open(os.path.join(out, "report.html")) as f:
                 html = f.read()
             check(html.count("<svg") >= 3, "cpu job: report.html has the timelines")
@@ -174,7 +186,10 @@ def main():
 
         # SIGTERM to watch: passed on; the job ignores it and is killed after --grace; Prometheus meanwhile.
         out = os.path.join(tmp, "term")
-        p = subprocess.Popen([HOTLOOP, "watch", "--out", out, "--grace", "1", "--metrics-port", "0", "--",
+        with socket.socket() as probe:  # a port free now, not a fixed one
+            probe.bind(("127.0.0.1", 0))
+            free_port = probe.getsockname()[1]
+        p = subprocess.Popen([HOTLOOP, "watch", "--out", out, "--grace", "1", "--metrics-port", str(free_port), "--",
                               PY, os.path.join(JOBS, "ignores_term.py")],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env_for("job_low_sm"))
         port = None

@@ -125,13 +125,17 @@ nlohmann::json summary_json(const WatchRecord& r) {
     const auto& first = r.steps.front();
     const auto& last = r.steps.back();
     const double span = last.elapsed_s - first.elapsed_s;
+    std::optional<double> last_loss; // jobs read the loss every few steps
+    for (auto it = r.steps.rbegin(); it != r.steps.rend() && !last_loss; ++it) {
+      last_loss = it->loss;
+    }
     steps = {
         {"reported", r.steps.size()},
         {"first_step", first.step},
         {"last_step", last.step},
         {"steps_per_s",
          span > 0 ? static_cast<double>(r.steps.size() - 1) / span : 0.0},
-        {"last_loss", last.loss ? nlohmann::json(*last.loss) : nullptr},
+        {"last_loss", last_loss ? nlohmann::json(*last_loss) : nullptr},
         {"lines_not_understood", r.bad_step_lines}};
     if (r.bad_step_lines > 0) {
       steps["first_line_not_understood"] = r.first_bad_step_line;
@@ -259,16 +263,26 @@ std::string report_html(const WatchRecord& r) {
       charts += svg::line_chart("Loss reported", "seconds", "loss", {loss});
     }
   }
+  // Consecutive windows with the same verdict share a row (the latest
+  // one's evidence).
   std::string windows;
-  for (const auto& w : r.windows) {
-    const auto& f = w.diagnosis.primary();
+  for (std::size_t i = 0; i < r.windows.size();) {
+    std::size_t j = i;
+    const auto& verdict = r.windows[i].diagnosis.primary().verdict;
+    while (j + 1 < r.windows.size() &&
+           r.windows[j + 1].diagnosis.primary().verdict == verdict) {
+      ++j;
+    }
+    const auto& f = r.windows[j].diagnosis.primary();
     windows += fmt::format(
-        "<tr><td>{:.0f}-{:.0f} s</td><td><b>{}</b></td><td>{}</td><td>{}</td></tr>",
-        w.from_s,
-        w.to_s,
+        "<tr><td>{:.0f}-{:.0f} s{}</td><td><b>{}</b></td><td>{}</td><td>{}</td></tr>",
+        r.windows[i].from_s,
+        r.windows[j].to_s,
+        j > i ? fmt::format(" ({} windows)", j - i + 1) : std::string(),
         escape(f.verdict),
         escape(f.evidence),
         escape(f.fix));
+    i = j + 1;
   }
   std::string notes;
   for (const auto& n : r.notes) {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -258,6 +259,57 @@ std::string status_line(
   return line;
 }
 
+// The run's verdict is the one that held longest over its windows (a job's
+// start-up, or a phase, should not outvote the rest of it): its latest
+// window's finding goes first, with the time it held. Windows before the
+// job first held a GPU are its start-up (importing, loading) when it later
+// did.
+void lead_with_longest_verdict(
+    telemetry::Diagnosis& run,
+    const std::vector<WindowVerdict>& all) {
+  std::size_t first = 0;
+  while (first < all.size() &&
+         all[first].diagnosis.primary().verdict == "cpu-only") {
+    ++first;
+  }
+  const std::vector<WindowVerdict> windows(
+      first < all.size() ? all.begin() + static_cast<std::ptrdiff_t>(first)
+                         : all.begin(),
+      all.end());
+  std::map<std::string, double> held;
+  double total = 0;
+  for (const auto& w : windows) {
+    held[w.diagnosis.primary().verdict] += w.to_s - w.from_s;
+    total += w.to_s - w.from_s;
+  }
+  if (held.empty()) {
+    return;
+  }
+  const auto longest = std::max_element(
+      held.begin(), held.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      });
+  if (longest->first == run.primary().verdict) {
+    return;
+  }
+  telemetry::Finding lead;
+  for (const auto& w : windows) {
+    if (w.diagnosis.primary().verdict == longest->first) {
+      lead = w.diagnosis.primary();
+    }
+  }
+  lead.evidence = fmt::format(
+      "{} for {:.0f} of {:.0f} s; latest: {}",
+      lead.verdict,
+      longest->second,
+      total,
+      lead.evidence);
+  std::erase_if(run.findings, [&](const telemetry::Finding& f) {
+    return f.verdict == lead.verdict || f.verdict == "healthy";
+  });
+  run.findings.insert(run.findings.begin(), lead);
+}
+
 } // namespace
 
 WatchResult watch(const WatchOptions& o) {
@@ -298,7 +350,7 @@ WatchResult watch(const WatchOptions& o) {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   }
   std::unique_ptr<telemetry::MetricsServer> metrics;
-  if (o.metrics_port >= 0) {
+  if (o.metrics_port > 0) {
     metrics = std::make_unique<telemetry::MetricsServer>(o.metrics_port);
     fmt::print(
         stderr,
@@ -555,6 +607,7 @@ WatchResult watch(const WatchOptions& o) {
     auto run_input = whole.input(run_history);
     run_input.from_s = 0;
     rec.run = telemetry::diagnose_job(run_input);
+    lead_with_longest_verdict(rec.run, rec.windows);
   }
   rec.watch_cpu_s = own_cpu_seconds() - cpu0;
   jsonl.close();

@@ -19,7 +19,7 @@ struct WatchOptions {
   double interval_s = 1.0;
   double window_s = 10.0; // seconds per diagnosed window
   double grace_s = 10.0; // after passing on SIGINT/SIGTERM, then SIGKILL
-  int metrics_port = -1; // < 0: no Prometheus endpoint; 0: any free port
+  int metrics_port = 0; // Prometheus on 127.0.0.1:PORT; 0: off
   bool tensorboard = true;
   bool live = true; // the status line on a terminal (standard error)
   std::string nvml_library; // "": $HOTLOOP_NVML_LIB or libnvidia-ml.so.1
