@@ -50,6 +50,22 @@ std::string slowing_words(std::uint64_t mask, bool& thermal, bool& power) {
 
 } // namespace
 
+bool grows_steadily(
+    const std::vector<std::uint64_t>& history,
+    std::size_t windows,
+    double growth) {
+  if (history.size() <= windows) {
+    return false;
+  }
+  for (std::size_t i = history.size() - windows; i < history.size(); ++i) {
+    if (static_cast<double>(history[i]) <=
+        static_cast<double>(history[i - 1]) * (1 + growth)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Finding> throttle_finding(
     const GpuWindow& g,
     const std::string& where,
@@ -183,25 +199,17 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
   // A real leak: allocated memory growing window after window. A large but
   // stable reserved-minus-allocated gap is the allocator's cache, not a leak.
   const auto& h = w.memory_history;
-  if (h.size() > o.leak_windows) {
-    bool growing = true;
-    for (std::size_t i = h.size() - o.leak_windows; i < h.size(); ++i) {
-      growing = growing &&
-          static_cast<double>(h[i]) >
-              static_cast<double>(h[i - 1]) * (1 + o.leak_growth);
-    }
-    if (growing) {
-      const std::uint64_t from = h[h.size() - 1 - o.leak_windows];
-      add("memory-leak",
-          fmt::format(
-              "{}: {} grew in each of the last {} windows, {} -> {}",
-              steps,
-              w.memory_source,
-              o.leak_windows,
-              format_bytes(from),
-              format_bytes(h.back())),
-          "something keeps tensors from every step alive: accumulate losses with .item(), do not keep outputs or graphs in lists, detach what you log");
-    }
+  if (grows_steadily(h, o.leak_windows, o.leak_growth)) {
+    const std::uint64_t from = h[h.size() - 1 - o.leak_windows];
+    add("memory-leak",
+        fmt::format(
+            "{}: {} grew in each of the last {} windows, {} -> {}",
+            steps,
+            w.memory_source,
+            o.leak_windows,
+            format_bytes(from),
+            format_bytes(h.back())),
+        "something keeps tensors from every step alive: accumulate losses with .item(), do not keep outputs or graphs in lists, detach what you log");
   }
   if (w.gpu) {
     for (auto f :

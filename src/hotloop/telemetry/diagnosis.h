@@ -107,6 +107,12 @@ std::optional<Finding> throttle_finding(
     const GpuWindow& g,
     const std::string& where,
     const DiagnosisOptions& o);
+// Memory that grew in each of the last `windows` windows by more than
+// `growth` (relative): a leak, whatever the absolute size.
+bool grows_steadily(
+    const std::vector<std::uint64_t>& history,
+    std::size_t windows,
+    double growth);
 // Other processes on the GPU (`share`, when known, their SM share).
 std::optional<Finding> other_process_finding(
     const std::vector<env::GpuProcess>& others,

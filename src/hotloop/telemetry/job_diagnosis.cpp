@@ -156,23 +156,15 @@ Diagnosis diagnose_job(const JobWindowInput& w, const JobDiagnosisOptions& o) {
     }
   }
   const auto& h = w.memory_history;
-  if (h.size() > o.leak_windows) {
-    bool growing = true;
-    for (std::size_t i = h.size() - o.leak_windows; i < h.size(); ++i) {
-      growing = growing &&
-          static_cast<double>(h[i]) >
-              static_cast<double>(h[i - 1]) * (1 + o.leak_growth);
-    }
-    if (growing) {
-      add("memory-growing",
-          fmt::format(
-              "{}: the job's GPU memory grew in each of the last {} windows, {} -> {}",
-              where,
-              o.leak_windows,
-              format_bytes(h[h.size() - 1 - o.leak_windows]),
-              format_bytes(h.back())),
-          "something keeps tensors alive from step to step: accumulate the loss with loss.item() (not the tensor), do not keep outputs in lists, detach what you log; NVML sees the allocator's cache too, so check torch.cuda.memory_allocated()");
-    }
+  if (grows_steadily(h, o.leak_windows, o.leak_growth)) {
+    add("memory-growing",
+        fmt::format(
+            "{}: the job's GPU memory grew in each of the last {} windows, {} -> {}",
+            where,
+            o.leak_windows,
+            format_bytes(h[h.size() - 1 - o.leak_windows]),
+            format_bytes(h.back())),
+        "something keeps tensors alive from step to step: accumulate the loss with loss.item() (not the tensor), do not keep outputs in lists, detach what you log; NVML sees the allocator's cache too, so check torch.cuda.memory_allocated()");
   }
   if (gpu_idle && (!saturated.empty() || io_wait)) {
     std::string evidence = fmt::format("{}: {}", where, sm_words);
