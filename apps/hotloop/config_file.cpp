@@ -58,6 +58,9 @@ std::vector<std::string> expand_config_file(
   std::size_t config_at = 0;
   std::size_t config_len = 0;
   for (std::size_t i = command_at + 1; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      break; // what follows is another program's (launch, watch)
+    }
     if (args[i] == "--config" && i + 1 < args.size()) {
       file = args[i + 1];
       config_at = i;

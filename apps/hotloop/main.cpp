@@ -83,6 +83,15 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    // `hotloop watch python train.py --lr 1`: the job's flags were taken for
+    // watch's.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && argc > 1 &&
+        std::string(argv[1]) == "watch" &&
+        std::find(argv + 2, argv + argc, std::string("--")) == argv + argc) {
+      std::fputs(
+          "hotloop: hint: put -- before the job's command: hotloop watch [OPTIONS] -- CMD ARGS...\n",
+          stderr);
+    }
     return kExitUsage;
   }
 

@@ -40,10 +40,14 @@ void add_watch_command(CLI::App& app, Action& action) {
       "--nvml-lib",
       o->nvml_library,
       "The NVML library; empty: $HOTLOOP_NVML_LIB or libnvidia-ml.so.1");
-  cmd->add_option("command", o->command, "The job: everything after --");
+  cmd->add_option(
+      "command",
+      o->command,
+      "The job: everything after -- (needed once the job has flags of its own)");
   cmd->footer(
       "Examples:\n"
       "  hotloop watch -- python train.py --epochs 3    # start it, watch it, report\n"
+      "  hotloop watch --interval 0.5 -- ./train.sh      # watch's flags before --, the job's after\n"
       "  hotloop watch --pid 12345                      # follow a running job\n"
       "  hotloop watch --metrics-port 9400 -- torchrun --nproc-per-node 8 train.py\n"
       "Steps: the job gets $HOTLOOP_WATCH_STEPS, a FIFO; one line per step\n"

@@ -122,7 +122,9 @@ def main():
             check(len(series_points(html, "steps/s")) >= 2, "cpu job: the steps/s timeline has points")
 
         # Input-bound: saturated loader workers, the job's kernels at 12%.
-        r, out, s = watch(tmp, "input", [PY, os.path.join(JOBS, "loader_bound.py"), "8"], "job_low_sm")
+        # Windows of 3 s: the run's verdict is the one that held longest, past the workers' start-up.
+        r, out, s = watch(tmp, "input", [PY, os.path.join(JOBS, "loader_bound.py"), "9"], "job_low_sm",
+                          ["--window", "3"])
         check(r.returncode == 0 and s is not None, f"loader job: exit 0 ({r.stderr[-400:]})")
         if s:
             f = s["diagnosis"]["findings"][0]
@@ -139,7 +141,8 @@ def main():
             check(len(series_points(html, "the job's share")) >= 2, "loader job: the job-share timeline")
 
         # Host-bound: one saturated Python thread, no helpers.
-        r, out, s = watch(tmp, "host", [PY, os.path.join(JOBS, "host_bound.py"), "6"], "job_low_sm")
+        r, out, s = watch(tmp, "host", [PY, os.path.join(JOBS, "host_bound.py"), "6"], "job_low_sm",
+                          ["--window", "3"])
         if s:
             f = s["diagnosis"]["findings"][0]
             check(s["verdict"] == "host-bound", f"busy main process: host-bound ({s['verdict']}: {f['evidence']})")
@@ -259,6 +262,14 @@ def main():
         else:
             check(r.returncode == 2 and "another user" in r.stderr and not os.path.exists(out),
                   f"--pid of another user's process: exit 2, said ({r.returncode}: {r.stderr.strip()})")
+        r = subprocess.run([HOTLOOP, "watch", "python3", "-c", "print(1)"], capture_output=True, text=True)
+        check(r.returncode == 2 and "put -- before the job's command" in r.stderr,
+              f"the job's flags without --: exit 2 with the hint ({r.stderr.strip()})")
+        # The job's own --config is the job's, not a hotloop config file to expand.
+        r, out, s = watch(tmp, "config", ["sh", "-c", 'echo "$1 $2"', "sh", "--config", "job.yaml"], None,
+                          ["--interval", "0.2"])
+        check(r.returncode == 0 and "--config job.yaml" in r.stdout,
+              f"a job's --config after -- is passed on untouched ({r.returncode}: {r.stderr[-200:]})")
         r = subprocess.run([HOTLOOP, "watch", "--pid", "1", "--", "true"], capture_output=True, text=True)
         check(r.returncode == 2 and "one of them" in r.stderr, "both --pid and a command: exit 2")
         r = subprocess.run([HOTLOOP, "watch"], capture_output=True, text=True)

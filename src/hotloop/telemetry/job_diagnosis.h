@@ -63,7 +63,10 @@ struct JobWindowInput {
 
 struct JobDiagnosisOptions {
   double gpu_busy = 80; // the job's SM share (%) at or above: busy
-  double core_saturated = 85; // a process at this % of one core is saturated
+  // A process at this % of one core (or runnable this % of the time) is
+  // saturated: a Python DataLoader worker that never waits for work still
+  // spends a tenth or more in its queues' system calls.
+  double core_saturated = 80;
   double iowait = 10; // machine I/O wait (%) that counts as waiting on disk
   double memory_full = 0.95; // share of the GPU's memory
   std::size_t leak_windows = 3;

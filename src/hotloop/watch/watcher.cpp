@@ -598,7 +598,9 @@ WatchResult watch(const WatchOptions& o) {
              "the job ended after {:.2f} s, before the first sample at {:g} s",
              rec.wall_s,
              o.interval_s),
-         "nothing to diagnose; for short jobs sample more often (--interval 0.2)"});
+         fmt::format(
+             "nothing to diagnose; for a job this short sample more often (--interval {:g})",
+             std::max(0.01, rec.wall_s / 5))});
   } else {
     std::vector<std::uint64_t> run_history = memory_history;
     run_history.pop_back(); // whole-run memory replaces the last window's

@@ -25,7 +25,8 @@ class SlowDecode(Dataset):
 if __name__ == "__main__":
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 6.0
     torch.set_num_threads(1)
-    loader = DataLoader(SlowDecode(), batch_size=4, num_workers=2)
+    # Deep prefetch: a worker never waits for the main process to hand it the next indices.
+    loader = DataLoader(SlowDecode(), batch_size=4, num_workers=2, prefetch_factor=16)
     model = torch.nn.Linear(8, 10)
     start = time.time()
     for step, (x, y) in enumerate(loader):
