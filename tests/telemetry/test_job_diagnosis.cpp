@@ -102,6 +102,27 @@ TEST(JobDiagnosis, AWorkerWaitingForACoreIsSaturatedToo) {
   EXPECT_NE(verdict(w), "input-bound");
 }
 
+TEST(
+    JobDiagnosis,
+    OnTheCpuAWaitingMainProcessAndSaturatedWorkersAreInputBoundToo) {
+  auto w = busy_job();
+  w.holds_gpu = false;
+  w.main_cpu_mean = 20;
+  w.main_runnable_mean = 22;
+  w.helpers[0].cpu_mean = 95;
+  auto d = diagnose_job(w);
+  ASSERT_EQ(d.findings.size(), 2u);
+  EXPECT_EQ(d.findings[0].verdict, "cpu-only");
+  EXPECT_EQ(d.findings[1].verdict, "input-bound");
+  EXPECT_NE(d.findings[1].evidence.find("on the CPU"), std::string::npos);
+  // A main process busy with its own math is not waiting for the loader.
+  w.main_cpu_mean = 150;
+  w.main_runnable_mean = 95;
+  d = diagnose_job(w);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.primary().verdict, "cpu-only");
+}
+
 TEST(JobDiagnosis, InputBoundOnIoWaitWithoutSaturatedWorkers) {
   auto w = busy_job();
   w.job_sm_mean = 30;

@@ -139,6 +139,12 @@ Diagnosis diagnose_job(const JobWindowInput& w, const JobDiagnosisOptions& o) {
       ? w.main_cpu_mean >= o.core_saturated
       : w.main_runnable_mean >= o.core_saturated;
   const bool io_wait = w.host_iowait_mean >= o.iowait;
+  // The main process doing work of its own: at least half a core (its
+  // runnable time where known; on the CPU its math threads count too).
+  const bool main_busy =
+      std::max(
+          w.main_cpu_mean,
+          std::isnan(w.main_runnable_mean) ? 0.0 : w.main_runnable_mean) >= 50;
 
   if (w.gpu) {
     const GpuWindow& g = *w.gpu;
@@ -187,6 +193,20 @@ Diagnosis diagnose_job(const JobWindowInput& w, const JobDiagnosisOptions& o) {
         io_wait && saturated.empty()
             ? "the data comes off the disk too slowly: faster storage or a local copy, fewer larger files (WebDataset shards: hotloop pack), a page-cache-sized dataset held in memory"
             : "the loader cannot keep up: more DataLoader workers (num_workers, up to the cores free), cheaper decoding and augmentation (or on the GPU), pre-decoded data (hotloop pack), persistent_workers=True and pin_memory=True");
+  } else if (!w.holds_gpu && !saturated.empty() && !main_busy) {
+    // On the CPU too the loader can be the limit: the main process waits
+    // while its workers cannot keep up.
+    add("input-bound",
+        fmt::format(
+            "{}: on the CPU, the main process {} (pid {}) was mostly waiting ({}) while {} of its {} helper process(es) were saturated: {}",
+            when,
+            w.main_name,
+            w.main_pid,
+            cpu_words(w.main_cpu_mean, w.main_runnable_mean),
+            saturated.size(),
+            w.helpers.size(),
+            helper_list(saturated)),
+        "the loader cannot keep up: more DataLoader workers (num_workers, up to the cores free), cheaper decoding and augmentation, pre-decoded data (hotloop pack), persistent_workers=True");
   } else if (gpu_idle && main_saturated) {
     add("host-bound",
         fmt::format(
