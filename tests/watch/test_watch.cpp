@@ -282,6 +282,12 @@ TEST(WatchReport, SummaryAndTimelinesCarryTheSeries) {
       prom.find(
           "hotloop_watch_process_cpu_percent{pid=\"101\",name=\"pt_data_worker\"} 95"),
       std::string::npos);
+  JobSample odd = r.samples.back();
+  odd.processes[1].name = "a\"b\\c"; // a comm may hold anything
+  EXPECT_NE(
+      prometheus_text(odd, std::nullopt, 0, std::nullopt)
+          .find(R"(name="a\"b\\c")"),
+      std::string::npos);
 }
 
 } // namespace

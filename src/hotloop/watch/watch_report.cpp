@@ -89,6 +89,22 @@ std::optional<double> as_double(const std::optional<T>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
 
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string label(const std::string& value) {
+  std::string out;
+  for (const char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string finding_rows(const telemetry::Diagnosis& d) {
   std::string out;
   for (const auto& f : d.findings) {
@@ -169,7 +185,8 @@ nlohmann::json summary_json(const WatchRecord& r) {
       {"files",
        {{"telemetry", "telemetry.jsonl"},
         {"report", "report.html"},
-        {"tensorboard", "tensorboard"}}}};
+        {"tensorboard",
+         r.tensorboard ? nlohmann::json("tensorboard") : nlohmann::json()}}}};
 }
 
 std::string report_html(const WatchRecord& r) {
@@ -389,7 +406,7 @@ std::string prometheus_text(
     out += fmt::format(
         "hotloop_watch_process_cpu_percent{{pid=\"{}\",name=\"{}\"}} {}\n",
         p.pid,
-        p.name,
+        label(p.name),
         p.cpu_percent);
     rss += static_cast<double>(p.rss_bytes);
   }

@@ -45,6 +45,7 @@ struct WatchRecord {
   double watch_cpu_s = 0; // watch's own CPU time
   std::vector<std::string> notes; // signals passed on, escalations
   std::string run_dir;
+  bool tensorboard = true; // event files were written
 };
 
 nlohmann::json summary_json(const WatchRecord& r);

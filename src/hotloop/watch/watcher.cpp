@@ -367,6 +367,7 @@ WatchResult watch(const WatchOptions& o) {
   WatchRecord rec;
   rec.run_dir = dir;
   rec.interval_s = o.interval_s;
+  rec.tensorboard = o.tensorboard;
   rec.start_unix = unix_now();
   const double cpu0 = own_cpu_seconds();
   Job job = start
