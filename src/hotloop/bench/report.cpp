@@ -427,10 +427,7 @@ std::string report_html(const BenchReport& report) {
 void write_report(const std::string& dir, const BenchReport& report) {
   fs::create_directories(dir);
   auto write = [&](const char* name, const std::string& text) {
-    write_file_atomic(
-        (fs::path(dir) / name).string(),
-        {std::span<const std::uint8_t>(
-            reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
+    write_text_atomic((fs::path(dir) / name).string(), text);
   };
   write("results.json", to_json(report).dump(2) + "\n");
   write("report.md", report_markdown(report));

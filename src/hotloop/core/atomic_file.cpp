@@ -105,4 +105,11 @@ void write_file_atomic(
   }
 }
 
+void write_text_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(
+      path,
+      {std::span<const std::uint8_t>(
+          reinterpret_cast<const std::uint8_t*>(text.data()), text.size())});
+}
+
 } // namespace hotloop

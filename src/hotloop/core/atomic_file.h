@@ -20,5 +20,7 @@ void write_file_atomic(
     const std::string& path,
     const std::vector<std::span<const std::uint8_t>>& parts,
     const std::function<void()>& before_commit = {});
+// The same for one text (a report, a JSON file).
+void write_text_atomic(const std::string& path, const std::string& text);
 
 } // namespace hotloop

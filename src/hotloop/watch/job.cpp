@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -19,6 +20,8 @@
 extern char** environ;
 
 namespace hotloop::watch {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -56,6 +59,39 @@ std::string command_line(const std::vector<std::string>& argv) {
     out += (out.empty() ? "" : " ") + quoted;
   }
   return out;
+}
+
+void require_command(const std::string& name) {
+  auto runnable = [](const std::string& path) {
+    std::error_code ec;
+    return fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) {
+      return;
+    }
+    throw UsageError(
+        fmt::format(
+            "watch: cannot run '{}': {}",
+            name,
+            fs::exists(name) ? "not an executable file" : "no such file"),
+        fs::exists(name)
+            ? "chmod +x it, or run it through its interpreter (python3 train.py)"
+            : "check the path");
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  for (std::size_t from = 0; from <= dirs.size();) {
+    const auto colon = std::min(dirs.find(':', from), dirs.size());
+    const std::string d = dirs.substr(from, colon - from);
+    if (runnable((d.empty() ? "." : d) + "/" + name)) {
+      return;
+    }
+    from = colon + 1;
+  }
+  throw UsageError(
+      fmt::format("watch: cannot run '{}': no such command in PATH", name),
+      "check the spelling, give a path (./train.sh), or run it through its interpreter (python3 train.py)");
 }
 
 Job::Job(int pid, bool child) : pid_(pid), child_(child) {

@@ -65,6 +65,11 @@ class Job {
   std::vector<std::pair<std::string, std::string>> extra_env_;
 };
 
+// Throws UsageError when `name` cannot be run (a path that is not an
+// executable file, a name not found in PATH): checked before anything is
+// created.
+void require_command(const std::string& name);
+
 // "python3 train.py --lr 0.1", quoted where a shell would need it.
 std::string command_line(const std::vector<std::string>& argv);
 

@@ -438,4 +438,97 @@ std::string prometheus_text(
   return out;
 }
 
+std::vector<std::pair<std::string, double>> tensorboard_values(
+    const JobSample& s,
+    double steps_per_s,
+    std::optional<double> loss) {
+  std::vector<std::pair<std::string, double>> v;
+  for (const auto& g : s.gpus) {
+    const std::string p = fmt::format("watch/gpu{}/", g.gpu.index);
+    if (g.gpu.util_percent) {
+      v.emplace_back(p + "utilization_percent", *g.gpu.util_percent);
+    }
+    if (g.job_sm_percent) {
+      v.emplace_back(p + "job_sm_percent", *g.job_sm_percent);
+    }
+    if (g.others_sm_percent) {
+      v.emplace_back(p + "others_sm_percent", *g.others_sm_percent);
+    }
+    v.emplace_back(p + "job_memory_gib", g.job_memory_bytes / 1073741824.0);
+    if (g.gpu.memory_used_bytes) {
+      v.emplace_back(
+          p + "memory_used_gib", *g.gpu.memory_used_bytes / 1073741824.0);
+    }
+    if (g.gpu.power_w) {
+      v.emplace_back(p + "power_w", *g.gpu.power_w);
+    }
+    if (g.gpu.temperature_c) {
+      v.emplace_back(p + "temperature_c", *g.gpu.temperature_c);
+    }
+    if (g.gpu.sm_clock_mhz) {
+      v.emplace_back(p + "sm_clock_mhz", *g.gpu.sm_clock_mhz);
+    }
+  }
+  double cpu = 0;
+  double main = 0;
+  double rss = 0;
+  for (const auto& p : s.processes) {
+    cpu += p.cpu_percent;
+    rss += static_cast<double>(p.rss_bytes);
+    main = p.pid == s.main_pid ? p.cpu_percent : main;
+  }
+  v.emplace_back("watch/job/cpu_percent", cpu);
+  v.emplace_back("watch/job/main_cpu_percent", main);
+  v.emplace_back("watch/job/rss_gib", rss / 1073741824.0);
+  v.emplace_back(
+      "watch/job/processes", static_cast<double>(s.processes.size()));
+  if (s.host_cpu_percent) {
+    v.emplace_back("watch/host/cpu_percent", *s.host_cpu_percent);
+    v.emplace_back(
+        "watch/host/iowait_percent", s.host_iowait_percent.value_or(0));
+  }
+  v.emplace_back("watch/steps/steps_per_s", steps_per_s);
+  if (loss) {
+    v.emplace_back("watch/steps/loss", *loss);
+  }
+  return v;
+}
+
+// The live line: time, the job's GPU share, memory, CPU of the main process
+// and the busiest helpers, steps/s, the latest verdict.
+std::string status_line(
+    const JobSample& s,
+    double steps_per_s,
+    const std::string& verdict) {
+  std::string line = fmt::format("watch {:>4.0f}s", s.elapsed_s);
+  for (const auto& g : s.gpus) {
+    line += fmt::format(
+        "  gpu{} {}%{}  {}",
+        g.gpu.index,
+        g.gpu.util_percent.value_or(0),
+        g.job_sm_percent ? fmt::format(" (job {:.0f}%)", *g.job_sm_percent)
+                         : std::string(),
+        format_bytes(g.job_memory_bytes));
+  }
+  if (s.gpus.empty()) {
+    line += "  no GPU";
+  }
+  double main = 0;
+  double helpers = 0;
+  for (const auto& p : s.processes) {
+    (p.pid == s.main_pid ? main : helpers) += p.cpu_percent;
+  }
+  line += fmt::format("  cpu main {:.0f}%", main);
+  if (s.processes.size() > 1) {
+    line += fmt::format(" +{} proc {:.0f}%", s.processes.size() - 1, helpers);
+  }
+  if (steps_per_s > 0) {
+    line += fmt::format("  {:.2f} steps/s", steps_per_s);
+  }
+  if (!verdict.empty()) {
+    line += "  [" + verdict + "]";
+  }
+  return line;
+}
+
 } // namespace hotloop::watch

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -50,6 +51,18 @@ struct WatchRecord {
 
 nlohmann::json summary_json(const WatchRecord& r);
 std::string report_html(const WatchRecord& r);
+// A sample as TensorBoard scalars (watch/gpuN/*, watch/job/*, watch/host/*,
+// watch/steps/*).
+std::vector<std::pair<std::string, double>> tensorboard_values(
+    const JobSample& s,
+    double steps_per_s,
+    std::optional<double> loss);
+// The live status line: time, each GPU's use and the job's share, memory,
+// the CPU of the main process and the rest, steps/s, the latest verdict.
+std::string status_line(
+    const JobSample& s,
+    double steps_per_s,
+    const std::string& verdict);
 std::string prometheus_text(
     const JobSample& s,
     const std::optional<telemetry::Diagnosis>& d,

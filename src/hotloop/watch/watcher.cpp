@@ -1,11 +1,9 @@
 #include "hotloop/watch/watcher.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +23,7 @@
 #include "hotloop/telemetry/tensorboard.h"
 #include "hotloop/watch/job.h"
 #include "hotloop/watch/job_window.h"
+#include "hotloop/watch/signal_fd.h"
 #include "hotloop/watch/step_channel.h"
 #include "hotloop/watch/watch_report.h"
 
@@ -53,88 +52,6 @@ double own_cpu_seconds() {
       1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// Blocks SIGINT/SIGTERM/SIGHUP for this thread (and the threads it starts)
-// and reads them from a signalfd instead; restores the mask when done.
-class SignalFd {
- public:
-  SignalFd() {
-    sigemptyset(&set_);
-    for (const int s : {SIGINT, SIGTERM, SIGHUP}) {
-      sigaddset(&set_, s);
-    }
-    ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
-    fd_ = ::signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC);
-  }
-  ~SignalFd() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    // Signals that arrived after the last read are dropped, not delivered
-    // with their default action once unblocked.
-    timespec zero{};
-    siginfo_t info{};
-    while (::sigtimedwait(&set_, &info, &zero) > 0) {
-    }
-    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SignalFd(const SignalFd&) = delete;
-  SignalFd& operator=(const SignalFd&) = delete;
-  int fd() const {
-    return fd_;
-  }
-  // The next signal, with whether a process sent it (kill) rather than the
-  // terminal (Ctrl-C reaches the whole foreground group by itself).
-  std::optional<std::pair<int, bool>> next() {
-    signalfd_siginfo info{};
-    if (::read(fd_, &info, sizeof info) != sizeof info) {
-      return std::nullopt;
-    }
-    return std::make_pair(
-        static_cast<int>(info.ssi_signo),
-        info.ssi_code == SI_USER || info.ssi_code == SI_QUEUE);
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-  int fd_ = -1;
-};
-
-// Fails before anything is created when `name` cannot be run: a path that
-// is not an executable file, or a name not found in PATH.
-void require_command(const std::string& name) {
-  auto runnable = [](const std::string& path) {
-    std::error_code ec;
-    return fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) {
-    if (runnable(name)) {
-      return;
-    }
-    throw UsageError(
-        fmt::format(
-            "watch: cannot run '{}': {}",
-            name,
-            fs::exists(name) ? "not an executable file" : "no such file"),
-        fs::exists(name)
-            ? "chmod +x it, or run it through its interpreter (python3 train.py)"
-            : "check the path");
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  for (std::size_t from = 0; from <= dirs.size();) {
-    const auto colon = std::min(dirs.find(':', from), dirs.size());
-    const std::string d = dirs.substr(from, colon - from);
-    if (runnable((d.empty() ? "." : d) + "/" + name)) {
-      return;
-    }
-    from = colon + 1;
-  }
-  throw UsageError(
-      fmt::format("watch: cannot run '{}': no such command in PATH", name),
-      "check the spelling, give a path (./train.sh), or run it through its interpreter (python3 train.py)");
-}
-
 std::string default_out_dir() {
   const std::time_t now = std::time(nullptr);
   std::tm local{};
@@ -148,11 +65,6 @@ std::string default_out_dir() {
   return dir;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(text.data());
-  write_file_atomic(path, {std::span<const std::uint8_t>(p, text.size())});
-}
-
 const char* signal_name(int sig) {
   switch (sig) {
     case SIGINT:
@@ -164,99 +76,6 @@ const char* signal_name(int sig) {
     default:
       return "a signal";
   }
-}
-
-std::vector<std::pair<std::string, double>> tensorboard_values(
-    const JobSample& s,
-    double steps_per_s,
-    std::optional<double> loss) {
-  std::vector<std::pair<std::string, double>> v;
-  for (const auto& g : s.gpus) {
-    const std::string p = fmt::format("watch/gpu{}/", g.gpu.index);
-    if (g.gpu.util_percent) {
-      v.emplace_back(p + "utilization_percent", *g.gpu.util_percent);
-    }
-    if (g.job_sm_percent) {
-      v.emplace_back(p + "job_sm_percent", *g.job_sm_percent);
-    }
-    if (g.others_sm_percent) {
-      v.emplace_back(p + "others_sm_percent", *g.others_sm_percent);
-    }
-    v.emplace_back(p + "job_memory_gib", g.job_memory_bytes / 1073741824.0);
-    if (g.gpu.memory_used_bytes) {
-      v.emplace_back(
-          p + "memory_used_gib", *g.gpu.memory_used_bytes / 1073741824.0);
-    }
-    if (g.gpu.power_w) {
-      v.emplace_back(p + "power_w", *g.gpu.power_w);
-    }
-    if (g.gpu.temperature_c) {
-      v.emplace_back(p + "temperature_c", *g.gpu.temperature_c);
-    }
-    if (g.gpu.sm_clock_mhz) {
-      v.emplace_back(p + "sm_clock_mhz", *g.gpu.sm_clock_mhz);
-    }
-  }
-  double cpu = 0;
-  double main = 0;
-  double rss = 0;
-  for (const auto& p : s.processes) {
-    cpu += p.cpu_percent;
-    rss += static_cast<double>(p.rss_bytes);
-    main = p.pid == s.main_pid ? p.cpu_percent : main;
-  }
-  v.emplace_back("watch/job/cpu_percent", cpu);
-  v.emplace_back("watch/job/main_cpu_percent", main);
-  v.emplace_back("watch/job/rss_gib", rss / 1073741824.0);
-  v.emplace_back(
-      "watch/job/processes", static_cast<double>(s.processes.size()));
-  if (s.host_cpu_percent) {
-    v.emplace_back("watch/host/cpu_percent", *s.host_cpu_percent);
-    v.emplace_back(
-        "watch/host/iowait_percent", s.host_iowait_percent.value_or(0));
-  }
-  v.emplace_back("watch/steps/steps_per_s", steps_per_s);
-  if (loss) {
-    v.emplace_back("watch/steps/loss", *loss);
-  }
-  return v;
-}
-
-// The live line: time, the job's GPU share, memory, CPU of the main process
-// and the busiest helpers, steps/s, the latest verdict.
-std::string status_line(
-    const JobSample& s,
-    double steps_per_s,
-    const std::string& verdict) {
-  std::string line = fmt::format("watch {:>4.0f}s", s.elapsed_s);
-  for (const auto& g : s.gpus) {
-    line += fmt::format(
-        "  gpu{} {}%{}  {}",
-        g.gpu.index,
-        g.gpu.util_percent.value_or(0),
-        g.job_sm_percent ? fmt::format(" (job {:.0f}%)", *g.job_sm_percent)
-                         : std::string(),
-        format_bytes(g.job_memory_bytes));
-  }
-  if (s.gpus.empty()) {
-    line += "  no GPU";
-  }
-  double main = 0;
-  double helpers = 0;
-  for (const auto& p : s.processes) {
-    (p.pid == s.main_pid ? main : helpers) += p.cpu_percent;
-  }
-  line += fmt::format("  cpu main {:.0f}%", main);
-  if (s.processes.size() > 1) {
-    line += fmt::format(" +{} proc {:.0f}%", s.processes.size() - 1, helpers);
-  }
-  if (steps_per_s > 0) {
-    line += fmt::format("  {:.2f} steps/s", steps_per_s);
-  }
-  if (!verdict.empty()) {
-    line += "  [" + verdict + "]";
-  }
-  return line;
 }
 
 // The run's verdict is the one that held longest over its windows (a job's
@@ -499,8 +318,9 @@ WatchResult watch(const WatchOptions& o) {
             signal_name(sig->first),
             o.grace_s);
       } else {
-        rec.notes.push_back(
-            "a second signal: SIGKILL sent to the job's processes");
+        rec.notes.push_back(fmt::format(
+            "a second signal ({}): SIGKILL sent to the job's processes",
+            signal_name(sig->first)));
         kill_tree();
       }
     }
@@ -621,8 +441,8 @@ WatchResult watch(const WatchOptions& o) {
     rec.bad_step_lines = steps_in->bad_lines();
     rec.first_bad_step_line = steps_in->first_bad_line();
   }
-  write_text(dir + "/summary.json", summary_json(rec).dump(2) + "\n");
-  write_text(dir + "/report.html", report_html(rec));
+  write_text_atomic(dir + "/summary.json", summary_json(rec).dump(2) + "\n");
+  write_text_atomic(dir + "/report.html", report_html(rec));
   const auto& f = rec.run.primary();
   fmt::print(
       stderr,
