@@ -2,11 +2,13 @@
 // a CPU run is valid Chrome-trace JSON with those steps' ranges, their
 // forward/backward/optimizer phases and the operators inside them, and none
 // of the other steps; a run without --profile never turns the profiler on;
-// "auto" records the steps after a slow one; a bad range is bad usage.
+// "auto" records the steps after a slow one or a turn of the diagnosis, at
+// most once per period and up to a size cap; a bad range is bad usage.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "hotloop/errors.h"
@@ -120,40 +122,98 @@ TEST(Profile, ARunWithoutItNeverTurnsTheProfilerOn) {
   EXPECT_FALSE(fs::exists(dir.path() / "run" / "profile"));
 }
 
-TEST(Profile, AutoRecordsTheStepsAfterASlowStep) {
-  // The callback's own events, fed by hand: step 20 takes 10x the others.
-  test::TempDir dir;
-  ProfileOptions p;
+// Feeds a ProfileCallback in "auto" mode 100 steps of 10 ms by hand (one of
+// `slow_step` takes 100 ms) and the verdicts of the windows that close at the
+// steps in `verdicts`; returns the steps recorded and on_fit_end's output.
+struct AutoRun {
+  std::vector<std::int64_t> recorded;
+  nlohmann::json out;
+};
+AutoRun run_auto(
+    const fs::path& dir,
+    ProfileOptions p,
+    std::int64_t slow_step,
+    const std::map<std::int64_t, std::string>& verdicts) {
   p.steps = "auto";
   p.auto_steps = 2;
-  ProfileCallback cb(p, nullptr);
+  std::int64_t step = 0;
+  ProfileCallback cb(p, [&]() -> std::optional<std::string> {
+    const auto it = verdicts.find(step);
+    return it == verdicts.end() ? std::nullopt
+                                : std::optional<std::string>(it->second);
+  });
   RunState s;
-  s.run_dir = dir.path().string();
-  std::vector<std::string> log;
-  s.log = [&](const std::string& line) { log.push_back(line); };
+  s.run_dir = dir.string();
+  s.log = [](const std::string&) {};
   cb.on_fit_start(s);
-  std::vector<std::int64_t> recorded;
-  for (std::int64_t step = 1; step <= 30; ++step) {
+  AutoRun r;
+  for (step = 1; step <= 100; ++step) {
     cb.on_step_begin(s);
     if (telemetry::profiler_on()) {
-      recorded.push_back(step);
+      r.recorded.push_back(step);
     }
     s.step = step;
     StepEnd e;
-    e.seconds = step == 20 ? 0.1 : 0.01;
+    e.seconds = step == slow_step ? 0.1 : 0.01;
     e.samples = 32;
     cb.on_step_end(s, e);
   }
-  const nlohmann::json out = cb.on_fit_end(s, TrainSummary{});
-  EXPECT_EQ(recorded, (std::vector<std::int64_t>{21, 22}));
-  ASSERT_EQ(out["traces"].size(), 1u);
-  EXPECT_EQ(out["traces"][0]["steps"], "21-22");
+  r.out = cb.on_fit_end(s, TrainSummary{});
+  return r;
+}
+
+TEST(Profile, AutoRecordsTheStepsAfterASlowStep) {
+  test::TempDir dir;
+  const AutoRun r = run_auto(dir.path(), ProfileOptions{}, 20, {});
+  EXPECT_EQ(r.recorded, (std::vector<std::int64_t>{21, 22}));
+  ASSERT_EQ(r.out["traces"].size(), 1u);
+  EXPECT_EQ(r.out["traces"][0]["steps"], "21-22");
   EXPECT_NE(
-      out["traces"][0]["reason"].get<std::string>().find(
+      r.out["traces"][0]["reason"].get<std::string>().find(
           "step 20 took 100.0 ms"),
       std::string::npos)
-      << out;
+      << r.out;
   EXPECT_TRUE(fs::exists(dir.path() / "profile" / "steps-21-22.pt.trace.json"));
+}
+
+TEST(Profile, AutoRecordsWhenTheDiagnosisTurnsAtMostOncePerPeriod) {
+  // 10 ms steps: a window every 0.1 s of run time; the period is 0.3 s. The
+  // turn at step 20 is recorded; the one at step 40 comes 0.2 s later, inside
+  // the period, and is not; a verdict that stays unhealthy (step 60, due by
+  // then) starts nothing; the turn at step 80 (0.6 s later) is recorded.
+  test::TempDir dir;
+  ProfileOptions p;
+  p.auto_every_s = 0.3;
+  const AutoRun r = run_auto(
+      dir.path(),
+      p,
+      0,
+      {{10, "healthy"},
+       {20, "input-bound"},
+       {30, "healthy"},
+       {40, "throttled-thermal"},
+       {60, "throttled-thermal"},
+       {70, "healthy"},
+       {80, "under-used"}});
+  EXPECT_EQ(r.recorded, (std::vector<std::int64_t>{21, 22, 81, 82})) << r.out;
+  ASSERT_EQ(r.out["traces"].size(), 2u);
+  EXPECT_EQ(r.out["traces"][0]["reason"], "the diagnosis turned input-bound");
+  EXPECT_EQ(r.out["traces"][1]["reason"], "the diagnosis turned under-used");
+}
+
+TEST(Profile, AutoRecordsNothingMoreOnceTheTracesReachTheirCap) {
+  // Two turns of the diagnosis; the first trace alone passes the 1-byte cap.
+  test::TempDir dir;
+  ProfileOptions p;
+  p.auto_every_s = 0;
+  p.max_total_bytes = 1;
+  const AutoRun r = run_auto(
+      dir.path(),
+      p,
+      0,
+      {{30, "input-bound"}, {50, "healthy"}, {70, "memory-growing"}});
+  EXPECT_EQ(r.recorded, (std::vector<std::int64_t>{31, 32})) << r.out;
+  EXPECT_EQ(r.out["traces"].size(), 1u);
 }
 
 TEST(Profile, AMalformedRangeIsBadUsage) {

@@ -52,14 +52,27 @@ void ProfileOptions::validate() const {
   }
 }
 
-ProfileCallback::ProfileCallback(
-    ProfileOptions options,
-    std::shared_ptr<const TelemetryCallback> telemetry)
-    : options_(std::move(options)), telemetry_(std::move(telemetry)) {
+ProfileCallback::ProfileCallback(ProfileOptions options, VerdictSource verdicts)
+    : options_(std::move(options)), verdicts_(std::move(verdicts)) {
   options_.validate();
   is_auto_ = options_.steps == "auto";
   if (!is_auto_) {
     parse_range(options_.steps, first_, last_);
+  }
+}
+
+ProfileCallback::ProfileCallback(
+    ProfileOptions options,
+    std::shared_ptr<const TelemetryCallback> telemetry)
+    : ProfileCallback(std::move(options), VerdictSource()) {
+  if (telemetry != nullptr) {
+    verdicts_ = [telemetry]() -> std::optional<std::string> {
+      const auto& window = telemetry->last_step().window;
+      if (!window || !window->contains("diagnosis")) {
+        return std::nullopt;
+      }
+      return (*window)["diagnosis"].value("verdict", std::string("healthy"));
+    };
   }
 }
 
@@ -188,15 +201,12 @@ void ProfileCallback::on_step_end(const RunState& s, const StepEnd& e) {
       seconds_.pop_front();
     }
   }
-  if (telemetry_ != nullptr) {
-    const auto& window = telemetry_->last_step().window;
-    if (window && window->contains("diagnosis")) {
-      const std::string verdict =
-          (*window)["diagnosis"].value("verdict", std::string("healthy"));
-      if (verdict_ == "healthy" && verdict != "healthy" && !why) {
-        why = fmt::format("the diagnosis turned {}", verdict);
+  if (verdicts_) {
+    if (const auto verdict = verdicts_()) {
+      if (verdict_ == "healthy" && *verdict != "healthy" && !why) {
+        why = fmt::format("the diagnosis turned {}", *verdict);
       }
-      verdict_ = verdict;
+      verdict_ = *verdict;
     }
   }
   const bool due =

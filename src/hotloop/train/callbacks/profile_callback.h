@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +30,13 @@ class TelemetryCallback;
 
 class ProfileCallback final : public Callback {
  public:
-  // `telemetry` (may be null): the diagnosis windows, for "auto".
+  // For "auto": after each step, the verdict of the diagnosis window that
+  // step closed, or nothing when it closed none.
+  using VerdictSource = std::function<std::optional<std::string>()>;
+
+  // `verdicts` may be empty: then only slow steps start a recording.
+  ProfileCallback(ProfileOptions options, VerdictSource verdicts);
+  // The verdicts of `telemetry`'s windows (may be null).
   ProfileCallback(
       ProfileOptions options,
       std::shared_ptr<const TelemetryCallback> telemetry);
@@ -57,7 +64,7 @@ class ProfileCallback final : public Callback {
   void stop(const RunState& s);
 
   ProfileOptions options_;
-  std::shared_ptr<const TelemetryCallback> telemetry_;
+  VerdictSource verdicts_;
   std::int64_t first_ = 0; // the explicit range; 0: auto
   std::int64_t last_ = 0;
   bool is_auto_ = false;
