@@ -52,6 +52,8 @@ void add_watch_command(CLI::App& app, Action& action) {
       "  hotloop watch --metrics-port 9400 -- torchrun --nproc-per-node 8 train.py\n"
       "Steps: the job gets $HOTLOOP_WATCH_STEPS, a FIFO; one line per step\n"
       "(`step=12 loss=0.53` or JSON) adds steps/s and loss (python/hotloop_watch.py).\n"
+      "A job followed by --pid finds the FIFO at /tmp/hotloop-watch-UID/PID (the helper\n"
+      "looks there by itself).\n"
       "SIGINT/SIGTERM are passed on to a started job (SIGKILL after --grace); the\n"
       "report is still written. With --pid, a signal stops watching only.\n"
       "Exit code: the job's (128+N when signal N ended it); with --pid 0;\n"

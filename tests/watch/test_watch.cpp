@@ -1,6 +1,7 @@
-// The parts of `hotloop watch` that need no job: step lines, the FIFO, the
-// process tree of this test's own children, CUDA_VISIBLE_DEVICES, the
-// window fold, and the report's series. Real jobs: tests/watch/watch_jobs.py.
+// The parts of `hotloop watch` that need no job: step lines, the FIFO and
+// its link for --pid, the process tree of this test's own children,
+// CUDA_VISIBLE_DEVICES, the window fold, and the report's series. Real jobs:
+// tests/watch/watch_jobs.py.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hotloop/errors.h"
 #include "hotloop/watch/job.h"
 #include "hotloop/watch/job_window.h"
 #include "hotloop/watch/process_tree.h"
@@ -89,6 +91,44 @@ TEST(StepChannel, ReadsWholeLinesFromSeveralWritersAndCountsTheRest) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "steps.fifo")); // removed
   std::filesystem::remove_all(dir);
+}
+
+TEST(StepRendezvous, LinksTheFifoByPidOnceAndReplacesOnlyAStaleLink) {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() /
+      ("hotloop-rendezvous-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // A number no process has (pid_max is at most 2^22), unique to this test.
+  const int pid = 1000000000 + static_cast<int>(::getpid());
+  const std::string link = rendezvous_path(pid);
+  EXPECT_EQ(
+      link,
+      "/tmp/hotloop-watch-" + std::to_string(::geteuid()) + "/" +
+          std::to_string(pid));
+  {
+    StepChannel ch((dir / "steps.fifo").string());
+    {
+      StepRendezvous r(pid, ch.path());
+      EXPECT_EQ(r.path(), link);
+      EXPECT_EQ(fs::read_symlink(link).string(), ch.path());
+      EXPECT_EQ(
+          fs::status(fs::path(link).parent_path()).permissions() &
+              fs::perms::all,
+          fs::perms::owner_all); // private to the user
+      // A second watch of the same pid would take the steps from the first.
+      EXPECT_THROW((StepRendezvous{pid, ch.path()}), DataError);
+      EXPECT_EQ(fs::read_symlink(link).string(), ch.path()); // untouched
+    }
+    EXPECT_FALSE(fs::is_symlink(link)); // removed with its watch
+    // A link left by a watch that was killed points nowhere: replaced.
+    fs::create_symlink(dir / "gone.fifo", link);
+    {
+      StepRendezvous r(pid, ch.path());
+      EXPECT_EQ(fs::read_symlink(link).string(), ch.path());
+    }
+    EXPECT_FALSE(fs::is_symlink(link));
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ProcessTree, FindsChildrenAndGrandchildren) {

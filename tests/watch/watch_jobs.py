@@ -10,7 +10,8 @@ Run by ctest (watch.jobs) as: watch_jobs.py HOTLOOP_BINARY FAKE_NVML_LIBRARY. Ca
   - another pid on the job's GPU: other-process, with its SM share;
   - a job exiting 3: watch exits 3 and writes the report;
   - a job that forks workers after watch started: they join the tree;
-  - --pid: attach to a running process, end with it;
+  - --pid: attach to a running process, end with it, and receive the steps its helper reports (found by
+    its pid);
   - SIGTERM to watch: passed on; a job ignoring it is killed after --grace (exit 137), the report is
     written; Prometheus text is served meanwhile (--metrics-port, a port free at the time);
   - step lines by hand (`echo step=1 loss=0.5 > $HOTLOOP_WATCH_STEPS`), a line that is not a step;
@@ -176,13 +177,20 @@ def main():
               f"late workers: both are in the tree ({workers}, seen {sorted(seen)})")
         check(all(seen.get(w, 0) > 50 for w in workers), f"late workers: their CPU use is measured ({seen})")
 
-        # Attach to a running process by pid.
-        busy = subprocess.Popen([PY, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+        # Attach to a running process by pid; the job's helper finds watch's FIFO by its pid.
+        busy = subprocess.Popen([PY, os.path.join(JOBS, "attached_reporter.py")], stdout=subprocess.PIPE, text=True)
         out = os.path.join(tmp, "attach")
         r = subprocess.run([HOTLOOP, "watch", "--pid", str(busy.pid), "--out", out, "--interval", "0.5"],
                            capture_output=True, text=True, env=env_for("gpu_free"), timeout=60)
-        busy.wait()
-        check(r.returncode == 0, f"--pid: exits 0 when the process ends ({r.returncode}: {r.stderr[-300:]})")
+        job_out = busy.communicate(timeout=60)[0]
+        check(r.returncode == 0 and busy.returncode == 0,
+              f"--pid: exits 0 when the process ends ({r.returncode}, job {busy.returncode}: {r.stderr[-300:]})")
+        link = f"/tmp/hotloop-watch-{os.geteuid()}/{busy.pid}"
+        check(link in r.stderr and f"via {link}" in job_out,
+              f"--pid: the job's helper found watch's FIFO at {link} ({job_out.strip()})")
+        check(not os.path.lexists(link), "--pid: the link is removed when watch ends")
+        mode = os.stat(os.path.dirname(link)).st_mode & 0o777
+        check(mode == 0o700, f"--pid: the links' folder is private to the user ({oct(mode)})")
         if os.path.exists(os.path.join(out, "summary.json")):
             with open(os.path.join(out, "summary.json")) as f:
                 s = json.load(f)
@@ -190,6 +198,11 @@ def main():
                   f"--pid: attached, no exit code, samples taken ({s['samples']})")
             rows = samples(out)
             check(max(demand(p) for x in rows for p in x["processes"]) > 50, "--pid: the busy process's CPU use")
+            m = re.search(r"written (\d+) dropped (\d+)", job_out)
+            check(m is not None and s["steps"] is not None
+                  and s["steps"]["reported"] == int(m.group(1)) - int(m.group(2)) >= 90
+                  and isinstance(s["steps"]["last_loss"], float),
+                  f"--pid: every step the job wrote after watch attached is counted ({s['steps']}; {job_out.strip()})")
         else:
             check(False, "--pid: a summary")
 

@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -153,6 +156,60 @@ std::vector<StepEvent> StepChannel::drain(double now) {
     partial_.clear();
   }
   return events;
+}
+
+std::string rendezvous_path(int pid) {
+  return fmt::format("/tmp/hotloop-watch-{}/{}", ::geteuid(), pid);
+}
+
+StepRendezvous::StepRendezvous(int pid, const std::string& fifo)
+    : path_(rendezvous_path(pid)), fifo_(fifo) {
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  const std::string fix = fmt::format(
+      "remove {} (watch makes it again, private to you), or report steps by starting the job under watch",
+      dir);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw DataError(
+        fmt::format("watch: cannot make {}: {}", dir, std::strerror(errno)),
+        fix);
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    throw DataError(
+        fmt::format(
+            "watch: {} is not a private folder of yours: the job's steps could be read or planted by others",
+            dir),
+        fix);
+  }
+  std::error_code ec;
+  const auto held = std::filesystem::read_symlink(path_, ec);
+  if (!ec && std::filesystem::exists(held, ec)) {
+    throw DataError(
+        fmt::format(
+            "watch: another watch of pid {} receives its steps ({} -> {})",
+            pid,
+            path_,
+            held.string()),
+        "stop that watch first, or leave steps to it");
+  }
+  ::unlink(path_.c_str()); // a stale link, left by a watch that was killed
+  if (::symlink(fifo_.c_str(), path_.c_str()) != 0) {
+    throw DataError(
+        fmt::format(
+            "watch: cannot link {} to {}: {}",
+            path_,
+            fifo_,
+            std::strerror(errno)),
+        fix);
+  }
+}
+
+StepRendezvous::~StepRendezvous() {
+  std::error_code ec;
+  if (std::filesystem::read_symlink(path_, ec).string() == fifo_ && !ec) {
+    ::unlink(path_.c_str());
+  }
 }
 
 } // namespace hotloop::watch

@@ -5,6 +5,9 @@
 // lines). Lines of up to 4 KiB are written atomically, so several ranks can
 // share the FIFO. Watch holds a writer end itself, so the FIFO never reports
 // end-of-file between the job's writers.
+// A job watch did not start (--pid) has no such variable: watch links the FIFO
+// at rendezvous_path(pid), and the helper looks there for its own pid and its
+// ancestors' (torchrun's ranks under a watched torchrun).
 
 #include <cstdint>
 #include <map>
@@ -60,6 +63,29 @@ class StepChannel {
   std::string partial_;
   std::size_t bad_lines_ = 0;
   std::string first_bad_;
+};
+
+// /tmp/hotloop-watch-UID/PID: where a running job finds the FIFO of the watch
+// following it (UID: the effective user, whose folder only it can enter).
+std::string rendezvous_path(int pid);
+
+// The link rendezvous_path(pid) -> `fifo` while it lives.
+class StepRendezvous {
+ public:
+  // Throws DataError with the reason when the folder is not a private folder
+  // of this user's, or another watch of this pid holds the link already.
+  StepRendezvous(int pid, const std::string& fifo);
+  ~StepRendezvous(); // removes the link, if it still points to `fifo`
+  StepRendezvous(const StepRendezvous&) = delete;
+  StepRendezvous& operator=(const StepRendezvous&) = delete;
+
+  const std::string& path() const {
+    return path_;
+  }
+
+ private:
+  std::string path_;
+  std::string fifo_;
 };
 
 } // namespace hotloop::watch

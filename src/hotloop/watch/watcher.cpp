@@ -161,9 +161,23 @@ WatchResult watch(const WatchOptions& o) {
         "pick a writable folder with --out");
   }
   SignalFd signals; // before any thread starts, so that all inherit the mask
-  std::unique_ptr<StepChannel> steps_in;
+  auto steps_in =
+      std::make_unique<StepChannel>(fs::absolute(dir + "/steps.fifo").string());
+  std::unique_ptr<StepRendezvous> rendezvous;
+  if (!start) {
+    // A running job's helper finds the FIFO through a link named by its pid.
+    try {
+      rendezvous = std::make_unique<StepRendezvous>(o.pid, steps_in->path());
+    } catch (const Error& e) {
+      fmt::print(
+          stderr,
+          "watch: no step reports from pid {}: {}\n  fix: {}\n",
+          o.pid,
+          e.what(),
+          e.hint());
+    }
+  }
   if (start) {
-    steps_in = std::make_unique<StepChannel>(dir + "/steps.fifo");
     // Orphans of the job (a worker whose parent died) are re-parented to
     // watch rather than to init, so they stay in the tree.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -189,10 +203,8 @@ WatchResult watch(const WatchOptions& o) {
   rec.tensorboard = o.tensorboard;
   rec.start_unix = unix_now();
   const double cpu0 = own_cpu_seconds();
-  Job job = start
-      ? Job::start(
-            o.command, {{kStepsEnv, fs::absolute(steps_in->path()).string()}})
-      : std::move(*attached);
+  Job job = start ? Job::start(o.command, {{kStepsEnv, steps_in->path()}})
+                  : std::move(*attached);
   rec.pid = job.pid();
   rec.started_by_watch = start;
   rec.command = start ? command_line(o.command) : [&] {
@@ -212,6 +224,13 @@ WatchResult watch(const WatchOptions& o) {
       job.pid(),
       rec.command,
       dir);
+  if (rendezvous) {
+    fmt::print(
+        stderr,
+        "watch: steps reported by python/hotloop_watch.py in pid {} or its children arrive through {}\n",
+        o.pid,
+        rendezvous->path());
+  }
 
   JobSamplerOptions so;
   so.nvml_library = o.nvml_library;
