@@ -5,7 +5,8 @@ usage: telemetry_overhead.py [--hotloop build/hotloop] [--rounds 4] [--steps 80]
 The two settings alternate (on, off, off, on, on, off, ...) so that drift on a noisy machine and the
 order within a round hit both alike.
 Each run's figure is its summary's images_per_s (the median over steady-state steps); the result is
-the median per setting and overhead = 1 - on/off. With telemetry on, the sampler reads NVML and the
+the median per setting and overhead = 1 - on/off, and the median and range of the per-round on/off
+ratios (each round runs both settings back to back). With telemetry on, the sampler reads NVML and the
 host at --telemetry-interval (1 s) and every step records its phases, TensorBoard scalars and a
 diagnosis every 50 steps.
 """
@@ -50,6 +51,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
 on = statistics.median(rates["on"])
 off = statistics.median(rates["off"])
+# Each round ran both settings back to back: its on/off ratio is one paired measurement.
+paired = [a_on / a_off for a_on, a_off in zip(rates["on"], rates["off"])]
 report({
     "command": "bench/telemetry_overhead.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k not in ("out", "hotloop")),
@@ -58,5 +61,7 @@ report({
     "images_per_s": {"telemetry_on": rates["on"], "telemetry_off": rates["off"]},
     "median_on": on, "median_off": off,
     "overhead": 1 - on / off,
+    "on_over_off_paired": {"median": statistics.median(paired), "min": min(paired), "max": max(paired),
+                           "per_round": paired},
     "sampler_cpu_share": statistics.median(overheads),
 }, a.out)
