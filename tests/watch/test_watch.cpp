@@ -3,6 +3,7 @@
 // CUDA_VISIBLE_DEVICES, the window fold, and the report's series. Real jobs:
 // tests/watch/watch_jobs.py.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,13 +121,18 @@ TEST(StepRendezvous, LinksTheFifoByPidOnceAndReplacesOnlyAStaleLink) {
       EXPECT_EQ(fs::read_symlink(link).string(), ch.path()); // untouched
     }
     EXPECT_FALSE(fs::is_symlink(link)); // removed with its watch
-    // A link left by a watch that was killed points nowhere: replaced.
-    fs::create_symlink(dir / "gone.fifo", link);
-    {
-      StepRendezvous r(pid, ch.path());
-      EXPECT_EQ(fs::read_symlink(link).string(), ch.path());
+    // Links left by a watch that was killed: to a FIFO nobody reads any
+    // more, or to one already removed. Both are replaced.
+    const auto left = dir / "left.fifo";
+    ASSERT_EQ(::mkfifo(left.c_str(), 0600), 0);
+    for (const auto& target : {left, dir / "gone.fifo"}) {
+      fs::create_symlink(target, link);
+      {
+        StepRendezvous r(pid, ch.path());
+        EXPECT_EQ(fs::read_symlink(link).string(), ch.path()) << target;
+      }
+      EXPECT_FALSE(fs::is_symlink(link));
     }
-    EXPECT_FALSE(fs::is_symlink(link));
   }
   fs::remove_all(dir);
 }

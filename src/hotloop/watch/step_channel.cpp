@@ -182,18 +182,25 @@ StepRendezvous::StepRendezvous(int pid, const std::string& fifo)
             dir),
         fix);
   }
-  std::error_code ec;
-  const auto held = std::filesystem::read_symlink(path_, ec);
-  if (!ec && std::filesystem::exists(held, ec)) {
-    throw DataError(
-        fmt::format(
-            "watch: another watch of pid {} receives its steps ({} -> {})",
-            pid,
-            path_,
-            held.string()),
-        "stop that watch first, or leave steps to it");
+  // A live watch holds its FIFO's read end, so a writer can open it; a link
+  // left by a watch that was killed leads nowhere or to a FIFO nobody reads.
+  const int probe = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (probe >= 0) {
+    struct stat ps {};
+    const bool read = ::fstat(probe, &ps) == 0 && S_ISFIFO(ps.st_mode);
+    ::close(probe);
+    if (read) {
+      std::error_code ec;
+      throw DataError(
+          fmt::format(
+              "watch: another watch of pid {} receives its steps ({} -> {})",
+              pid,
+              path_,
+              std::filesystem::read_symlink(path_, ec).string()),
+          "stop that watch first, or leave the steps to it");
+    }
   }
-  ::unlink(path_.c_str()); // a stale link, left by a watch that was killed
+  ::unlink(path_.c_str()); // a stale link
   if (::symlink(fifo_.c_str(), path_.c_str()) != 0) {
     throw DataError(
         fmt::format(

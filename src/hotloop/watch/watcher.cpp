@@ -161,13 +161,17 @@ WatchResult watch(const WatchOptions& o) {
         "pick a writable folder with --out");
   }
   SignalFd signals; // before any thread starts, so that all inherit the mask
-  auto steps_in =
-      std::make_unique<StepChannel>(fs::absolute(dir + "/steps.fifo").string());
+  const std::string fifo = fs::absolute(dir + "/steps.fifo").string();
+  std::unique_ptr<StepChannel> steps_in;
   std::unique_ptr<StepRendezvous> rendezvous;
-  if (!start) {
-    // A running job's helper finds the FIFO through a link named by its pid.
+  if (start) {
+    steps_in = std::make_unique<StepChannel>(fifo);
+  } else {
+    // A running job's helper finds the FIFO through a link named by its
+    // pid. Steps are a bonus there: without them watch still follows it.
     try {
-      rendezvous = std::make_unique<StepRendezvous>(o.pid, steps_in->path());
+      steps_in = std::make_unique<StepChannel>(fifo);
+      rendezvous = std::make_unique<StepRendezvous>(o.pid, fifo);
     } catch (const Error& e) {
       fmt::print(
           stderr,
