@@ -8,7 +8,6 @@
 
 #include "hotloop/core/units.h"
 #include "hotloop/errors.h"
-#include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/run_state.h"
 
 namespace hotloop::train {
@@ -58,21 +57,6 @@ ProfileCallback::ProfileCallback(ProfileOptions options, VerdictSource verdicts)
   is_auto_ = options_.steps == "auto";
   if (!is_auto_) {
     parse_range(options_.steps, first_, last_);
-  }
-}
-
-ProfileCallback::ProfileCallback(
-    ProfileOptions options,
-    std::shared_ptr<const TelemetryCallback> telemetry)
-    : ProfileCallback(std::move(options), VerdictSource()) {
-  if (telemetry != nullptr) {
-    verdicts_ = [telemetry]() -> std::optional<std::string> {
-      const auto& window = telemetry->last_step().window;
-      if (!window || !window->contains("diagnosis")) {
-        return std::nullopt;
-      }
-      return (*window)["diagnosis"].value("verdict", std::string("healthy"));
-    };
   }
 }
 

@@ -26,20 +26,15 @@
 
 namespace hotloop::train {
 
-class TelemetryCallback;
-
 class ProfileCallback final : public Callback {
  public:
   // For "auto": after each step, the verdict of the diagnosis window that
-  // step closed, or nothing when it closed none.
+  // step closed, or nothing when it closed none (in a run: the telemetry
+  // callback's windows).
   using VerdictSource = std::function<std::optional<std::string>()>;
 
   // `verdicts` may be empty: then only slow steps start a recording.
   ProfileCallback(ProfileOptions options, VerdictSource verdicts);
-  // The verdicts of `telemetry`'s windows (may be null).
-  ProfileCallback(
-      ProfileOptions options,
-      std::shared_ptr<const TelemetryCallback> telemetry);
   ~ProfileCallback() override;
 
   std::string name() const override {

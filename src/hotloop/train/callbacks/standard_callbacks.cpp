@@ -40,7 +40,17 @@ Callbacks standard_callbacks(const CallbackOptions& o) {
     out.push_back(telemetry);
   }
   if (!o.profile.steps.empty()) {
-    out.push_back(std::make_shared<ProfileCallback>(o.profile, telemetry));
+    ProfileCallback::VerdictSource verdicts;
+    if (telemetry) {
+      verdicts = [telemetry]() -> std::optional<std::string> {
+        const auto& window = telemetry->last_step().window;
+        if (!window || !window->contains("diagnosis")) {
+          return std::nullopt;
+        }
+        return (*window)["diagnosis"].value("verdict", std::string("healthy"));
+      };
+    }
+    out.push_back(std::make_shared<ProfileCallback>(o.profile, verdicts));
   }
   if (o.metrics_file) {
     out.push_back(std::make_shared<MetricsFile>(telemetry));
