@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -44,6 +45,21 @@ std::string uuid_string(const cudaUUID_t& u) {
       b[13],
       b[14],
       b[15]);
+}
+
+// Whether CUDA has a device, with LibTorch's CUDA state initialized (the
+// caching allocator's per-device tables, the generators): what Python's
+// torch.cuda memory functions do first with _lazy_init(). LibTorch's
+// allocator entry points do not initialize it themselves: called first in a
+// process, getDeviceStats, resetPeakStats and setMemoryFraction throw
+// "Invalid device argument 0: did you call init?". False (and nothing
+// initialized) without a usable device.
+bool cuda_ready() {
+  if (!torch::cuda::is_available()) {
+    return false;
+  }
+  at::globalContext().lazyInitDevice(c10::kCUDA);
+  return true;
 }
 
 std::string cudnn_string(long v) {
@@ -157,6 +173,9 @@ std::string kernel_probe(int device) {
 }
 
 MemoryStats memory_stats(int device) {
+  if (!cuda_ready()) {
+    return {};
+  }
   using c10::CachingAllocator::StatType;
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(
       static_cast<c10::DeviceIndex>(device));
@@ -173,6 +192,9 @@ MemoryStats memory_stats(int device) {
 }
 
 AllocatorLayout allocator_layout(int device) {
+  if (!cuda_ready()) {
+    return {};
+  }
   const auto snap = c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false);
   AllocatorLayout l;
   for (const auto& seg : snap.segments) {
@@ -192,6 +214,9 @@ AllocatorLayout allocator_layout(int device) {
 }
 
 DeviceMemory device_memory(int device) {
+  if (!cuda_ready()) {
+    return {};
+  }
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   std::size_t free = 0;
   std::size_t total = 0;
@@ -207,20 +232,32 @@ void set_current_device(int device) {
 }
 
 void empty_cache() {
+  if (!cuda_ready()) {
+    return;
+  }
   c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
 void set_memory_fraction(int device, double fraction) {
+  if (!cuda_ready()) {
+    return;
+  }
   c10::cuda::CUDACachingAllocator::setMemoryFraction(
       fraction, static_cast<c10::DeviceIndex>(device));
 }
 
 void reset_peak_memory(int device) {
+  if (!cuda_ready()) {
+    return;
+  }
   c10::cuda::CUDACachingAllocator::resetPeakStats(
       static_cast<c10::DeviceIndex>(device));
 }
 
 std::vector<std::uint8_t> rng_state(int device) {
+  if (!cuda_ready()) {
+    return {};
+  }
   auto gen = at::cuda::detail::getDefaultCUDAGenerator(
       static_cast<c10::DeviceIndex>(device));
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -230,6 +267,9 @@ std::vector<std::uint8_t> rng_state(int device) {
 }
 
 void set_rng_state(int device, const std::vector<std::uint8_t>& bytes) {
+  if (!cuda_ready()) {
+    return;
+  }
   auto gen = at::cuda::detail::getDefaultCUDAGenerator(
       static_cast<c10::DeviceIndex>(device));
   at::Tensor state =
@@ -237,6 +277,57 @@ void set_rng_state(int device, const std::vector<std::uint8_t>& bytes) {
   std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
+}
+
+namespace {
+
+// Passes sync-debug warnings to the watch and every other warning on.
+class SyncWarnings final : public c10::WarningHandler {
+ public:
+  SyncWarnings(
+      c10::WarningHandler* next,
+      std::function<void(const std::string&)> on_sync)
+      : next_(next), on_sync_(std::move(on_sync)) {}
+  void process(const c10::Warning& w) override {
+    if (w.msg().find("synchronizing CUDA operation") != std::string::npos) {
+      on_sync_(w.msg());
+    } else if (next_ != nullptr) {
+      next_->process(w);
+    }
+  }
+
+ private:
+  c10::WarningHandler* next_;
+  std::function<void(const std::string&)> on_sync_;
+};
+
+} // namespace
+
+struct SyncWatch::Impl {
+  c10::cuda::SyncDebugMode before = c10::cuda::SyncDebugMode::L_DISABLED;
+  c10::WarningHandler* previous = nullptr;
+  std::unique_ptr<SyncWarnings> handler;
+};
+
+SyncWatch::SyncWatch(std::function<void(const std::string&)> on_sync)
+    : impl_(std::make_unique<Impl>()) {
+  if (!torch::cuda::is_available()) {
+    return;
+  }
+  impl_->previous = c10::WarningUtils::get_warning_handler();
+  impl_->handler =
+      std::make_unique<SyncWarnings>(impl_->previous, std::move(on_sync));
+  c10::WarningUtils::set_warning_handler(impl_->handler.get());
+  impl_->before = c10::cuda::warning_state().get_sync_debug_mode();
+  c10::cuda::warning_state().set_sync_debug_mode(
+      c10::cuda::SyncDebugMode::L_WARN);
+}
+
+SyncWatch::~SyncWatch() {
+  if (impl_->handler) {
+    c10::cuda::warning_state().set_sync_debug_mode(impl_->before);
+    c10::WarningUtils::set_warning_handler(impl_->previous);
+  }
 }
 
 } // namespace hotloop::cuda

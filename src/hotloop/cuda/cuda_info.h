@@ -5,6 +5,8 @@
 // LibTorch, cuda_info_cpu.cpp answers "no CUDA" instead.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +62,12 @@ State state();
 // available for execution on the device").
 std::string kernel_probe(int device);
 
+// The memory helpers below (memory_stats to set_rng_state) can each be the
+// first CUDA call of a process: they initialize LibTorch's CUDA state first
+// (its allocator's per-device tables, the generators), as Python's
+// torch.cuda functions do. Without a usable device they answer zeros, empty
+// or nothing, and never throw for that reason.
+//
 // The caching allocator's view of `device`: what tensors hold (allocated) and
 // what it has taken from the driver (reserved), now and at the peak since the
 // last reset. Zeros without CUDA.
@@ -103,6 +111,23 @@ void empty_cache();
 // Caps this process's allocations on `device` at `fraction` of its memory
 // (an allocation beyond it raises OutOfMemoryError).
 void set_memory_fraction(int device, double fraction);
+
+// LibTorch's sync-debug mode (torch.cuda.set_sync_debug_mode("warn")) while
+// it lives: each synchronizing CUDA call LibTorch makes on this thread (a
+// copy from or to pageable memory, .item(), nonzero, a stream or device
+// synchronization) calls `on_sync` with LibTorch's warning. The tests count
+// a step's synchronizations with it. Nothing happens without CUDA.
+class SyncWatch {
+ public:
+  explicit SyncWatch(std::function<void(const std::string&)> on_sync);
+  ~SyncWatch();
+  SyncWatch(const SyncWatch&) = delete;
+  SyncWatch& operator=(const SyncWatch&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Seeds and reads the CUDA generators (for checkpoints): empty without CUDA.
 std::vector<std::uint8_t> rng_state(int device);

@@ -52,4 +52,8 @@ std::vector<std::uint8_t> rng_state(int device) {
 
 void set_rng_state(int device, const std::vector<std::uint8_t>& state) {}
 
+struct SyncWatch::Impl {};
+SyncWatch::SyncWatch(std::function<void(const std::string&)> /*on_sync*/) {}
+SyncWatch::~SyncWatch() = default;
+
 } // namespace hotloop::cuda
