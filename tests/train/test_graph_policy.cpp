@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/Exception.h>
+
 #include "hotloop/errors.h"
 #include "hotloop/train/graph_capture.h"
 #include "hotloop/train/graph_policy.h"
@@ -26,10 +28,20 @@ GraphConditions capturable() {
 
 struct FakeBackend final : GraphBackend {
   bool fail = false;
+  bool out_of_memory = false;
   int* captures = nullptr;
   int* replays = nullptr;
+  std::vector<std::string>* events = nullptr;
+  ~FakeBackend() override {
+    events->push_back("backend destroyed");
+  }
   void capture(const std::function<void()>& /*body*/) override {
     ++*captures;
+    events->push_back("capture");
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        !out_of_memory,
+        "CUDA out of memory. Tried to allocate 2.00 GiB");
     if (fail) {
       throw std::runtime_error(
           "CUDA error: operation not permitted when stream is capturing\nbacktrace...");
@@ -43,6 +55,11 @@ struct FakeBackend final : GraphBackend {
 struct Harness {
   int body_runs = 0, captures = 0, replays = 0;
   std::vector<std::string> log;
+  std::vector<std::string> events; // in order
+  std::function<void()> before_capture() {
+    return [this] { events.push_back("gradients dropped"); };
+  }
+  bool out_of_memory = false;
   GraphedStep make(bool fail, bool required) {
     GraphStepOptions o;
     o.warmup_steps = 3;
@@ -52,14 +69,19 @@ struct Harness {
         [this, fail] {
           auto b = std::make_unique<FakeBackend>();
           b->fail = fail;
+          b->out_of_memory = out_of_memory;
           b->captures = &captures;
           b->replays = &replays;
+          b->events = &events;
           return b;
         },
         [this](const std::string& line) { log.push_back(line); });
   }
   std::function<void()> body() {
-    return [this] { ++body_runs; };
+    return [this] {
+      ++body_runs;
+      events.push_back("body");
+    };
   }
 };
 
@@ -179,6 +201,64 @@ TEST(GraphedStep, AShapeChangeAfterCaptureEndsTheReplays) {
   EXPECT_EQ(h.body_runs, 5); // 3 warm-up + the 2 after the fallback
   EXPECT_EQ(step.state(), GraphedStep::State::Eager);
   EXPECT_NE(h.log.back().find("dynamic shapes"), std::string::npos);
+}
+
+// The capture starts without the warm-up's gradients (the step drops them in
+// `before_capture`, once, right before it), and a failed capture's backend
+// is destroyed (on a GPU: the capture ended, the allocator out of capture
+// mode, the pool released) before the step runs eagerly.
+TEST(
+    GraphedStep,
+    GradientsGoBeforeTheCaptureAndAFailedBackendBeforeTheEagerStep) {
+  for (const bool fail : {false, true}) {
+    Harness h;
+    GraphedStep step = h.make(fail, /*required=*/false);
+    for (int i = 0; i < 5; ++i) {
+      step.run(h.body(), h.before_capture());
+    }
+    const std::vector<std::string> warm_up(3, "body");
+    std::vector<std::string> expected = warm_up;
+    if (fail) {
+      for (const char* e :
+           {"gradients dropped",
+            "capture",
+            "backend destroyed",
+            "body",
+            "body"}) {
+        expected.emplace_back(e);
+      }
+    } else {
+      expected.emplace_back("gradients dropped");
+      expected.emplace_back("capture");
+    }
+    EXPECT_EQ(h.events, expected) << (fail ? "failed capture" : "capture");
+  }
+}
+
+// A capture that runs out of memory is told apart (the batch finder counts
+// that size as not fitting): under auto the step goes on eagerly saying so;
+// under --cuda-graphs on the out-of-memory error itself goes on, so that
+// OOM recovery or the memory report handles it like any other.
+TEST(GraphedStep, ACaptureOutOfMemoryIsToldApart) {
+  for (const bool required : {false, true}) {
+    Harness h;
+    h.out_of_memory = true;
+    GraphedStep step = h.make(/*fail=*/false, required);
+    for (int i = 0; i < 3; ++i) {
+      step.run(h.body());
+    }
+    if (required) {
+      EXPECT_THROW(step.run(h.body()), c10::OutOfMemoryError);
+    } else {
+      step.run(h.body());
+      EXPECT_EQ(step.state(), GraphedStep::State::Eager);
+      EXPECT_NE(
+          step.fallback_reason().find("ran out of memory"), std::string::npos)
+          << step.fallback_reason();
+      EXPECT_EQ(h.body_runs, 4); // the step itself ran eagerly
+    }
+    EXPECT_TRUE(step.capture_out_of_memory());
+  }
 }
 
 } // namespace hotloop::train

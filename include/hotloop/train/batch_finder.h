@@ -30,7 +30,9 @@ struct BatchFinderOptions {
   // batch, micro_batch, steps and the run-directory fields are set per trial.
   TrainerOptions trainer;
   std::int64_t max_batch = 4096; // the search's ceiling (and the data's size)
-  std::int64_t trial_steps = 5; // per trial; the first 2 are warm-up
+  // Per trial; the first 2 are warm-up. Under --cuda-graphs auto/on on a GPU,
+  // more than 3 steps capture the step as the run will (3 warm-up steps).
+  std::int64_t trial_steps = 5;
   // The recommendation keeps this share of the memory free: its peak reserved
   // memory stays under (1 - margin) x what the process can use (on the CPU,
   // where memory is not measured, its size stays under (1 - margin) x
@@ -49,6 +51,7 @@ struct BatchTrial {
   std::uint64_t peak_allocated_bytes = 0; // CUDA
   std::uint64_t peak_reserved_bytes = 0; // CUDA
   double seconds = 0; // the trial's wall time
+  std::string note; // why it did not fit, when the error alone does not say
   // "1234 images/s", or "56789 tokens/s" for a language model.
   std::string rate() const;
 };

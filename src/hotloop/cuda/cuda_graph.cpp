@@ -2,7 +2,9 @@
 
 #include <optional>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -11,9 +13,84 @@
 
 namespace hotloop::cuda {
 
+namespace {
+
+// LibTorch's CUDAGraph, plus what it does not do after a failed capture
+// (ATen/cuda/CUDAGraph.cpp, 2.11): capture_end() throws at
+// cudaStreamEndCapture before it calls endAllocateToPool, and reset() calls
+// releasePool only when capture_end() succeeded. Left so, the caching
+// allocator stays in capture mode for the rest of the process: it parks
+// every block freed with stream uses (the loader's record_stream'd batches)
+// until no capture is underway, which is never, and emptyCache() hits its
+// assertion that no capture is underway. abandon() ends what the failed
+// capture left open. The members it reads are CUDAGraph's protected state.
+class OwnedGraph final : public at::cuda::CUDAGraph {
+ public:
+  // After capture_begin() succeeded and then the body or capture_end()
+  // threw: ends the stream's capture if still open (discarding its graph),
+  // stops allocating to the capture's pool, resets the graph (the capture
+  // id, the generators' capture states) and releases the pool, so its
+  // memory goes back to the cache once its tensors are freed. Never throws.
+  void abandon() noexcept {
+    if (capture_dev_ == UNDEFINED_DEVICE) {
+      return; // capture_begin() threw before it started anything
+    }
+    const c10::cuda::CUDAGuard guard(capture_dev_);
+    quietly([&] {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(capture_stream_.stream(), &status) ==
+              cudaSuccess &&
+          status != cudaStreamCaptureStatusNone) {
+        cudaGraph_t partial = nullptr;
+        // Invalidated captures end with an error and no graph: expected.
+        (void)cudaStreamEndCapture(capture_stream_.stream(), &partial);
+        if (partial != nullptr) {
+          (void)cudaGraphDestroy(partial);
+        }
+      }
+      (void)cudaGetLastError(); // the capture's error is not the next call's
+    });
+    // capture_end() calls endAllocateToPool right after cudaStreamEndCapture
+    // returns a graph: without one, the pool is still being allocated to.
+    if (graph_ == nullptr) {
+      quietly([&] {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(
+            capture_dev_, mempool_id_);
+      });
+      quietly([&] {
+        at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(mempool_id_);
+      });
+    } else if (!has_graph_ && !capture_ended_) {
+      (void)cudaGraphDestroy(graph_); // ended, failed before instantiating
+      graph_ = nullptr;
+    }
+    const bool release = !capture_ended_; // else reset() releases the pool
+    quietly([&] { reset(); });
+    if (release) {
+      quietly([&] {
+        c10::cuda::CUDACachingAllocator::releasePool(capture_dev_, mempool_id_);
+      });
+      quietly(
+          [&] { at::getHostAllocator(at::kCUDA)->release_pool(mempool_id_); });
+    }
+  }
+
+ private:
+  // Best effort, each step on its own: the run goes on eagerly either way.
+  template <typename F>
+  static void quietly(F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+    }
+  }
+};
+
+} // namespace
+
 struct Graph::Impl {
   c10::DeviceIndex device = 0;
-  at::cuda::CUDAGraph graph;
+  std::optional<OwnedGraph> graph;
   bool captured = false;
 };
 
@@ -24,27 +101,34 @@ Graph::Graph(int device) : impl_(std::make_unique<Impl>()) {
 Graph::~Graph() = default;
 
 void Graph::capture(const std::function<void()>& body) {
+  if (impl_->graph) {
+    throw Error("a CUDA graph is captured once; make another Graph");
+  }
   const c10::cuda::CUDAGuard guard(impl_->device);
   if (c10::cuda::getCurrentCUDAStream(impl_->device) ==
       c10::cuda::getDefaultCUDAStream(impl_->device)) {
     throw Error("CUDA graph capture needs a non-default stream (StreamScope)");
   }
-  // Thread-local mode: the loader's threads may allocate pinned memory
-  // while this thread captures; only this thread's unsafe calls are errors.
-  impl_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  // As torch.cuda.graph does: let the pending work finish and hand the
+  // cached blocks back to the driver, so that the capture's private pool can
+  // take the memory the warm-up's activations and gradients held (it cannot
+  // reuse blocks of the ordinary pool).
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  impl_->graph.emplace();
   try {
+    // A pool of our own: its id is what abandon() ends and releases.
+    // Thread-local mode: the loader's threads may allocate pinned memory
+    // while this thread captures; only this thread's unsafe calls are
+    // errors.
+    impl_->graph->capture_begin(
+        at::cuda::graph_pool_handle(), cudaStreamCaptureModeThreadLocal);
     body();
+    impl_->graph->capture_end(); // instantiates
   } catch (...) {
-    // End the capture so that the stream is usable again; its own error
-    // (the capture was invalidated) says less than the one thrown inside.
-    try {
-      impl_->graph.capture_end();
-    } catch (...) {
-    }
-    impl_->graph.reset();
+    impl_->graph->abandon();
     throw;
   }
-  impl_->graph.capture_end(); // instantiates
   impl_->captured = true;
 }
 
@@ -53,7 +137,7 @@ void Graph::replay() {
     throw Error("CUDA graph replay before a successful capture");
   }
   const c10::cuda::CUDAGuard guard(impl_->device);
-  impl_->graph.replay();
+  impl_->graph->replay();
 }
 
 struct StreamScope::Impl {

@@ -19,11 +19,15 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   // Records the kernels `body` launches on the current stream (which must
-  // not be the default stream: see StreamScope) without running them. Memory
-  // allocated inside comes from the graph's private pool and stays reserved
-  // for its replays. Throws what CUDA or `body` threw (an operation that
-  // cannot be captured: a synchronization, a host read of a device value, a
-  // CPU tensor op in the middle); the capture is then ended and discarded.
+  // not be the default stream: see StreamScope) without running them. First
+  // waits for the device and empties the allocator's cache (as
+  // torch.cuda.graph does), so the capture can take the memory the warm-up
+  // left cached. Memory allocated inside comes from the graph's private pool
+  // and stays reserved for its replays. Throws what CUDA or `body` threw (an
+  // operation that cannot be captured: a synchronization, a host read of a
+  // device value, a CPU tensor op in the middle); the capture is then ended
+  // and discarded, and the allocator left as it was before it (no longer
+  // allocating to the pool, the pool released). Once per Graph.
   void capture(const std::function<void()>& body);
   // Runs the captured kernels again on the current stream.
   void replay();

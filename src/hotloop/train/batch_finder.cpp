@@ -52,7 +52,8 @@ BatchTrial run_trial(
   o.oom_recovery = false; // an OOM is the trial's answer
   o.resume.clear();
   o.out_dir.clear(); // no files
-  o.cuda_graphs = CudaGraphs::Off; // too short to repay a capture
+  // The run's own CUDA-graph setting: a captured step holds its activations
+  // and gradients in the graph's pool, and the size found must fit that.
   BatchTrial t;
   t.size = size;
   release(cuda);
@@ -61,7 +62,12 @@ BatchTrial run_trial(
     // No callbacks: a trial neither logs nor samples.
     Trainer trainer(make_model(), train, nullptr, o, {Callbacks{}, nullptr});
     const TrainSummary s = trainer.fit();
-    t.ok = true;
+    // A capture that did not fit counts as not fitting: at this size the
+    // run would train without its graph.
+    t.ok = !s.graph_capture_out_of_memory;
+    if (!t.ok) {
+      t.note = "the CUDA-graph capture ran out of memory (eager would fit)";
+    }
     t.images_per_s = s.images_per_s;
     t.tokens_per_s = s.tokens_per_s;
     t.peak_allocated_bytes = s.peak_allocated_bytes;
@@ -98,6 +104,7 @@ nlohmann::json BatchFinderResult::to_json() const {
     nlohmann::json j = {
         {"size", t.size},
         {"result", t.ok ? "ok" : "oom"},
+        {"note", t.note},
         {"images_per_s", t.images_per_s},
         {"peak_allocated_bytes", t.peak_allocated_bytes},
         {"peak_reserved_bytes", t.peak_reserved_bytes},

@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include <c10/util/Exception.h>
+
 #include <fmt/format.h>
 
 #include "hotloop/core/first_line.h"
@@ -32,7 +34,9 @@ void GraphedStep::fall_back(const std::string& reason) {
   log_("CUDA graphs: off from here on: " + reason + "; running eagerly");
 }
 
-void GraphedStep::run(const std::function<void()>& body) {
+void GraphedStep::run(
+    const std::function<void()>& body,
+    const std::function<void()>& before_capture) {
   switch (state_) {
     case State::Eager:
       body();
@@ -50,8 +54,21 @@ void GraphedStep::run(const std::function<void()>& body) {
     return;
   }
   try {
+    if (before_capture) {
+      before_capture();
+    }
     backend_ = make_backend_();
     backend_->capture(body);
+  } catch (const c10::OutOfMemoryError&) {
+    capture_out_of_memory_ = true;
+    if (options_.required) {
+      backend_.reset();
+      throw; // an OOM like any other: recovery, or the memory report
+    }
+    fall_back(
+        "the capture ran out of memory (its pool holds the step's activations and gradients; a smaller batch would fit)");
+    body();
+    return;
   } catch (const std::exception& e) {
     fall_back(fmt::format(
         "the step could not be captured ({})", first_line(e.what())));

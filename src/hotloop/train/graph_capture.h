@@ -5,8 +5,9 @@
 // and replays it on every later call. `body` must read its inputs from and
 // write its outputs to tensors that keep their address (the static batch,
 // the parameters, their gradients, the optimizer's state and device scalars).
-// When the capture fails (a model that cannot be captured), the step runs
-// eagerly and so does every later one, with the reason in the log; with
+// When the capture fails (a model that cannot be captured), the backend is
+// destroyed first (it ends what the failed capture left open), then the step
+// runs eagerly and so does every later one, with the reason in the log; with
 // `required` (--cuda-graphs on) that is an error instead.
 
 #include <cstdint>
@@ -39,8 +40,13 @@ class GraphedStep {
       std::function<std::unique_ptr<GraphBackend>()> make_backend,
       std::function<void(const std::string&)> log);
 
-  // One training step (see above).
-  void run(const std::function<void()>& body);
+  // One training step (see above). `before_capture` runs right before the
+  // capture, after the warm-up: the training step drops the warm-up's
+  // gradients there, so that the capture's backward allocates them in the
+  // graph's pool instead of beside a second set still cached.
+  void run(
+      const std::function<void()>& body,
+      const std::function<void()>& before_capture = {});
   // Eager from now on (the batch changed shape, OOM recovery split the
   // batch): logs why; with `required`, throws Error instead. Outside run().
   void fall_back(const std::string& reason);
@@ -54,6 +60,11 @@ class GraphedStep {
   std::int64_t replays() const {
     return replays_;
   }
+  // The capture failed for want of memory (then the step ran eagerly, or,
+  // with `required`, the out-of-memory error went on to the caller).
+  bool capture_out_of_memory() const {
+    return capture_out_of_memory_;
+  }
 
  private:
   GraphStepOptions options_;
@@ -63,6 +74,7 @@ class GraphedStep {
   State state_ = State::WarmingUp;
   std::int64_t eager_runs_ = 0;
   std::int64_t replays_ = 0;
+  bool capture_out_of_memory_ = false;
   std::string reason_;
 };
 

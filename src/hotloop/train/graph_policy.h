@@ -9,8 +9,8 @@
 // - gradient accumulation: the capture covers one micro-batch per step;
 // - data parallel: gradients are all-reduced from autograd hooks and the
 //   ranks agree on each step (OOM, stop) over the network;
-// - a run shorter than the warm-up plus one step (batch-size trials turn
-//   graphs off themselves: batch_finder.h).
+// - a run shorter than the warm-up plus one step (batch-size trials run 5
+//   steps: they capture as the run will, batch_finder.h).
 // Found only at run time, and then a fallback to eager: a batch of another
 // shape (dynamic shapes), an OOM recovery that splits the batch, a model
 // that cannot be captured (a CPU op or a host read in its forward: the

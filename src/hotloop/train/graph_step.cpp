@@ -123,7 +123,9 @@ StepResult GraphStep::run(const RunState& s, double lr) {
     static_images_.copy_(images);
     static_labels_.copy_(b.labels);
     s.optimizer->set_device_scalars(lr);
-    capture_.run([this, &s] { body(s); });
+    // The warm-up's gradients go before the capture (its backward makes
+    // them anew in the graph's pool), and the backend empties the cache.
+    capture_.run([this, &s] { body(s); }, [&s] { s.optimizer->zero_grad(); });
     eager_.parts().faults->oom_if_above(images.size(0));
     r.stop = s.stop_requested();
     r.loss = static_loss_;

@@ -33,6 +33,9 @@ class GraphStep final : public Step {
   std::int64_t graph_replays() const override {
     return capture_.replays();
   }
+  bool graph_capture_out_of_memory() const override {
+    return capture_.capture_out_of_memory();
+  }
   std::string graph_off_reason() const override {
     return capture_.fallback_reason();
   }

@@ -66,6 +66,11 @@ class Step {
   virtual std::int64_t graph_replays() const {
     return 0;
   }
+  // The capture itself ran out of memory (the run went on eagerly, or
+  // stopped under --cuda-graphs on).
+  virtual bool graph_capture_out_of_memory() const {
+    return false;
+  }
   virtual std::string graph_off_reason() const = 0;
 };
 
