@@ -1,5 +1,7 @@
 #include "hotloop/model/activation_checkpoint.h"
 
+#include <vector>
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/ones.h>
@@ -13,26 +15,77 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The autocast state to restore in the recompute (CPU and CUDA).
+// The autocast state of the forward, restored for the recompute: enabled
+// and dtype per device type (CPU and CUDA), and whether casts are cached (a
+// CUDA graph capture turns the cache off).
 struct AutocastState {
   bool cpu = false;
   bool cuda = false;
   at::ScalarType cpu_dtype = at::kBFloat16;
   at::ScalarType cuda_dtype = at::kHalf;
+  bool cache = true;
 
   static AutocastState now() {
     return {
         at::autocast::is_autocast_enabled(at::kCPU),
         at::autocast::is_autocast_enabled(at::kCUDA),
         at::autocast::get_autocast_dtype(at::kCPU),
-        at::autocast::get_autocast_dtype(at::kCUDA)};
+        at::autocast::get_autocast_dtype(at::kCUDA),
+        at::autocast::is_autocast_cache_enabled()};
+  }
+  std::vector<std::int64_t> to_ints() const {
+    return {
+        cpu,
+        cuda,
+        static_cast<std::int64_t>(cpu_dtype),
+        static_cast<std::int64_t>(cuda_dtype),
+        cache};
+  }
+  static AutocastState from_ints(const std::vector<std::int64_t>& v) {
+    return {
+        v[0] != 0,
+        v[1] != 0,
+        static_cast<at::ScalarType>(v[2]),
+        static_cast<at::ScalarType>(v[3]),
+        v[4] != 0};
   }
   void apply() const {
     at::autocast::set_autocast_enabled(at::kCPU, cpu);
     at::autocast::set_autocast_enabled(at::kCUDA, cuda);
     at::autocast::set_autocast_dtype(at::kCPU, cpu_dtype);
     at::autocast::set_autocast_dtype(at::kCUDA, cuda_dtype);
+    at::autocast::set_autocast_cache_enabled(cache);
   }
+};
+
+// The recompute as an autocast region of its own, as torch.autocast's
+// __enter__/__exit__ make one: the forward's state for its lifetime, and the
+// cast cache dropped when the outermost region ends. Without the nesting
+// count, the lower-precision copies of the weights cast in the recompute
+// stay cached (autocast state is per thread, and nothing else clears it on
+// this one; on CUDA, backward runs on autograd's device thread) and the next
+// forward or recompute uses copies from before the optimizer's update.
+class RecomputeRegion {
+ public:
+  explicit RecomputeRegion(const AutocastState& forward)
+      : before_(AutocastState::now()), active_(forward.cpu || forward.cuda) {
+    forward.apply();
+    if (active_) {
+      at::autocast::increment_nesting();
+    }
+  }
+  ~RecomputeRegion() {
+    if (active_ && at::autocast::decrement_nesting() == 0) {
+      at::autocast::clear_cache();
+    }
+    before_.apply();
+  }
+  RecomputeRegion(const RecomputeRegion&) = delete;
+  RecomputeRegion& operator=(const RecomputeRegion&) = delete;
+
+ private:
+  AutocastState before_;
+  bool active_;
 };
 
 class Recompute : public torch::autograd::Function<Recompute> {
@@ -49,12 +102,7 @@ class Recompute : public torch::autograd::Function<Recompute> {
     ctx->save_for_backward({input});
     ctx->saved_data["segment"] = reinterpret_cast<std::int64_t>(segment);
     ctx->saved_data["fn"] = reinterpret_cast<std::int64_t>(fn);
-    const AutocastState a = AutocastState::now();
-    ctx->saved_data["autocast"] = std::vector<std::int64_t>{
-        a.cpu,
-        a.cuda,
-        static_cast<std::int64_t>(a.cpu_dtype),
-        static_cast<std::int64_t>(a.cuda_dtype)};
+    ctx->saved_data["autocast"] = AutocastState::now().to_ints();
     (void)anchor;
     return fn(*segment, input); // grad mode is off here: nothing is kept
   }
@@ -66,21 +114,15 @@ class Recompute : public torch::autograd::Function<Recompute> {
     auto* segment = reinterpret_cast<torch::nn::Module*>(
         ctx->saved_data["segment"].toInt());
     auto fn = reinterpret_cast<SegmentForward>(ctx->saved_data["fn"].toInt());
-    const auto a = ctx->saved_data["autocast"].toIntVector();
-    const AutocastState before = AutocastState::now();
-    AutocastState{
-        a[0] != 0,
-        a[1] != 0,
-        static_cast<at::ScalarType>(a[2]),
-        static_cast<at::ScalarType>(a[3])}
-        .apply();
+    const AutocastState forward =
+        AutocastState::from_ints(ctx->saved_data["autocast"].toIntVector());
     at::Tensor input = saved.detach().requires_grad_(saved.requires_grad());
     at::Tensor output;
     {
+      const RecomputeRegion region(forward);
       at::AutoGradMode grad(true);
       output = fn(*segment, input);
     }
-    before.apply();
     // Gradients flow into the segment's parameters here (accumulated as in
     // any backward), and into `input`.
     torch::autograd::backward({output}, {grad_outputs[0]});
