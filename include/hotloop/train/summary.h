@@ -31,7 +31,10 @@ struct TrainSummary {
   double epochs = 0; // steps / steps per epoch
   double train_loss = 0; // mean over the last 50 steps
   std::optional<EvalResult> eval; // the final evaluation
-  double images_per_s = 0; // median over steady-state steps (samples/s)
+  // Samples/s over the steady-state steps: on a GPU, their samples over the
+  // GPU time they took (CUDA events on the training stream); on the CPU,
+  // the median of the steps' rates (host wall clock). step_clock says which.
+  double images_per_s = 0;
   // Language models: images_per_s x tokens per sample; 0 otherwise.
   double tokens_per_s = 0;
   // Model FLOPs per second over the steady state (training FLOPs per sample
@@ -43,6 +46,7 @@ struct TrainSummary {
   std::string mfu_peak_source; // the peak's figure and where it is from
   double step_time_ms_median = 0;
   double step_time_ms_p90 = 0;
+  std::string step_clock = "host"; // "cuda-events" | "host"
   double data_wait_fraction = 0;
   std::uint64_t peak_allocated_bytes = 0; // CUDA
   std::uint64_t peak_reserved_bytes = 0; // CUDA
@@ -58,6 +62,8 @@ struct TrainSummary {
   // was (or went) eager; empty when every step after the warm-up replayed.
   std::int64_t graph_replays = 0;
   std::string graph_off_reason;
+  bool graph_capture_out_of_memory = false; // the capture did not fit
+
   double wall_s = 0;
   bool stopped_early = false; // SIGINT/SIGTERM: checkpoint written, resumable
   std::string last_checkpoint;

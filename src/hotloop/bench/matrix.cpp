@@ -305,6 +305,14 @@ RowResult run_row(
       r.val_loss = e.loss;
     }
     recorder->fill(r);
+    if (s.step_clock == "cuda-events") {
+      // The host's step times on a GPU measure how fast it queues work:
+      // the step times are the GPU's (CUDA events), as images/s is.
+      r.median_step_ms = s.step_time_ms_median;
+      r.mean_step_ms = s.images_per_s > 0
+          ? 1e3 * static_cast<double>(t.batch) / s.images_per_s
+          : 0;
+    }
   } catch (const OutOfMemoryError& e) {
     r.status = "oom";
     r.reason = "out of memory";

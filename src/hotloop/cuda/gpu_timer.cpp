@@ -1,88 +1,101 @@
 #include "hotloop/cuda/gpu_timer.h"
 
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime.h>
-
 namespace hotloop::cuda {
 
-namespace {
-
-// One step's events and the label of the interval each one closes.
-struct Marks {
-  std::vector<cudaEvent_t> events; // grows, reused across steps
-  std::vector<std::size_t> labels; // labels[i]: interval (i-1, i)
-  std::size_t used = 0;
-};
-
-} // namespace
-
-struct GpuTimer::Impl {
-  int device = 0;
-  std::size_t labels = 0;
-  Marks sets[2];
-  int current = 0;
-  bool previous_valid = false;
-
-  void record(Marks& m, std::size_t label) {
-    if (m.used == m.events.size()) {
-      cudaEvent_t e = nullptr;
-      cudaEventCreate(&e);
-      m.events.push_back(e);
-      m.labels.push_back(0);
-    }
-    m.labels[m.used] = label;
-    cudaEventRecord(
-        m.events[m.used],
-        at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device))
-            .stream());
-    ++m.used;
-  }
-};
-
-GpuTimer::GpuTimer(int device, std::size_t labels)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->device = device;
-  impl_->labels = labels;
-}
+GpuTimer::GpuTimer(
+    std::unique_ptr<EventApi> events,
+    std::size_t labels,
+    std::size_t max_in_flight)
+    : api_(std::move(events)),
+      labels_(labels),
+      max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {}
 
 GpuTimer::~GpuTimer() {
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(impl_->device));
-  for (auto& set : impl_->sets) {
-    for (auto e : set.events) {
-      cudaEventDestroy(e);
+  auto destroy = [this](const std::unique_ptr<Marks>& m) {
+    if (m) {
+      for (auto e : m->events) {
+        api_->destroy(e);
+      }
     }
+  };
+  destroy(current_);
+  for (const auto& m : pending_) {
+    destroy(m);
+  }
+  for (const auto& m : spare_) {
+    destroy(m);
   }
 }
 
 void GpuTimer::begin() {
-  Marks& m = impl_->sets[impl_->current];
-  m.used = 0;
-  impl_->record(m, 0);
+  if (!current_) {
+    if (spare_.empty()) {
+      current_ = std::make_unique<Marks>();
+    } else {
+      current_ = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  current_->used = 0;
+  current_->index = next_index_++;
+  mark(0);
 }
 
 void GpuTimer::mark(std::size_t label) {
-  impl_->record(impl_->sets[impl_->current], label);
+  if (!current_) {
+    return; // outside begin() .. end()
+  }
+  Marks& m = *current_;
+  if (m.used == m.events.size()) {
+    m.events.push_back(api_->create());
+    m.labels.push_back(0);
+  }
+  m.labels[m.used] = label;
+  api_->record(m.events[m.used]);
+  ++m.used;
 }
 
-std::optional<std::vector<double>> GpuTimer::end() {
-  std::optional<std::vector<double>> out;
-  Marks& prev = impl_->sets[1 - impl_->current];
-  if (impl_->previous_valid && prev.used >= 2 &&
-      cudaEventQuery(prev.events[prev.used - 1]) == cudaSuccess) {
-    std::vector<double> ms(impl_->labels, 0.0);
-    for (std::size_t i = 1; i < prev.used; ++i) {
-      float t = 0;
-      if (cudaEventElapsedTime(&t, prev.events[i - 1], prev.events[i]) ==
-              cudaSuccess &&
-          prev.labels[i] < ms.size()) {
-        ms[prev.labels[i]] += t;
-      }
+void GpuTimer::take(Marks& m, std::vector<TimedStep>& out) {
+  TimedStep t;
+  t.index = m.index;
+  t.ms.assign(labels_, 0.0);
+  for (std::size_t i = 1; i < m.used; ++i) {
+    if (m.labels[i] < labels_) {
+      t.ms[m.labels[i]] += api_->elapsed_ms(m.events[i - 1], m.events[i]);
     }
-    out = std::move(ms);
   }
-  impl_->previous_valid = true;
-  impl_->current = 1 - impl_->current;
+  out.push_back(std::move(t));
+}
+
+std::vector<TimedStep> GpuTimer::end() {
+  if (current_ && current_->used >= 2) {
+    pending_.push_back(std::move(current_));
+  }
+  std::vector<TimedStep> out;
+  while (!pending_.empty()) {
+    Marks& oldest = *pending_.front();
+    const auto last = oldest.events[oldest.used - 1];
+    if (pending_.size() > max_in_flight_) {
+      api_->wait(last);
+    } else if (!api_->done(last)) {
+      break; // the stream is still behind it (and so behind the later ones)
+    }
+    take(oldest, out);
+    spare_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
+  }
+  return out;
+}
+
+std::vector<TimedStep> GpuTimer::drain() {
+  std::vector<TimedStep> out;
+  while (!pending_.empty()) {
+    Marks& oldest = *pending_.front();
+    api_->wait(oldest.events[oldest.used - 1]);
+    take(oldest, out);
+    spare_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
+  }
   return out;
 }
 

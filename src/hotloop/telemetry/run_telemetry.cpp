@@ -103,12 +103,17 @@ RunTelemetry::RunTelemetry(
       }
     }
     gpu_timer_ = std::make_unique<cuda::GpuTimer>(
-        std::max<int>(0, device_.index()), kPhases);
+        cuda::cuda_events(std::max<int>(0, device_.index())), kPhases);
   }
   SamplerOptions so;
   so.interval_s = options_.interval_s;
   so.nvml_library = options_.nvml_library;
   so.gpu_uuid = gpu_uuid;
+  if (device_.is_cuda()) {
+    so.reserved_bytes = [index = std::max<int>(0, device_.index())] {
+      return cuda::memory_stats(index).reserved;
+    };
+  }
   if (!run_dir.empty()) {
     so.jsonl_path =
         (std::filesystem::path(run_dir) / "telemetry.jsonl").string();
@@ -140,6 +145,7 @@ void RunTelemetry::begin_step() {
   }
   if (gpu_timer_) {
     gpu_timer_->begin();
+    ++timer_steps_;
   }
 }
 
@@ -171,43 +177,62 @@ void RunTelemetry::enter_phase(Phase p) {
   current_ = p;
 }
 
+std::int64_t RunTelemetry::run_step_of(std::uint64_t timer_index) {
+  while (!run_steps_.empty() && run_steps_.front().first < timer_index) {
+    run_steps_.pop_front();
+  }
+  return !run_steps_.empty() && run_steps_.front().first == timer_index
+      ? run_steps_.front().second
+      : 0;
+}
+
+void RunTelemetry::add_gpu_phases(const std::vector<cuda::TimedStep>& done) {
+  for (const cuda::TimedStep& t : done) {
+    for (std::size_t i = kCopy; i < kPhases; ++i) {
+      at(window_phases_, i) += t.ms[i] / 1e3;
+    }
+    ++gpu_steps_timed_;
+  }
+}
+
 StepOutput RunTelemetry::end_step(const StepRecord& r) {
   StepOutput out;
   close_phase();
   in_step_ = false;
   current_.reset();
   last_step_ = r.step;
-  // The phases: CPU clocks on the CPU. On a GPU the data wait is the host's
-  // and the rest comes from the events of the previous step.
-  double seconds[kPhases] = {};
-  bool have = true;
-  if (gpu_timer_) {
-    const auto ms = gpu_timer_->end();
-    have = ms.has_value();
-    if (have) {
-      for (std::size_t i = 0; i < kPhases; ++i) {
-        seconds[i] = (*ms)[i] / 1e3;
-      }
-    }
-    seconds[0] = cpu_phase_[0];
-  } else {
-    for (std::size_t i = 0; i < kPhases; ++i) {
-      seconds[i] = cpu_phase_[i];
-    }
-  }
   if (window_steps_ == 0) {
     window_first_ = r.step;
   }
   ++window_steps_;
   window_wall_ += r.step_time_s;
-  if (have) {
-    out.phases_ms = nlohmann::json::object();
-    for (std::size_t i = 0; i < kPhases; ++i) {
-      at(window_phases_, i) += seconds[i];
-      out.phases_ms[kPhaseNames[i]] = seconds[i] * 1e3;
+  // The data wait is the host's, this step's. On the CPU the other phases
+  // are the host's too; on a GPU they come from the events of every step
+  // whose events have completed by now (usually earlier ones: the host runs
+  // ahead), each step counted once, in the window that reads it.
+  window_phases_.data_wait += cpu_phase_[kDataWait];
+  if (gpu_timer_) {
+    run_steps_.emplace_back(timer_steps_ - 1, r.step);
+    const std::vector<cuda::TimedStep> done = gpu_timer_->end();
+    add_gpu_phases(done);
+    if (!done.empty()) {
+      const cuda::TimedStep& newest = done.back();
+      out.phases_ms = nlohmann::json::object();
+      out.phases_ms[kPhaseNames[kDataWait]] = cpu_phase_[kDataWait] * 1e3;
+      for (std::size_t i = kCopy; i < kPhases; ++i) {
+        out.phases_ms[kPhaseNames[i]] = newest.ms[i];
+      }
+      out.phases_step = run_step_of(newest.index);
     }
   } else {
-    window_phases_.data_wait += seconds[0];
+    out.phases_ms = nlohmann::json::object();
+    for (std::size_t i = 0; i < kPhases; ++i) {
+      if (i != kDataWait) {
+        at(window_phases_, i) += cpu_phase_[i];
+      }
+      out.phases_ms[kPhaseNames[i]] = cpu_phase_[i] * 1e3;
+    }
+    out.phases_step = r.step;
   }
 
   if (window_steps_ >= options_.window_steps) {
@@ -319,6 +344,9 @@ std::optional<Diagnosis> RunTelemetry::close_window(std::int64_t last_step) {
 }
 
 nlohmann::json RunTelemetry::finish(double run_wall_s) {
+  if (gpu_timer_) {
+    add_gpu_phases(gpu_timer_->drain()); // the last steps' phases
+  }
   // A last partial window of at least a few steps gets its diagnosis too, so
   // that short runs have one.
   if (window_steps_ >= std::min<std::int64_t>(5, options_.window_steps)) {
@@ -333,6 +361,9 @@ nlohmann::json RunTelemetry::finish(double run_wall_s) {
        sampler_->nvml_loaded() ? std::string("loaded")
                                : sampler_->nvml_error()},
       {"verdict_windows", verdict_windows_}};
+  if (gpu_timer_) {
+    j["gpu_phases_steps"] = gpu_steps_timed_; // steps with GPU phase times
+  }
   if (last_) {
     j["diagnosis"] = to_json(*last_);
   }

@@ -1,12 +1,13 @@
 #pragma once
-// Telemetry for one training run: step phases (CPU clocks; CUDA events read
-// a step late on the GPU), the background sampler (telemetry.jsonl), and a
-// diagnosis every window of steps. The trainer's TelemetryCallback drives
-// it; the callbacks that export its figures (TensorBoard, Prometheus, the
-// metrics file) read them from there.
+// Telemetry for one training run: step phases (CPU clocks; on a GPU, CUDA
+// events read once each step's have completed), the background sampler
+// (telemetry.jsonl), and a diagnosis every window of steps. The trainer's
+// TelemetryCallback drives it; the callbacks that export its figures
+// (TensorBoard, Prometheus, the metrics file) read them from there.
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -24,7 +25,8 @@
 
 namespace hotloop::cuda {
 class GpuTimer;
-}
+struct TimedStep;
+} // namespace hotloop::cuda
 
 namespace hotloop::telemetry {
 
@@ -64,7 +66,11 @@ struct StepRecord {
 // What a step left: its phases, and at a window's end the metrics line and
 // a verdict that changed.
 struct StepOutput {
-  nlohmann::json phases_ms; // this step's (CPU) or the previous step's (GPU)
+  // A step's phases: this step's on the CPU; on a GPU, those of the newest
+  // step whose events have completed (phases_step says which; null when
+  // none completed since the last step).
+  nlohmann::json phases_ms;
+  std::int64_t phases_step = 0;
   std::optional<nlohmann::json> window; // a metrics.jsonl line, at window end
   std::string log; // a verdict that changed, for the log
 };
@@ -105,6 +111,10 @@ class RunTelemetry {
 
  private:
   std::optional<Diagnosis> close_window(std::int64_t last_step);
+  // On a GPU: completed steps' phases into the window.
+  void add_gpu_phases(const std::vector<cuda::TimedStep>& done);
+  // The run's step that the GPU timer's step `timer_index` was.
+  std::int64_t run_step_of(std::uint64_t timer_index);
   void close_phase();
   std::chrono::steady_clock::time_point now() const;
 
@@ -113,6 +123,9 @@ class RunTelemetry {
   bool usable_gpu_ = false;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<cuda::GpuTimer> gpu_timer_;
+  std::uint64_t timer_steps_ = 0; // begun on gpu_timer_
+  std::deque<std::pair<std::uint64_t, std::int64_t>> run_steps_; // its steps
+  std::int64_t gpu_steps_timed_ = 0;
 
   // The step being timed.
   bool in_step_ = false;

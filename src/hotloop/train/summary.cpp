@@ -66,7 +66,9 @@ nlohmann::json TrainSummary::to_json() const {
       {"mfu", mfu ? nlohmann::json(*mfu) : nlohmann::json()},
       {"mfu_peak", mfu_peak_source},
       {"step_time_ms",
-       {{"median", step_time_ms_median}, {"p90", step_time_ms_p90}}},
+       {{"median", step_time_ms_median},
+        {"p90", step_time_ms_p90},
+        {"clock", step_clock}}},
       {"data_wait_fraction", data_wait_fraction},
       {"peak_memory_bytes",
        {{"allocated", peak_allocated_bytes},
@@ -81,7 +83,9 @@ nlohmann::json TrainSummary::to_json() const {
       {"precision", precision},
       {"wall_s", wall_s},
       {"cuda_graphs",
-       {{"replays", graph_replays}, {"off_reason", graph_off_reason}}},
+       {{"replays", graph_replays},
+        {"off_reason", graph_off_reason},
+        {"capture_out_of_memory", graph_capture_out_of_memory}}},
       {"stopped_early", stopped_early},
       {"last_checkpoint", last_checkpoint},
       {"weights", weights},
@@ -114,48 +118,99 @@ nlohmann::json TrainSummary::to_json() const {
   return j;
 }
 
+StepTimes::StepTimes() = default;
+StepTimes::~StepTimes() = default;
+StepTimes::StepTimes(StepTimes&&) noexcept = default;
+StepTimes& StepTimes::operator=(StepTimes&&) noexcept = default;
+
+void StepTimes::use_device_clock(std::unique_ptr<cuda::GpuTimer> clock) {
+  device_clock_ = std::move(clock);
+}
+
+void StepTimes::begin_step() {
+  if (device_clock_) {
+    device_clock_->begin(); // a step redone after an OOM starts again
+  }
+}
+
+void StepTimes::collect(const std::vector<cuda::TimedStep>& done) {
+  for (const cuda::TimedStep& t : done) {
+    device_seconds_.push_back(t.ms[0] / 1e3);
+  }
+}
+
 void StepTimes::add(double seconds, double data_wait_seconds) {
   seconds_.push_back(seconds);
   wait_total_ += data_wait_seconds;
   time_total_ += seconds;
+  if (device_clock_) {
+    device_clock_->mark(0);
+    collect(device_clock_->end());
+  }
 }
 
 void StepTimes::fill(
     TrainSummary& s,
     std::int64_t samples_per_step,
-    const nlohmann::json& before) const {
+    const nlohmann::json& before) {
   if (seconds_.empty() && before.contains("images_per_s")) {
     s.images_per_s = before.value("images_per_s", 0.0);
     s.step_time_ms_median = before.value("step_time_ms_median", 0.0);
     s.step_time_ms_p90 = before.value("step_time_ms_p90", 0.0);
     s.data_wait_fraction = before.value("data_wait_fraction", 0.0);
+    s.step_clock = before.value("step_clock", std::string("host"));
     for (const char* k :
          {"images_per_s", "step_time_ms", "data_wait_fraction"}) {
       s.from_before_resume.emplace_back(k);
     }
     return;
   }
-  const std::size_t warm = steady_state_start(seconds_.size());
-  const std::vector<double> steady(
-      seconds_.begin() + static_cast<std::ptrdiff_t>(warm), seconds_.end());
+  if (device_clock_) {
+    collect(device_clock_->drain());
+  }
+  s.data_wait_fraction = time_total_ > 0 ? wait_total_ / time_total_ : 0;
+  auto steady = [](const std::vector<double>& all) {
+    const std::size_t warm = steady_state_start(all.size());
+    return std::vector<double>(
+        all.begin() + static_cast<std::ptrdiff_t>(warm), all.end());
+  };
+  if (!device_seconds_.empty()) {
+    // The GPU's time for the steady-state steps, back to back: samples over
+    // the time the device spent on them (gaps for evaluation and
+    // checkpoints fall between steps, outside it).
+    const std::vector<double> gpu = steady(device_seconds_);
+    double elapsed = 0;
+    for (const double t : gpu) {
+      elapsed += t;
+    }
+    s.images_per_s = elapsed > 0 ? static_cast<double>(samples_per_step) *
+            static_cast<double>(gpu.size()) / elapsed
+                                 : 0;
+    s.step_time_ms_median = percentile(gpu, 0.5) * 1e3;
+    s.step_time_ms_p90 = percentile(gpu, 0.9) * 1e3;
+    s.step_clock = "cuda-events";
+    return;
+  }
+  const std::vector<double> host = steady(seconds_);
   std::vector<double> rates;
-  for (const double t : steady) {
+  for (const double t : host) {
     rates.push_back(static_cast<double>(samples_per_step) / t);
   }
   s.images_per_s = percentile(rates, 0.5);
-  s.step_time_ms_median = percentile(steady, 0.5) * 1e3;
-  s.step_time_ms_p90 = percentile(steady, 0.9) * 1e3;
-  s.data_wait_fraction = time_total_ > 0 ? wait_total_ / time_total_ : 0;
+  s.step_time_ms_median = percentile(host, 0.5) * 1e3;
+  s.step_time_ms_p90 = percentile(host, 0.9) * 1e3;
+  s.step_clock = "host";
 }
 
-nlohmann::json StepTimes::progress(std::int64_t samples_per_step) const {
+nlohmann::json StepTimes::progress(std::int64_t samples_per_step) {
   TrainSummary s;
   fill(s, samples_per_step, nlohmann::json::object());
   return {
       {"images_per_s", s.images_per_s},
       {"step_time_ms_median", s.step_time_ms_median},
       {"step_time_ms_p90", s.step_time_ms_p90},
-      {"data_wait_fraction", s.data_wait_fraction}};
+      {"data_wait_fraction", s.data_wait_fraction},
+      {"step_clock", s.step_clock}};
 }
 
 } // namespace hotloop::train

@@ -80,6 +80,7 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
         s.step - p.precision->scaler().skipped_steps(),
         s.total_steps);
     StepResult r;
+    p.times.begin_step();
     try {
       r = p.step->run(s, lr);
     } catch (const StepFailure& f) {

@@ -104,6 +104,11 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
   parts.zero_norm =
       at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(s.device));
   step = make_step(s, std::move(parts), s.log);
+  if (s.device.is_cuda()) {
+    // The host only queues a GPU step: its speed is timed on the stream.
+    times.use_device_clock(std::make_unique<cuda::GpuTimer>(
+        cuda::cuda_events(std::max<int>(0, s.device.index())), 1));
+  }
 }
 
 void Trainer::Impl::redo_smaller(const std::string& error) {
@@ -219,6 +224,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.precision = to_string(o.precision);
   sum.graph_replays = step->graph_replays();
   sum.graph_off_reason = step->graph_off_reason();
+  sum.graph_capture_out_of_memory = step->graph_capture_out_of_memory();
   step.reset(); // a graph's stream and pool go first
   sum.stopped_early = stopped_early;
   sum.last_checkpoint = s.last_checkpoint;

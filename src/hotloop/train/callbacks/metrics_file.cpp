@@ -72,6 +72,10 @@ void MetricsFile::on_step_end(const RunState& s, const StepEnd& e) {
       telemetry_ ? &telemetry_->last_step() : nullptr;
   if (t != nullptr && !t->phases_ms.is_null()) {
     line["phases_ms"] = t->phases_ms;
+    if (t->phases_step != s.step) {
+      // On a GPU: the newest step whose events had completed.
+      line["phases_of_step"] = t->phases_step;
+    }
   }
   pending_.push_back({std::move(line), s.step, true});
   if (t != nullptr && t->window) {

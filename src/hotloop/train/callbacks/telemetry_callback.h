@@ -1,9 +1,10 @@
 #pragma once
-// Telemetry as a callback: times each step's phases (CPU clocks; CUDA events
-// read a step late on a GPU), runs the NVML/host sampler (telemetry.jsonl on
-// rank 0), and diagnoses every window of steps, logging a verdict when it
-// changes. The callbacks after it in the list that report telemetry's
-// figures (metrics file, TensorBoard, Prometheus, bench) read them here.
+// Telemetry as a callback: times each step's phases (CPU clocks; on a GPU,
+// CUDA events read once each step's have completed), runs the NVML/host sampler
+// (telemetry.jsonl on rank 0), and diagnoses every window of steps, logging a
+// verdict when it changes. The callbacks after it in the list that report
+// telemetry's figures (metrics file, TensorBoard, Prometheus, bench) read them
+// here.
 
 #include <functional>
 #include <memory>
