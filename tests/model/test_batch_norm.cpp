@@ -17,6 +17,7 @@
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/parallel/process_group.h"
 #include "support/free_port.h"
+#include "support/host_syncs.h"
 
 namespace hotloop::model {
 namespace {
@@ -122,6 +123,41 @@ TEST(SyncBatchNorm, WithoutSyncOrInEvalItIsLibTorchsBatchNorm) {
   a->eval();
   b->eval();
   EXPECT_TRUE(close(a(x), b(x)));
+}
+
+// The synchronized forward and backward read nothing back to the host (on a
+// GPU each read is a synchronization per layer per step): the count and the
+// cumulative average's momentum stay on the device. With a one-rank "sum"
+// it is LibTorch's BatchNorm, the running statistics included, with the
+// default momentum and with momentum None (the cumulative average).
+TEST(SyncBatchNorm, TheSynchronizedStepReadsNothingOnTheHost) {
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({4, 3, 5, 5}) * 2 + 1;
+  for (const bool cumulative : {false, true}) {
+    auto options = torch::nn::BatchNorm2dOptions(3);
+    if (cumulative) {
+      options.momentum(std::nullopt);
+    }
+    BatchNorm2d a(options);
+    torch::nn::BatchNorm2d b(options);
+    a->set_sync([](at::Tensor&) {}); // one rank: the sum is the value
+    std::int64_t syncs = 0;
+    for (int step = 0; step < 3; ++step) {
+      const at::Tensor xs = x * (1.0 + 0.5 * step);
+      at::Tensor out;
+      {
+        test::HostSyncCounter counter(x.device());
+        out = a(xs);
+        out.sum().backward();
+        syncs += counter.count();
+      }
+      EXPECT_TRUE(close(out, b(xs))) << "step " << step;
+    }
+    EXPECT_EQ(syncs, 0) << (cumulative ? "momentum None" : "momentum 0.1");
+    EXPECT_TRUE(close(a->running_mean, b->running_mean));
+    EXPECT_TRUE(close(a->running_var, b->running_var))
+        << a->running_var << b->running_var;
+  }
 }
 
 } // namespace

@@ -89,4 +89,49 @@ TEST(LossScaler, DisabledIsTheIdentity) {
   EXPECT_DOUBLE_EQ(s.current_scale(), 1.0);
 }
 
+// The scale is read every step (the collapse check, the step's record) from
+// the host's own copy of the update: no device read. It must stay exactly
+// the device's, through backoffs, growth and a resume.
+TEST(LossScaler, TheHostsScaleIsTheDevicesAfterEveryUpdate) {
+  LossScalerOptions o;
+  o.init_scale = 3; // not a power of two: float rounding shows
+  o.growth_factor = 1.7;
+  o.backoff_factor = 0.3;
+  o.growth_interval = 3;
+  o.min_scale = 0;
+  o.max_consecutive_skips = 1000;
+  LossScaler s(o, c10::Device(c10::kCPU), true);
+  const bool pattern[] = {
+      false,
+      false,
+      false,
+      true,
+      false,
+      false,
+      false,
+      false,
+      true,
+      true,
+      false,
+      false,
+      false,
+      false};
+  for (int round = 0; round < 3; ++round) {
+    for (const bool inf : pattern) {
+      s.update(inf);
+      const double device = s.state()[0].second.item<float>();
+      ASSERT_EQ(s.current_scale(), device) << "round " << round;
+    }
+  }
+  LossScaler resumed(o, c10::Device(c10::kCPU), true);
+  resumed.load_state(s.state());
+  EXPECT_EQ(resumed.current_scale(), s.current_scale());
+  for (int i = 0; i < 4; ++i) {
+    resumed.update(false);
+    s.update(false);
+  }
+  EXPECT_EQ(resumed.current_scale(), s.current_scale());
+  EXPECT_EQ(resumed.current_scale(), resumed.state()[0].second.item<float>());
+}
+
 } // namespace hotloop::train

@@ -20,6 +20,18 @@ std::int64_t staging_size(std::int64_t out) {
 
 namespace {
 
+// The per-sample parameters, drawn on the host, to the batch's device
+// without stopping the host: a copy from pageable memory is synchronous
+// (the host waits for the stream), so they go through pinned memory
+// (LibTorch's caching host allocator, which keeps the block until the copy
+// is done) with non_blocking.
+at::Tensor to_device(const at::Tensor& host, const c10::Device& device) {
+  if (!device.is_cuda()) {
+    return host;
+  }
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
 at::Tensor small_images(
     const at::Tensor& images,
     const std::vector<std::uint64_t>& seeds,
@@ -33,9 +45,8 @@ at::Tensor small_images(
     params[3 * k + 1] = sp.dx;
     params[3 * k + 2] = sp.flip ? 1 : 0;
   }
-  const at::Tensor prm = at::tensor(params, at::kLong)
-                             .view({images.size(0), 3})
-                             .to(images.device());
+  const at::Tensor prm = to_device(
+      at::tensor(params, at::kLong).view({images.size(0), 3}), images.device());
   // Padded with the normalized value of a black pixel, as the CPU path pads
   // with 0 before normalizing.
   return pad_crop_flip(images, prm, spec.padding, zero);
@@ -66,9 +77,9 @@ at::Tensor photos(
     t[5] =
         static_cast<float>((2 * box.y0 + box.h) / static_cast<double>(h) - 1);
   }
-  const at::Tensor th = at::tensor(theta, at::kFloat)
-                            .view({b, 2, 3})
-                            .to(images.device(), images.scalar_type());
+  const at::Tensor th =
+      to_device(at::tensor(theta, at::kFloat).view({b, 2, 3}), images.device())
+          .to(images.scalar_type());
   const at::Tensor grid = at::affine_grid_generator(
       th, {b, c, spec.out_h, spec.out_w}, /*align_corners=*/false);
   return at::grid_sampler_2d(

@@ -3,7 +3,9 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/rsqrt.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -70,15 +72,23 @@ at::Tensor BatchNorm2dImpl::synchronized_forward(const at::Tensor& input) {
       total.narrow(0, c, c) / count - mean_shifted * mean_shifted; // biased
   const at::Tensor mean = shift.defined() ? mean_shifted + shift : mean_shifted;
   if (options.track_running_stats()) {
+    // On the device, without reading anything back: the global count and
+    // the cumulative average's momentum stay tensors.
     at::NoGradGuard no_grad;
     num_batches_tracked += 1;
-    const double momentum = options.momentum().has_value()
-        ? *options.momentum()
-        : 1.0 / static_cast<double>(num_batches_tracked.item<std::int64_t>());
-    const double n = count.item<double>();
-    running_mean.mul_(1 - momentum).add_(mean.detach(), momentum);
-    running_var.mul_(1 - momentum)
-        .add_(var.detach() * (n / std::max(n - 1, 1.0)), momentum);
+    const at::Tensor n = count.detach();
+    const at::Tensor unbiased =
+        var.detach() * (n / at::clamp_min(n - 1, 1.0)); // n / max(n - 1, 1)
+    if (options.momentum().has_value()) {
+      const double momentum = *options.momentum();
+      running_mean.mul_(1 - momentum).add_(mean.detach(), momentum);
+      running_var.mul_(1 - momentum).add_(unbiased, momentum);
+    } else {
+      const at::Tensor m =
+          at::reciprocal(num_batches_tracked.to(at::kFloat)); // 1 / batches
+      running_mean.mul_(1 - m).add_(mean.detach() * m);
+      running_var.mul_(1 - m).add_(unbiased * m);
+    }
   }
   at::Tensor y = (x - mean.view(per_channel)) *
       at::rsqrt(var + options.eps()).view(per_channel);

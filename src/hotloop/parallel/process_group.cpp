@@ -51,8 +51,21 @@ struct ProcessGroup::Impl {
     }
   }
 
+  // Gloo: waits on the host (the work runs on Gloo's threads), at most the
+  // group's timeout. NCCL: makes the current stream wait for the
+  // collective and returns; given a timeout, WorkNCCL::wait would instead
+  // block the host until the collective finished on the GPU
+  // (ProcessGroupNCCL.cpp, synchronizeInternal), a synchronization per
+  // gradient bucket. The group's own timeout and its watchdog still end a
+  // collective that a dead or stuck rank never joins, and the next wait on
+  // this group throws its error, which guarded() turns into one naming the
+  // ranks that stopped reporting.
   void wait(const c10::intrusive_ptr<c10d::Work>& work) {
-    work->wait(options.timeout);
+    if (options.backend == Backend::Nccl) {
+      work->wait();
+    } else {
+      work->wait(options.timeout);
+    }
   }
 };
 

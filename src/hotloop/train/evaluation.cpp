@@ -6,7 +6,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/argmax.h>
-#include <ATen/ops/bincount.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
@@ -79,20 +79,27 @@ EvalResult Evaluator::run_once(
     return run_language_model(s, precision);
   }
   const std::int64_t k = o.model.num_classes;
-  double loss_sum = 0;
-  at::Tensor confusion =
-      at::zeros({k * k}, at::TensorOptions().dtype(at::kLong).device(s.device));
+  // Summed on the device and read once at the end, not per batch (on a GPU
+  // each read waits for the stream).
+  const auto on_device = at::TensorOptions().device(s.device);
+  at::Tensor loss_sum = at::zeros({}, on_device.dtype(at::kDouble));
+  at::Tensor confusion = at::zeros({k * k}, on_device.dtype(at::kLong));
   std::int64_t n = 0;
   forward_all(s, precision, [&](const at::Tensor& out, const data::Batch& b) {
     const at::Tensor logits = out.to(at::kFloat);
+    // Each batch's float sum, added in double: what adding its value on
+    // the host did.
     loss_sum += classification_loss(logits, b.labels, 0, at::Reduction::Sum)
-                    .item<double>();
-    confusion += at::bincount(b.labels * k + at::argmax(logits, 1), {}, k * k);
+                    .to(at::kDouble);
+    // index_add_, not bincount: CUDA's bincount reads the input's maximum
+    // back to size its output.
+    const at::Tensor cell = b.labels * k + at::argmax(logits, 1);
+    confusion.index_add_(0, cell, at::ones_like(cell));
     n += b.labels.size(0);
   });
   EvalResult r;
   r.samples = n;
-  r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0;
+  r.loss = n > 0 ? loss_sum.item<double>() / static_cast<double>(n) : 0;
   const at::Tensor cm = confusion.to(at::kCPU).reshape({k, k});
   const auto* c = cm.data_ptr<std::int64_t>();
   std::int64_t correct = 0;

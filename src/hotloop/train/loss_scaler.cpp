@@ -9,6 +9,8 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 
+#include <cmath>
+
 #include "hotloop/errors.h"
 
 namespace hotloop::train {
@@ -20,6 +22,7 @@ LossScaler::LossScaler(
     : options_(options), enabled_(enabled) {
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   scale_ = at::full({1}, options_.init_scale, f32);
+  host_scale_ = static_cast<float>(options_.init_scale);
   growth_tracker_ = at::zeros({1}, f32.dtype(at::kInt));
   found_inf_ = at::zeros({1}, f32);
 }
@@ -59,6 +62,21 @@ bool LossScaler::update(bool found_inf) {
       options_.growth_factor,
       options_.backoff_factor,
       options_.growth_interval);
+  // The same update on the host, in the kernel's float arithmetic, so that
+  // reading the scale (every step: the collapse check, the step's record)
+  // costs no synchronization.
+  if (found_inf) {
+    host_scale_ = static_cast<float>(host_scale_ * options_.backoff_factor);
+    host_tracker_ = 0;
+  } else if (host_tracker_ + 1 == options_.growth_interval) {
+    const auto grown = static_cast<float>(host_scale_ * options_.growth_factor);
+    if (std::isfinite(grown)) {
+      host_scale_ = grown;
+    }
+    host_tracker_ = 0;
+  } else {
+    ++host_tracker_;
+  }
   if (found_inf) {
     ++skipped_;
     ++consecutive_skips_;
@@ -75,7 +93,7 @@ bool LossScaler::collapsed() const {
 }
 
 double LossScaler::current_scale() const {
-  return enabled_ ? scale_.item<float>() : 1.0;
+  return enabled_ ? host_scale_ : 1.0;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> LossScaler::state() const {
@@ -91,8 +109,10 @@ void LossScaler::load_state(
   for (const auto& [name, t] : state) {
     if (name == "scale") {
       scale_.copy_(t);
+      host_scale_ = t.to(at::kFloat).reshape({-1})[0].item<float>();
     } else if (name == "growth_tracker") {
       growth_tracker_.copy_(t);
+      host_tracker_ = t.to(at::kLong).reshape({-1})[0].item<std::int64_t>();
     } else if (name == "skipped") {
       skipped_ = t.item<std::int64_t>();
     } else if (name == "consecutive_skips") {

@@ -38,7 +38,8 @@ class LossScaler {
   // loss * scale (the loss itself when disabled).
   at::Tensor scale(const at::Tensor& loss) const;
   // Divides the gradients of `params` by the scale in place and reports
-  // whether any is inf or NaN (one device->host sync per step).
+  // whether any is inf or NaN: the step's one device->host read (the skip
+  // is decided on the host, as torch.amp.GradScaler.step does).
   bool unscale(const std::vector<at::Tensor>& params);
   // After unscale: backs off (found_inf) or counts toward growth. Returns true
   // when the step must be skipped.
@@ -46,6 +47,7 @@ class LossScaler {
   // The scale has collapsed: stop the run (see LossScalerOptions).
   bool collapsed() const;
 
+  // The scale, from the host's copy of the update (no device read).
   double current_scale() const;
   std::int64_t skipped_steps() const {
     return skipped_;
@@ -63,6 +65,9 @@ class LossScaler {
   at::Tensor scale_; // (1,) float32 on the device
   at::Tensor growth_tracker_; // (1,) int32 on the device
   at::Tensor found_inf_; // (1,) float32 on the device
+  // scale_ and growth_tracker_ as the host computes them alongside.
+  float host_scale_ = 0;
+  std::int64_t host_tracker_ = 0;
   std::int64_t skipped_ = 0;
   std::int64_t consecutive_skips_ = 0;
 };
