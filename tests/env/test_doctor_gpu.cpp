@@ -71,6 +71,19 @@ TEST(DoctorGpu, HotloopItselfIsNotAnotherProcess) {
   EXPECT_EQ(check(evaluate(f, {}), "gpu0.memory").status, Status::Pass);
 }
 
+// Inside a container with its own PID namespace NVML's pids are the host's:
+// a process whose host pid equals doctor's own number is still another one,
+// and `kill` in the container would hit the wrong process.
+TEST(DoctorGpu, InAContainerTheFixStopsProcessesFromTheHost) {
+  DoctorFacts f = facts("busy_memory");
+  f.self_pid = 31337;
+  f.host_pids = false;
+  const Check& c = check(evaluate(f, {}), "gpu0.memory");
+  EXPECT_EQ(c.status, Status::Fail);
+  EXPECT_EQ(c.fix.find("kill"), std::string::npos) << c.fix;
+  EXPECT_NE(c.fix.find("from the host"), std::string::npos) << c.fix;
+}
+
 TEST(DoctorGpu, PcieLinkTrainedDownUnderLoadWarns) {
   const Check& c = check(evaluate(facts("pcie_down"), {}), "gpu0.pcie");
   EXPECT_EQ(c.status, Status::Warn);

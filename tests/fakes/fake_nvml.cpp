@@ -533,6 +533,11 @@ FAKE_EXPORT Return nvmlGpmSampleGet(Device d, GpmSample s) {
   if (!g->contains("gpm")) {
     return kErrorNotSupported;
   }
+  // A device that says it supports GPM but will not be sampled (MIG mode,
+  // a container denied the counters).
+  if (g->contains("gpm_sample_error")) {
+    return (*g)["gpm_sample_error"].get<int>();
+  }
   static unsigned long long serial = 0;
   auto* f = reinterpret_cast<FakeGpmSample*>(s);
   f->device = reinterpret_cast<std::uintptr_t>(d);

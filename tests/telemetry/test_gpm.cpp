@@ -66,6 +66,23 @@ TEST(Gpm, AGpuWithoutGpmIsSkippedWithTheReason) {
       << gpm.skip_reason(0);
 }
 
+// A GPU in MIG mode says it supports GPM, then refuses every sample: that
+// is a skip with its reason, said once, not a sample missed every second.
+TEST(Gpm, AGpuInMigModeIsSkippedWithTheReasonNotMissedEverySample) {
+  test::ScopedEnv env("FAKE_NVML_SCENARIO", test::scenario_path("gpm_mig"));
+  Gpu g = open_gpu(HOTLOOP_TEST_FAKE_NVML);
+  GpmSampler gpm(*g.lib);
+  EXPECT_FALSE(gpm.read(0, g.device));
+  EXPECT_NE(gpm.skip_reason(0).find("MIG mode"), std::string::npos)
+      << gpm.skip_reason(0);
+  EXPECT_NE(gpm.skip_reason(0).find("Not Supported"), std::string::npos)
+      << gpm.skip_reason(0);
+  EXPECT_FALSE(gpm.read(0, g.device));
+  const nlohmann::json j = to_json(sample_gpus(*g.lib, &gpm).at(0));
+  EXPECT_NE(j["gpm_skip"].get<std::string>().find("MIG"), std::string::npos)
+      << j.dump();
+}
+
 TEST(Gpm, ADriverWithoutTheFunctionsIsSkippedWithTheReason) {
   test::ScopedEnv env(
       "FAKE_NVML_SCENARIO", test::scenario_path("gpm_tensor_idle"));

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "hotloop/env/doctor_checks.h"
+#include "hotloop/env/own_process.h"
 
 namespace hotloop::env {
 
@@ -15,6 +16,7 @@ DoctorFacts collect(const DoctorOptions& options) {
   f.host = probe_host(options.host);
   f.self_pid = options.self_pid != 0 ? options.self_pid
                                      : static_cast<unsigned int>(::getpid());
+  f.host_pids = pids_are_the_hosts();
   return f;
 }
 

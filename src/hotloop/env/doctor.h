@@ -72,6 +72,9 @@ struct DoctorFacts {
   NvmlFacts nvml;
   TorchFacts torch;
   unsigned int self_pid = 0;
+  // NVML's pids are this process's (false inside a container with a PID
+  // namespace of its own: own_process.h).
+  bool host_pids = true;
 };
 
 // Reads the machine. Never throws for a missing driver, library or fact.

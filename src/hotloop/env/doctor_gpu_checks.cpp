@@ -10,6 +10,7 @@
 #include "hotloop/core/units.h"
 #include "hotloop/env/doctor_checks.h"
 #include "hotloop/env/nvml_api.h"
+#include "hotloop/env/own_process.h"
 
 namespace hotloop::env::checks {
 namespace {
@@ -22,19 +23,19 @@ Check skipped(std::string id, std::string why) {
   return Check{std::move(id), Status::Skip, std::move(why), {}, {}};
 }
 
-// The process list without hotloop itself.
+// The process list without hotloop itself (which has not touched the GPU
+// when NVML is read; inside a container its pid is not NVML's anyway).
 std::vector<GpuProcess> other_processes(
     const GpuFacts& g,
-    unsigned int self_pid) {
-  std::vector<GpuProcess> out;
-  if (g.processes.has_value()) {
-    std::copy_if(
-        g.processes->begin(),
-        g.processes->end(),
-        std::back_inserter(out),
-        [&](const GpuProcess& p) { return p.pid != self_pid; });
+    unsigned int self_pid,
+    bool host_pids) {
+  if (!g.processes.has_value()) {
+    return {};
   }
-  return out;
+  ProcessIdentity me;
+  me.pid = self_pid;
+  me.host_pids = host_pids;
+  return env::other_processes(*g.processes, me).processes;
 }
 
 Check inventory(const GpuFacts& g) {
@@ -305,13 +306,14 @@ Check pcie(const GpuFacts& g, const DoctorThresholds& th) {
 Check memory(
     const GpuFacts& g,
     unsigned int self_pid,
+    bool host_pids,
     const DoctorThresholds& th) {
   const std::string id = gpu_id(g, "memory");
   if (!g.memory_total_bytes.has_value()) {
     return skipped(
         id, "memory not readable: " + g.memory_total_bytes.missing_reason);
   }
-  const auto others = other_processes(g, self_pid);
+  const auto others = other_processes(g, self_pid, host_pids);
   const std::uint64_t total = *g.memory_total_bytes;
   const std::uint64_t free = g.memory_free_bytes.value.value_or(0);
   Check c{id, Status::Pass, {}, {}, {}};
@@ -337,14 +339,19 @@ Check memory(
     c.summary +=
         " (process list not readable: " + g.processes.missing_reason + ")";
   }
+  // Inside a container with its own PID namespace, NVML's pids are the
+  // host's: `kill` here would hit another process, or none.
+  const std::string stop = host_pids
+      ? "stop those processes (`kill PID`)"
+      : "stop those processes from the host (NVML's pids are the host's, not this container's)";
   const bool starved = static_cast<double>(free) <
       th.min_free_gpu_memory_fraction * static_cast<double>(total);
   if (starved) {
     c.status = Status::Fail;
     c.fix = listed.empty()
         ? "almost no GPU memory is free: find what holds it with `nvidia-smi` and stop it, or use another GPU"
-        : "stop those processes (`kill PID`) or train on another GPU (CUDA_VISIBLE_DEVICES); a run here "
-          "would fail with out-of-memory";
+        : stop +
+            " or train on another GPU (CUDA_VISIBLE_DEVICES); a run here would fail with out-of-memory";
   } else if (!listed.empty()) {
     c.status = Status::Warn;
     c.fix =
@@ -450,7 +457,7 @@ void gpus(
     out.push_back(thermal(g, th));
     out.push_back(throttle(g));
     out.push_back(pcie(g, th));
-    out.push_back(memory(g, f.self_pid, th));
+    out.push_back(memory(g, f.self_pid, f.host_pids, th));
     out.push_back(persistence(g));
     out.push_back(mig(g));
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/env/nvml_library.h"
+#include "hotloop/env/own_process.h"
 
 namespace hotloop::env {
 namespace {
@@ -67,6 +68,9 @@ std::string process_name(const nvml::Library& lib, unsigned int pid) {
           static_cast<unsigned int>(buf.size())) == kSuccess &&
       buf[0] != '\0') {
     return buf.data();
+  }
+  if (!pids_are_the_hosts()) {
+    return {}; // NVML's pid is the host's: /proc here names another process
   }
   std::ifstream comm(fmt::format("/proc/{}/comm", pid));
   std::string name;

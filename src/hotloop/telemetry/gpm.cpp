@@ -79,7 +79,23 @@ std::optional<GpmMetrics> GpmSampler::read(unsigned int index, nvml::Device d) {
   if (!st.skip.empty()) {
     return std::nullopt;
   }
-  if (fn.gpm_sample_get(d, st.current) != nvml::kSuccess) {
+  const nvml::Return got = fn.gpm_sample_get(d, st.current);
+  if (got == nvml::kErrorNotSupported || got == nvml::kErrorNoPermission) {
+    // For good, not a missed sample: a GPU in MIG mode reads GPM per GPU
+    // instance only (nvmlGpmMigSampleGet), and a container may be denied
+    // the counters. Say so once instead of missing every sample.
+    unsigned int mig = 0;
+    unsigned int pending = 0;
+    const bool in_mig = fn.device_get_mig_mode != nullptr &&
+        fn.device_get_mig_mode(d, &mig, &pending) == nvml::kSuccess && mig != 0;
+    st.skip = in_mig
+        ? "the GPU is in MIG mode: its GPM counters are read per GPU instance, which hotloop does not do (nvmlGpmSampleGet: " +
+            lib_.error_string(got) + ")"
+        : "nvmlGpmSampleGet: " + lib_.error_string(got) +
+            " (GPM is supported by the device but not readable here)";
+    return std::nullopt;
+  }
+  if (got != nvml::kSuccess) {
     return std::nullopt; // a missed sample: try again next time
   }
   std::optional<GpmMetrics> out;

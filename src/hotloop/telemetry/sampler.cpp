@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "hotloop/env/nvml_library.h"
+#include "hotloop/env/own_process.h"
 
 namespace hotloop::telemetry {
 
@@ -34,7 +35,7 @@ void accumulate(
     Window& w,
     const Sample& s,
     const std::string& gpu_uuid,
-    unsigned int own_pid) {
+    const env::ProcessIdentity& me) {
   ++w.samples;
   w.cpu_percent_mean += s.host.cpu_percent.value_or(0);
   w.rss_max = std::max(w.rss_max, s.host.rss_bytes);
@@ -79,12 +80,9 @@ void accumulate(
     gw.dram_bw_mean += g->gpm->dram_bw_percent.value_or(0);
   }
   if (g->processes) {
-    gw.other_processes.clear();
-    for (const auto& p : *g->processes) {
-      if (p.pid != own_pid) {
-        gw.other_processes.push_back(p);
-      }
-    }
+    env::OtherProcesses others = env::other_processes(*g->processes, me);
+    gw.other_processes = std::move(others.processes);
+    gw.processes_unknown = std::move(others.unknown);
   }
 }
 
@@ -118,7 +116,6 @@ struct Sampler::Impl {
   std::string nvml_error;
   HostCpu cpu;
   std::ofstream jsonl;
-  unsigned int pid = static_cast<unsigned int>(::getpid());
 
   mutable std::mutex mutex; // guards what follows
   Window window;
@@ -142,9 +139,14 @@ struct Sampler::Impl {
       jsonl << to_json(s).dump() << '\n';
       jsonl.flush();
     }
+    // This process is on the followed GPU when it trains there: with its
+    // reserved memory, it can be told apart inside a container too.
+    const env::ProcessIdentity me = env::this_process(
+        !options.gpu_uuid.empty(),
+        options.reserved_bytes ? options.reserved_bytes() : 0);
     const double cost = thread_cpu_seconds() - t0;
     std::lock_guard<std::mutex> lock(mutex);
-    accumulate(window, s, options.gpu_uuid, pid);
+    accumulate(window, s, options.gpu_uuid, me);
     latest = std::move(s);
     ++taken;
     busy += cost;

@@ -7,11 +7,13 @@
 // the run can report what telemetry cost.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hotloop/env/own_process.h"
 #include "hotloop/telemetry/samples.h"
 
 namespace hotloop::telemetry {
@@ -20,8 +22,12 @@ struct SamplerOptions {
   double interval_s = 1.0;
   std::string nvml_library; // "": nvml::default_library_path()
   std::string jsonl_path; // "": no file
-  // The GPU the window follows (its NVML UUID); "": the first GPU.
+  // The GPU the window follows (its NVML UUID; this process trains on it);
+  // "": the first GPU.
   std::string gpu_uuid;
+  // This process's memory on that GPU as LibTorch reserved it (to tell it
+  // from the others inside a container); empty: unknown.
+  std::function<std::uint64_t()> reserved_bytes;
 };
 
 // The followed GPU over a window of samples.
@@ -44,6 +50,9 @@ struct GpuWindow {
   double pcie_rx_mb_s_mean = 0;
   double pcie_tx_mb_s_mean = 0;
   std::vector<env::GpuProcess> other_processes; // not this process, last seen
+  // Why other processes could not be told from this one (a container's PID
+  // namespace: then other_processes is empty, and nothing is blamed).
+  std::string processes_unknown;
   // GPM counters (Hopper and later), over the samples that had them.
   std::size_t gpm_samples = 0;
   double sm_active_mean = 0; // percent
@@ -90,7 +99,7 @@ void accumulate(
     Window& w,
     const Sample& s,
     const std::string& gpu_uuid,
-    unsigned int own_pid);
+    const env::ProcessIdentity& me);
 // Turns the sums accumulate() keeps into means.
 Window finish(Window w);
 

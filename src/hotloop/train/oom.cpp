@@ -10,6 +10,7 @@
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/env/gpu_probe.h"
 #include "hotloop/env/nvml_library.h"
+#include "hotloop/env/own_process.h"
 #include "hotloop/errors.h"
 #include "hotloop/telemetry/samples.h"
 
@@ -18,8 +19,8 @@ namespace hotloop::train {
 namespace {
 
 // The compute processes NVML sees on the GPU CUDA calls `device`, this one
-// left out.
-nlohmann::json gpu_processes(int device) {
+// (which holds `reserved` bytes there) left out.
+env::OtherProcesses gpu_processes(int device, std::uint64_t reserved) {
   const cuda::State cs = cuda::state();
   std::string uuid;
   for (const auto& d : cs.devices) {
@@ -28,23 +29,16 @@ nlohmann::json gpu_processes(int device) {
     }
   }
   const env::NvmlFacts facts = env::probe_nvml(nvml::default_library_path());
-  nlohmann::json out = nlohmann::json::array();
   if (!facts.loaded) {
-    return out;
+    return {};
   }
   for (const auto& g : facts.gpus) {
-    if (!g.uuid.has_value() || *g.uuid != uuid || !g.processes.has_value()) {
-      continue;
-    }
-    for (const auto& p : *g.processes) {
-      if (p.pid == static_cast<unsigned int>(::getpid())) {
-        continue;
-      }
-      out.push_back(
-          {{"pid", p.pid}, {"name", p.name}, {"used_bytes", p.used_bytes}});
+    if (g.uuid.has_value() && *g.uuid == uuid && g.processes.has_value()) {
+      return env::other_processes(
+          *g.processes, env::this_process(true, reserved));
     }
   }
-  return out;
+  return {};
 }
 
 } // namespace
@@ -81,7 +75,15 @@ nlohmann::json memory_report(const c10::Device& device) {
   r["alloc_retries"] = m.alloc_retries;
   r["device_free_bytes"] = d.free;
   r["device_total_bytes"] = d.total;
-  r["other_processes"] = gpu_processes(index);
+  const env::OtherProcesses others = gpu_processes(index, m.reserved);
+  r["other_processes"] = nlohmann::json::array();
+  for (const auto& p : others.processes) {
+    r["other_processes"].push_back(
+        {{"pid", p.pid}, {"name", p.name}, {"used_bytes", p.used_bytes}});
+  }
+  if (!others.unknown.empty()) {
+    r["other_processes_unknown"] = others.unknown;
+  }
   return r;
 }
 
@@ -104,6 +106,10 @@ std::string describe_memory(const nlohmann::json& r) {
         p.value("name", std::string("?")),
         p.value("pid", 0U),
         format_bytes(p.value("used_bytes", std::uint64_t{0})));
+  }
+  if (r.contains("other_processes_unknown")) {
+    others =
+        "cannot tell (" + r["other_processes_unknown"].get<std::string>() + ")";
   }
   return fmt::format(
       "{}: peak allocated {}, peak reserved {} of {} (driver: {} free); largest free cached block {} in {} segment(s); other processes: {}",

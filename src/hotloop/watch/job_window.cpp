@@ -79,7 +79,8 @@ telemetry::JobWindowInput WindowFold::input(
         }
         telemetry::Sample one;
         one.gpus = {g.gpu};
-        telemetry::accumulate(window, one, g.gpu.uuid, 0);
+        // watch is not on the GPU; the job's processes are set below.
+        telemetry::accumulate(window, one, g.gpu.uuid, env::ProcessIdentity{});
         if (g.job_sm_percent) {
           job_sm += *g.job_sm_percent;
           others_sm += g.others_sm_percent.value_or(0);
