@@ -8,7 +8,12 @@
 // `none` gives 2.3842, 2.3785, 2.3323, ... (fp32 was always identical).
 // Checked for the ResNets' stages, GPT's per-block checkpointing, eagerly and
 // through the CUDA-graph step's seam (HOTLOOP_FAKE_CUDA_GRAPH: autocast
-// without its cache, as a capture runs it).
+// without its cache, as a capture runs it). The eager tests fail without the
+// fix; through the seam the CPU never showed the bug (the graph step's
+// forward region, its cache off, clears what the previous recompute left
+// before anything reads it), so those two keep the graph step identical to
+// the eager one. ActivationCheckpointing.ARecomputeLeavesNoStaleCastsForThe
+// NextStep runs backward on its own thread, as CUDA does.
 #include <gtest/gtest.h>
 
 #include <memory>
