@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,41 +71,6 @@ TrainerOptions resnet_bf16() {
   return o;
 }
 
-void expect_identical(
-    const std::vector<double>& none,
-    const std::vector<double>& checkpointed,
-    const std::string& what) {
-  ASSERT_EQ(none.size(), checkpointed.size()) << what;
-  // The recompute runs the same kernels on the same inputs and the same
-  // casts of the same weights: bit for bit, as in fp32.
-  for (std::size_t i = 0; i < none.size(); ++i) {
-    EXPECT_EQ(none[i], checkpointed[i]) << what << ", step " << i + 1;
-  }
-  // And the run learns (the losses are not all equal by accident).
-  EXPECT_NE(none.front(), none.back()) << what;
-}
-
-TEST(CheckpointingUnderAutocast, ResNetStagesTrainLikeNoCheckpointingInBf16) {
-  const std::shared_ptr<const data::Dataset> data = data::open_dataset(
-      data::parse_data_spec("fashion-mnist"), data::Split::Train);
-  const TrainerOptions o = resnet_bf16();
-  const auto none = losses(o, data, model::Checkpointing::None);
-  ASSERT_EQ(none.size(), 5u);
-  expect_identical(
-      none, losses(o, data, model::Checkpointing::Stages), "stages, eager");
-}
-
-TEST(CheckpointingUnderAutocast, ResNetStagesTrainLikeNoneThroughTheGraphSeam) {
-  const test::ScopedEnv fake("HOTLOOP_FAKE_CUDA_GRAPH", "1");
-  const std::shared_ptr<const data::Dataset> data = data::open_dataset(
-      data::parse_data_spec("fashion-mnist"), data::Split::Train);
-  const TrainerOptions o = resnet_bf16();
-  expect_identical(
-      losses(o, data, model::Checkpointing::None),
-      losses(o, data, model::Checkpointing::Stages),
-      "stages, graph step");
-}
-
 TrainerOptions gpt_bf16() {
   TrainerOptions o = test::small_options("");
   o.model = model::ModelOptions();
@@ -126,25 +92,48 @@ TrainerOptions gpt_bf16() {
   return o;
 }
 
+// Trains `o` on `data_spec` without checkpointing and with `mode`: the
+// losses must be bit for bit the same (the recompute runs the same kernels
+// on the same inputs and the same casts of the same weights, as in fp32).
+void expect_exact(
+    const TrainerOptions& o,
+    const std::string& data_spec,
+    model::Checkpointing mode,
+    bool graph_seam) {
+  std::optional<test::ScopedEnv> fake;
+  if (graph_seam) {
+    fake.emplace("HOTLOOP_FAKE_CUDA_GRAPH", "1");
+  }
+  const std::shared_ptr<const data::Dataset> data =
+      data::open_dataset(data::parse_data_spec(data_spec), data::Split::Train);
+  const std::vector<double> none = losses(o, data, model::Checkpointing::None);
+  const std::vector<double> checkpointed = losses(o, data, mode);
+  ASSERT_EQ(none.size(), static_cast<std::size_t>(o.steps));
+  ASSERT_EQ(checkpointed.size(), none.size());
+  for (std::size_t i = 0; i < none.size(); ++i) {
+    EXPECT_EQ(none[i], checkpointed[i]) << "step " << i + 1;
+  }
+  // And the run learns (the losses are not all equal by accident).
+  EXPECT_NE(none.front(), none.back());
+}
+
+TEST(CheckpointingUnderAutocast, ResNetStagesTrainLikeNoCheckpointingInBf16) {
+  expect_exact(
+      resnet_bf16(), "fashion-mnist", model::Checkpointing::Stages, false);
+}
+
+TEST(CheckpointingUnderAutocast, ResNetStagesTrainLikeNoneThroughTheGraphSeam) {
+  expect_exact(
+      resnet_bf16(), "fashion-mnist", model::Checkpointing::Stages, true);
+}
+
 TEST(CheckpointingUnderAutocast, GptBlocksTrainLikeNoCheckpointingInBf16) {
-  const std::shared_ptr<const data::Dataset> data = data::open_dataset(
-      data::parse_data_spec("text:fortunes"), data::Split::Train);
-  const TrainerOptions o = gpt_bf16();
-  expect_identical(
-      losses(o, data, model::Checkpointing::None),
-      losses(o, data, model::Checkpointing::Blocks),
-      "gpt blocks, eager");
+  expect_exact(
+      gpt_bf16(), "text:fortunes", model::Checkpointing::Blocks, false);
 }
 
 TEST(CheckpointingUnderAutocast, GptBlocksTrainLikeNoneThroughTheGraphSeam) {
-  const test::ScopedEnv fake("HOTLOOP_FAKE_CUDA_GRAPH", "1");
-  const std::shared_ptr<const data::Dataset> data = data::open_dataset(
-      data::parse_data_spec("text:fortunes"), data::Split::Train);
-  const TrainerOptions o = gpt_bf16();
-  expect_identical(
-      losses(o, data, model::Checkpointing::None),
-      losses(o, data, model::Checkpointing::Blocks),
-      "gpt blocks, graph step");
+  expect_exact(gpt_bf16(), "text:fortunes", model::Checkpointing::Blocks, true);
 }
 
 } // namespace
