@@ -33,11 +33,11 @@ struct FakeBackend final : GraphBackend {
   int* replays = nullptr;
   std::vector<std::string>* events = nullptr;
   ~FakeBackend() override {
-    events->push_back("backend destroyed");
+    events->emplace_back("backend destroyed");
   }
   void capture(const std::function<void()>& /*body*/) override {
     ++*captures;
-    events->push_back("capture");
+    events->emplace_back("capture");
     TORCH_CHECK_WITH(
         OutOfMemoryError,
         !out_of_memory,
@@ -57,7 +57,7 @@ struct Harness {
   std::vector<std::string> log;
   std::vector<std::string> events; // in order
   std::function<void()> before_capture() {
-    return [this] { events.push_back("gradients dropped"); };
+    return [this] { events.emplace_back("gradients dropped"); };
   }
   bool out_of_memory = false;
   GraphedStep make(bool fail, bool required) {
@@ -80,7 +80,7 @@ struct Harness {
   std::function<void()> body() {
     return [this] {
       ++body_runs;
-      events.push_back("body");
+      events.emplace_back("body");
     };
   }
 };
