@@ -72,26 +72,27 @@ TEST(GpuTimer, EveryStepIsReadOnceInOrderWhenTheGpuIsBehindTheHost) {
   std::vector<TimedStep> got;
   {
     GpuTimer t(std::make_unique<FakeEvents>(d), 3, /*max_in_flight=*/64);
+    std::int64_t n = 0;
     for (int i = 0; i < 10; ++i) {
       step(t);
-      const auto done = t.end(); // the device has run nothing yet
+      const auto done = t.end(n++); // the device has run nothing yet
       EXPECT_TRUE(done.empty()) << "step " << i;
     }
     EXPECT_EQ(t.in_flight(), 10u);
     d.passed = 3 * 6; // the device has finished the first 6 steps
     step(t);
-    got = t.end();
+    got = t.end(n++);
     ASSERT_EQ(got.size(), 6u);
     step(t);
     d.passed = d.recorded; // and now everything
-    for (auto& s : t.end()) {
+    for (auto& s : t.end(n++)) {
       got.push_back(std::move(s));
     }
     EXPECT_EQ(d.waits, 0); // never waited
   }
   ASSERT_EQ(got.size(), 12u);
   for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].index, i);
+    EXPECT_EQ(got[i].step, static_cast<std::int64_t>(i));
     ASSERT_EQ(got[i].ms.size(), 3u);
     EXPECT_EQ(got[i].ms[0], 0.0);
     EXPECT_EQ(got[i].ms[1], 1.0); // begin -> mark(1): one record later
@@ -106,15 +107,15 @@ TEST(GpuTimer, TooManyStepsInFlightWaitForTheOldestOnly) {
   std::size_t read = 0;
   for (int i = 0; i < 10; ++i) {
     step(t);
-    read += t.end().size();
+    read += t.end(i).size();
     EXPECT_LE(t.in_flight(), 4u);
   }
   EXPECT_EQ(d.waits, 6); // steps 0..5, each when it was the 5th in flight
   EXPECT_EQ(read, 6u);
   const auto rest = t.drain();
   ASSERT_EQ(rest.size(), 4u);
-  EXPECT_EQ(rest.front().index, 6u);
-  EXPECT_EQ(rest.back().index, 9u);
+  EXPECT_EQ(rest.front().step, 6);
+  EXPECT_EQ(rest.back().step, 9);
   EXPECT_EQ(t.in_flight(), 0u);
   // The events of finished steps are reused, not made anew each step.
   EXPECT_LE(d.created, 3 * 6);
@@ -128,7 +129,7 @@ TEST(GpuTimer, AStepBegunAgainReplacesItsMarks) {
   t.mark(1);
   step(t);
   d.passed = d.recorded;
-  const auto done = t.end();
+  const auto done = t.end(1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].ms[1], 1.0);
   EXPECT_EQ(done[0].ms[2], 1.0);

@@ -37,7 +37,6 @@ void GpuTimer::begin() {
     }
   }
   current_->used = 0;
-  current_->index = next_index_++;
   mark(0);
 }
 
@@ -57,7 +56,7 @@ void GpuTimer::mark(std::size_t label) {
 
 void GpuTimer::take(Marks& m, std::vector<TimedStep>& out) {
   TimedStep t;
-  t.index = m.index;
+  t.step = m.step;
   t.ms.assign(labels_, 0.0);
   for (std::size_t i = 1; i < m.used; ++i) {
     if (m.labels[i] < labels_) {
@@ -67,8 +66,9 @@ void GpuTimer::take(Marks& m, std::vector<TimedStep>& out) {
   out.push_back(std::move(t));
 }
 
-std::vector<TimedStep> GpuTimer::end() {
+std::vector<TimedStep> GpuTimer::end(std::int64_t step) {
   if (current_ && current_->used >= 2) {
+    current_->step = step;
     pending_.push_back(std::move(current_));
   }
   std::vector<TimedStep> out;

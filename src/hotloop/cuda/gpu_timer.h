@@ -36,10 +36,9 @@ class EventApi {
 // EnvError without a CUDA LibTorch.
 std::unique_ptr<EventApi> cuda_events(int device);
 
-// One step's intervals: milliseconds per label, and which step (counted by
-// begin() from 0) they belong to.
+// One step's intervals: milliseconds per label, and the step end() named.
 struct TimedStep {
-  std::uint64_t index = 0;
+  std::int64_t step = 0;
   std::vector<double> ms;
 };
 
@@ -60,9 +59,10 @@ class GpuTimer {
   void begin();
   // Records an event; the interval since the previous one counts as `label`.
   void mark(std::size_t label);
-  // Ends the step. Returns every earlier or this step whose events have all
-  // completed by now and were not returned yet, oldest first.
-  std::vector<TimedStep> end();
+  // Ends the step, as step number `step`. Returns every earlier or this step
+  // whose events have all completed by now and were not returned yet, oldest
+  // first.
+  std::vector<TimedStep> end(std::int64_t step);
   // Waits for every step not returned yet and returns them, oldest first
   // (the run's end: the last steps' times).
   std::vector<TimedStep> drain();
@@ -75,7 +75,7 @@ class GpuTimer {
     std::vector<EventApi::Event> events; // grows, reused across steps
     std::vector<std::size_t> labels; // labels[i]: interval (i-1, i)
     std::size_t used = 0;
-    std::uint64_t index = 0;
+    std::int64_t step = 0;
   };
   void take(Marks& m, std::vector<TimedStep>& out);
 
@@ -85,7 +85,6 @@ class GpuTimer {
   std::unique_ptr<Marks> current_;
   std::deque<std::unique_ptr<Marks>> pending_;
   std::vector<std::unique_ptr<Marks>> spare_;
-  std::uint64_t next_index_ = 0;
 };
 
 } // namespace hotloop::cuda

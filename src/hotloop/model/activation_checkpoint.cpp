@@ -62,9 +62,9 @@ struct AutocastState {
 // __enter__/__exit__ make one: the forward's state for its lifetime, and the
 // cast cache dropped when the outermost region ends. Without the nesting
 // count, the lower-precision copies of the weights cast in the recompute
-// stay cached (autocast state is per thread, and nothing else clears it on
-// this one; on CUDA, backward runs on autograd's device thread) and the next
-// forward or recompute uses copies from before the optimizer's update.
+// stay cached outside any region (on CUDA the recompute runs on autograd's
+// device thread, whose nesting count no forward region touches), and the
+// next forward uses copies from before the optimizer's update.
 class RecomputeRegion {
  public:
   explicit RecomputeRegion(const AutocastState& forward)

@@ -145,7 +145,6 @@ void RunTelemetry::begin_step() {
   }
   if (gpu_timer_) {
     gpu_timer_->begin();
-    ++timer_steps_;
   }
 }
 
@@ -177,15 +176,6 @@ void RunTelemetry::enter_phase(Phase p) {
   current_ = p;
 }
 
-std::int64_t RunTelemetry::run_step_of(std::uint64_t timer_index) {
-  while (!run_steps_.empty() && run_steps_.front().first < timer_index) {
-    run_steps_.pop_front();
-  }
-  return !run_steps_.empty() && run_steps_.front().first == timer_index
-      ? run_steps_.front().second
-      : 0;
-}
-
 void RunTelemetry::add_gpu_phases(const std::vector<cuda::TimedStep>& done) {
   for (const cuda::TimedStep& t : done) {
     for (std::size_t i = kCopy; i < kPhases; ++i) {
@@ -212,8 +202,7 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
   // ahead), each step counted once, in the window that reads it.
   window_phases_.data_wait += cpu_phase_[kDataWait];
   if (gpu_timer_) {
-    run_steps_.emplace_back(timer_steps_ - 1, r.step);
-    const std::vector<cuda::TimedStep> done = gpu_timer_->end();
+    const std::vector<cuda::TimedStep> done = gpu_timer_->end(r.step);
     add_gpu_phases(done);
     if (!done.empty()) {
       const cuda::TimedStep& newest = done.back();
@@ -222,7 +211,7 @@ StepOutput RunTelemetry::end_step(const StepRecord& r) {
       for (std::size_t i = kCopy; i < kPhases; ++i) {
         out.phases_ms[kPhaseNames[i]] = newest.ms[i];
       }
-      out.phases_step = run_step_of(newest.index);
+      out.phases_step = newest.step;
     }
   } else {
     out.phases_ms = nlohmann::json::object();

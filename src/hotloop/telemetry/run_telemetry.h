@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -113,8 +112,6 @@ class RunTelemetry {
   std::optional<Diagnosis> close_window(std::int64_t last_step);
   // On a GPU: completed steps' phases into the window.
   void add_gpu_phases(const std::vector<cuda::TimedStep>& done);
-  // The run's step that the GPU timer's step `timer_index` was.
-  std::int64_t run_step_of(std::uint64_t timer_index);
   void close_phase();
   std::chrono::steady_clock::time_point now() const;
 
@@ -123,8 +120,6 @@ class RunTelemetry {
   bool usable_gpu_ = false;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<cuda::GpuTimer> gpu_timer_;
-  std::uint64_t timer_steps_ = 0; // begun on gpu_timer_
-  std::deque<std::pair<std::uint64_t, std::int64_t>> run_steps_; // its steps
   std::int64_t gpu_steps_timed_ = 0;
 
   // The step being timed.

@@ -145,7 +145,7 @@ void StepTimes::add(double seconds, double data_wait_seconds) {
   time_total_ += seconds;
   if (device_clock_) {
     device_clock_->mark(0);
-    collect(device_clock_->end());
+    collect(device_clock_->end(static_cast<std::int64_t>(seconds_.size())));
   }
 }
 
