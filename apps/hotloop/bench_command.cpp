@@ -12,30 +12,29 @@
 #include "hotloop/bench/conv_bench.h"
 #include "hotloop/bench/data_bench.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
 #include "matrix_file.h"
-#include "train_setup.h"
+#include "run_flags.h"
 
 namespace hotloop::cli {
 
 void add_bench_command(CLI::App& app, Action& action) {
   struct Flags {
     bench::DataBenchOptions options;
+    train::RunOptions run; // the loader's flags, as `hotloop train` has them
     std::string split = "train";
-    std::string device = "cpu";
-    std::string resident = "auto";
-    std::string augment = "default";
-    std::string augment_device = "cpu";
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
   struct MatrixFlags {
     bench::MatrixOptions options;
+    train::RunOptions run; // --model, --data, --steps, --threads
     std::string matrix;
-    std::string model = "resnet18-small";
-    std::string data = "fashion-mnist";
     std::string out = "runs/bench";
   };
   auto mf = std::make_shared<MatrixFlags>();
+  mf->run.trainer.model.name = "resnet18-small";
+  mf->run.trainer.steps = mf->options.steps;
   CLI::App* bench_cmd = app.add_subcommand(
       "bench",
       "The test plan: a matrix of short training runs (device x precision x batch, then larger GPU batches up to the first OOM), with report.md, report.html and results.json");
@@ -47,17 +46,9 @@ void add_bench_command(CLI::App& app, Action& action) {
           mf->matrix,
           "A TOML file choosing the rows ([matrix] devices/precisions/batches/models/data, or [[rows]])")
       ->check(CLI::ExistingFile);
-  bench_cmd->add_option("--steps", mo.steps, "Steps per row")
-      ->capture_default_str();
+  // Each row's model, data, steps and threads: `hotloop train`'s flags.
+  add_run_flags(bench_cmd, mf->run, {"model", "data", "steps", "threads"});
   bench_cmd->add_option("--out", mf->out, "Where the report goes")
-      ->capture_default_str();
-  bench_cmd->add_option("--model", mf->model, "The default matrix's model")
-      ->capture_default_str();
-  bench_cmd
-      ->add_option(
-          "--data",
-          mf->data,
-          "The default matrix's data (a language model's: text:fortunes)")
       ->capture_default_str();
   bench_cmd
       ->add_option(
@@ -77,8 +68,6 @@ void add_bench_command(CLI::App& app, Action& action) {
           mo.eval_samples,
           "Validation images per row (evenly spaced over the held-out split)")
       ->capture_default_str();
-  bench_cmd->add_option("--threads", mo.threads, "CPU threads (0: all usable)")
-      ->capture_default_str();
   bench_cmd->footer(
       "Every row: the same model, data, seed and steps. GPU rows are 'skipped: no GPU' without one.\n"
       "Example:\n  hotloop bench --steps 100 --cpu-row-seconds 60 --out runs/bench\n"
@@ -89,13 +78,19 @@ void add_bench_command(CLI::App& app, Action& action) {
       return; // the subcommand set its own action
     }
     action = [mf, bench_cmd] {
+      const train::RunOptions& run = mf->run;
+      mf->options.steps = run.trainer.steps;
+      mf->options.threads = run.trainer.threads;
       if (mf->options.steps < 1) {
         throw UsageError("--steps must be at least 1");
       }
       // A language model without --data gets the built-in corpus.
+      const std::string& model = run.trainer.model.name;
       mf->options.rows = bench::default_matrix(
-          mf->model,
-          data_for(mf->model, mf->data, bench_cmd->count("--data") > 0));
+          model,
+          model::is_gpt(model) && bench_cmd->count("--data") == 0
+              ? std::string("text:fortunes")
+              : run.data);
       if (!mf->matrix.empty()) {
         // The file's settings, then the flags given on the command line
         // win over them (as with --config).
@@ -126,35 +121,24 @@ void add_bench_command(CLI::App& app, Action& action) {
       "data",
       "Run the loader alone (decode + augment + batch + copy) for a while; report images/s and MB/s");
   auto& o = flags->options;
-  o.loader.batch_size = 64;
-  cmd->add_option(
-         "--data",
-         o.spec,
-         "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N[xCxHxW]")
-      ->required();
+  flags->run.trainer.device = "cpu";
+  flags->run.data.clear();
+  add_run_flags(
+      cmd,
+      flags->run,
+      {"data",
+       "batch",
+       "workers",
+       "prefetch",
+       "size",
+       "device",
+       "resident",
+       "augment",
+       "augment-device"});
+  cmd->get_option("--data")->required();
   cmd->add_option("--split", flags->split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}));
-  cmd->add_option("--batch", o.loader.batch_size, "Batch size");
-  cmd->add_option(
-      "--workers", o.loader.workers, "Decode threads (0: one per CPU)");
-  cmd->add_option(
-      "--prefetch", o.loader.prefetch_batches, "Ready batches held ahead");
-  cmd->add_option(
-      "--size",
-      o.loader.size,
-      "Output height and width (0: native for fixed-size data, else 224)");
   cmd->add_option("--seconds", o.seconds, "How long to measure");
-  cmd->add_option("--device", flags->device, "Where batches go: cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--resident", flags->resident, "auto, on or off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->add_option("--augment", flags->augment, "default or none")
-      ->check(CLI::IsMember({"default", "none"}));
-  cmd->add_option(
-         "--augment-device",
-         flags->augment_device,
-         "cpu (decode threads, per sample) or gpu (the whole batch on the device after the copy)")
-      ->check(CLI::IsMember({"cpu", "gpu"}));
   cmd->add_flag(
       "--decode-only",
       o.decode_only,
@@ -163,12 +147,14 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->callback([flags, &action] {
     action = [flags] {
       auto& opts = flags->options;
+      const train::TrainerOptions& t = flags->run.trainer;
+      opts.spec = flags->run.data;
       opts.split = data::parse_split(flags->split);
-      opts.loader.device = flags->device == "cuda" ? c10::Device(c10::kCUDA, 0)
-                                                   : c10::Device(c10::kCPU);
-      opts.loader.resident = parse_resident(flags->resident);
-      opts.loader.augment = parse_augment(flags->augment);
-      opts.loader.augment_on_device = flags->augment_device == "gpu";
+      opts.loader = t.loader; // workers, prefetch, size, augment, resident
+      opts.loader.batch_size = static_cast<std::size_t>(t.batch);
+      opts.loader.device = t.device == "auto" || t.device == "cpu"
+          ? c10::Device(c10::kCPU)
+          : c10::Device(t.device == "cuda" ? "cuda:0" : t.device);
       if (opts.seconds <= 0) {
         throw UsageError("--seconds must be positive");
       }

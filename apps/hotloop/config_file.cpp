@@ -95,7 +95,15 @@ std::vector<std::string> expand_config_file(
               "`hotloop {} --help` lists the keys (the flags without their dashes)",
               command->get_name()));
     }
-    from_file.push_back(fmt::format("--{}={}", key, scalar(node, key, file)));
+    // An empty value as its own argument: CLI11 reads "--key=" as the flag
+    // without a value and would take the next argument for it.
+    const std::string value = scalar(node, key, file);
+    if (value.empty()) {
+      from_file.push_back("--" + key);
+      from_file.push_back(value);
+    } else {
+      from_file.push_back(fmt::format("--{}={}", key, value));
+    }
   }
   // Commands that say where each value came from learn which keys the file
   // set through a hidden option (config_file.h).

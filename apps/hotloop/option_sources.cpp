@@ -11,12 +11,13 @@ std::string key_of(const CLI::Option* opt) {
   while (name.starts_with("-")) {
     name.erase(0, 1);
   }
-  return name;
+  return name.starts_with("no-") && opt->get_group().empty() ? name.substr(3)
+                                                             : name;
 }
 
 bool bookkeeping(const std::string& key) {
   return key == "config" || key == "config-keys" || key == "help" ||
-      key.empty();
+      key == "print-config" || key.empty();
 }
 
 std::set<std::string> split(const std::string& list) {
@@ -28,11 +29,6 @@ std::set<std::string> split(const std::string& list) {
     at = comma + 1;
   }
   return out;
-}
-
-std::string last_value(const CLI::Option* opt) {
-  const auto& r = opt->results();
-  return r.empty() ? std::string() : r.back();
 }
 
 } // namespace
@@ -48,58 +44,38 @@ std::set<std::string> given_options(const CLI::App& cmd) {
   return out;
 }
 
-std::map<std::string, std::string> option_sources(
+void record_sources(
     const CLI::App& cmd,
     const std::string& config_keys,
-    const std::vector<std::string>& recipe_keys) {
+    train::RunOptions& run) {
   const std::set<std::string> from_file = split(config_keys);
-  const std::set<std::string> from_recipe(
-      recipe_keys.begin(), recipe_keys.end());
-  std::map<std::string, std::string> out;
   for (const CLI::Option* opt : cmd.get_options()) {
     const std::string key = key_of(opt);
-    if (bookkeeping(key)) {
+    if (bookkeeping(key) || opt->count() == 0) {
       continue;
     }
     // A key in the file and again on the command line counts twice: the
     // flag (placed after the file's keys) won.
-    if (opt->count() > 0) {
-      out[key] =
-          from_file.contains(key) && opt->count() == 1 ? "config file" : "flag";
-    } else {
-      out[key] = from_recipe.contains(key) ? "recipe" : "default";
-    }
+    run.sources[key] = from_file.contains(key) && opt->count() == 1
+        ? train::kFromConfigFile
+        : train::kFromFlag;
   }
-  return out;
 }
 
-std::string describe_sources(
-    const CLI::App& cmd,
-    const std::map<std::string, std::string>& sources,
-    const std::string& model,
-    const std::map<std::string, std::string>& recipe_values) {
+std::string describe_sources(const train::RunOptions& run) {
   std::string flags;
   std::string file;
   std::string recipe;
-  for (const CLI::Option* opt : cmd.get_options()) {
-    const std::string key = key_of(opt);
-    const auto it = sources.find(key);
-    if (it == sources.end()) {
-      continue;
+  for (const train::RunOption& o : train::run_options()) {
+    const std::string source = run.source(o.name);
+    std::string* list = source == train::kFromFlag ? &flags
+        : source == train::kFromConfigFile         ? &file
+        : source == train::kFromRecipe             ? &recipe
+                                                   : nullptr;
+    if (list != nullptr) {
+      *list +=
+          fmt::format("{}{}={}", list->empty() ? "" : " ", o.name, o.text(run));
     }
-    std::string& list = it->second == "flag" ? flags
-        : it->second == "config file"        ? file
-                                             : recipe;
-    if (it->second == "default") {
-      continue;
-    }
-    const std::string value =
-        it->second == "recipe" ? recipe_values.at(key) : last_value(opt);
-    list += fmt::format(
-        "{}{}{}",
-        list.empty() ? "" : " ",
-        key,
-        value.empty() ? "" : "=" + value);
   }
   std::string out = "options: ";
   out += flags.empty() ? "no flags" : "flags: " + flags;
@@ -107,7 +83,7 @@ std::string describe_sources(
     out += "; config file: " + file;
   }
   if (!recipe.empty()) {
-    out += fmt::format("; recipe for {}: {}", model, recipe);
+    out += fmt::format("; recipe for {}: {}", run.trainer.model.name, recipe);
   }
   out += "; everything else: defaults (config.json lists each option's source)";
   return out;

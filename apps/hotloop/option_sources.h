@@ -3,32 +3,30 @@
 // --config file, the model's recipe (train/recipe.h), or the default. The
 // start of `hotloop train` prints it; config.json keeps it.
 
-#include <map>
 #include <set>
 #include <string>
-#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "hotloop/train/run_options.h"
+
 namespace hotloop::cli {
 
-// The options the user set, on the command line or in the config file
-// (`config_keys`: the hidden --config-keys list), by flag name.
+// The options the user set, on the command line or in the config file, by
+// flag name (a --no-NAME flag counts as NAME).
 std::set<std::string> given_options(const CLI::App& cmd);
 
-// Every option of `cmd` -> "flag" | "config file" | "recipe" | "default".
-std::map<std::string, std::string> option_sources(
+// Records in run.sources which of the table's options the user set, and
+// where: "config file" for the keys of `config_keys` (the hidden
+// --config-keys list: config_file.h) not given again on the command line,
+// "flag" for the rest.
+void record_sources(
     const CLI::App& cmd,
     const std::string& config_keys,
-    const std::vector<std::string>& recipe_keys);
+    train::RunOptions& run);
 
-// "set by flags: --model cnn-small --epochs 3; by the recipe for cnn-small:
-// optimizer adamw, lr 3e-3, ...; by the config file: ...; the rest: defaults"
-// (`recipe_values`: the recipe's key -> value).
-std::string describe_sources(
-    const CLI::App& cmd,
-    const std::map<std::string, std::string>& sources,
-    const std::string& model,
-    const std::map<std::string, std::string>& recipe_values);
+// "options: flags: model=cnn-small epochs=3; recipe for cnn-small:
+// optimizer=adamw lr=0.003 ...; config file: ...; everything else: defaults".
+std::string describe_sources(const train::RunOptions& run);
 
 } // namespace hotloop::cli

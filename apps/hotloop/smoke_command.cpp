@@ -6,12 +6,14 @@
 
 #include "cli_common.h"
 #include "hotloop/bench/smoke.h"
+#include "run_flags.h"
 
 namespace hotloop::cli {
 
 void add_smoke_command(CLI::App& app, Action& action) {
   struct Flags {
     bench::SmokeOptions options;
+    train::RunOptions run; // --model --data --batch --seed --device
     bool json = false;
     bool no_color = false;
   };
@@ -20,23 +22,17 @@ void add_smoke_command(CLI::App& app, Action& action) {
       "smoke",
       "One batch on the CPU, the same on CUDA, then scale: a ladder that stops at the first failure and says what to fix");
   auto& o = f->options;
-  cmd->add_option("--device", o.device, "auto, cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
-  cmd->add_option("--model", o.model, "The model")->capture_default_str();
-  cmd->add_option(
-         "--data",
-         o.data,
-         "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N[xCxHxW]")
-      ->capture_default_str();
-  cmd->add_option("--batch", o.batch, "The one batch's size")
-      ->capture_default_str();
+  // `hotloop train`'s flags, with the ladder's defaults.
+  f->run.trainer.model.name = o.model;
+  f->run.data = o.data;
+  f->run.trainer.batch = o.batch;
+  f->run.trainer.seed = o.seed;
+  f->run.trainer.device = o.device;
+  add_run_flags(cmd, f->run, {"model", "data", "batch", "seed", "device"});
   cmd->add_option(
          "--overfit-steps",
          o.overfit_steps,
          "Steps on one batch; the loss must fall 10x")
-      ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the model's first weights")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "Print one JSON object (default: off)");
   cmd->add_flag(
@@ -49,6 +45,17 @@ void add_smoke_command(CLI::App& app, Action& action) {
       "Exit code: 1 when a rung FAILs (the rest are not run), else 0.");
   cmd->callback([f, &action] {
     action = [f] {
+      const train::RunOptions& run = f->run;
+      if (run.batch_auto) {
+        throw UsageError(
+            "--batch auto: the ladder trains one batch of a given size",
+            "give --batch N (N of at least 2)");
+      }
+      f->options.model = run.trainer.model.name;
+      f->options.data = run.data;
+      f->options.batch = run.trainer.batch;
+      f->options.seed = run.trainer.seed;
+      f->options.device = run.trainer.device;
       if (const char* inject = std::getenv("HOTLOOP_SMOKE_INJECT")) {
         f->options.inject_failure = inject;
       }

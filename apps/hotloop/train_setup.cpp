@@ -4,24 +4,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/utils.h>
 
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/tokenizer.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/gpt.h"
-#include "hotloop/train/model_for_data.h"
 
 namespace hotloop::cli {
-
-std::string data_for(
-    const std::string& model,
-    const std::string& data,
-    bool data_given) {
-  return model::is_gpt(model) && !data_given ? std::string("text:fortunes")
-                                             : data;
-}
 
 TrainData open_train_data(
     const std::string& spec_text,
@@ -42,15 +31,6 @@ TrainData open_train_data(
     }
   }
   return d;
-}
-
-void fit_model_to_data(
-    train::TrainerOptions& o,
-    const data::Dataset& train,
-    std::int64_t in_channels,
-    std::int64_t num_classes) {
-  train::fit_model_to_data(o, train, {in_channels, num_classes});
-  o.validate();
 }
 
 void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
@@ -87,15 +67,6 @@ void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
 
 namespace {
 
-train::ModelFactory model_factory(const train::TrainerOptions& o) {
-  const model::ModelOptions model_options = o.model;
-  const std::uint64_t seed = o.seed;
-  return [model_options, seed] {
-    torch::manual_seed(seed);
-    return model::make_model(model_options);
-  };
-}
-
 void announce(const train::BatchFinderOptions& finder, std::FILE* progress) {
   const train::TrainerOptions& o = finder.trainer;
   fmt::print(
@@ -129,44 +100,23 @@ train::TrialCallback print_trials(std::FILE* progress) {
 
 } // namespace
 
-train::BatchFinderResult find_batch(
-    train::BatchFinderOptions finder,
-    const std::shared_ptr<const data::Dataset>& train,
+train::ResolveContext resolve_context(
+    const train::RunOptions& run,
+    parallel::ProcessGroup* group,
     std::FILE* progress) {
-  announce(finder, progress);
-  return train::find_batch_size(
-      model_factory(finder.trainer), train, finder, print_trials(progress));
-}
-
-train::ResolvedBatch resolve_auto_batch(
-    const train::BatchRequest& request,
-    const train::TrainerOptions& o,
-    const std::shared_ptr<const data::Dataset>& train,
-    parallel::ProcessGroup* group) {
-  train::BatchFinderOptions finder;
-  finder.trainer = o;
-  const bool talk = o.rank == 0;
-  std::FILE* progress = talk ? stdout : nullptr;
-  const bool finds = !request.batch || !request.micro_batch;
-  if (finds && talk) {
-    announce(finder, progress);
+  train::ResolveContext c;
+  const std::uint64_t seed = run.trainer.seed;
+  c.open_train = [seed](const std::string& spec) {
+    return open_train_data(spec, seed, false).train;
+  };
+  c.group = group;
+  if (progress != nullptr) {
+    c.on_finder_start = [progress](const train::BatchFinderOptions& f) {
+      announce(f, progress);
+    };
+    c.on_trial = print_trials(progress);
   }
-  train::ResolvedBatch r = train::resolve_batch(
-      request,
-      finder,
-      model_factory(o),
-      train,
-      group,
-      talk ? print_trials(progress) : train::TrialCallback{});
-  if (talk && r.found) {
-    fmt::print("{}", batch_finder_table(*r.found));
-  }
-  for (const auto& note : r.notes) {
-    if (talk) {
-      fmt::print("{}\n", note);
-    }
-  }
-  return r;
+  return c;
 }
 
 std::string batch_finder_table(const train::BatchFinderResult& r) {

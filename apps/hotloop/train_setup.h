@@ -1,7 +1,7 @@
 #pragma once
-// What `hotloop train` and `hotloop tune batch` share: opening the data, the
-// model's shape from the data, and running the batch-size finder with a line
-// per trial and its table.
+// What `hotloop train` and `hotloop tune batch` share: opening the data,
+// resolve_run's context with a line per batch-finder trial, and the
+// finder's table.
 
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include "hotloop/data/dataset.h"
 #include "hotloop/train/batch_finder.h"
 #include "hotloop/train/options.h"
+#include "hotloop/train/resolve_run.h"
 
 namespace hotloop::parallel {
 class ProcessGroup;
@@ -25,25 +26,10 @@ struct TrainData {
 
 // Opens the train split of `spec` and, when `with_val`, the first of its val
 // and test splits that exists.
-// The --data a command uses: the user's, or for a language model left without
-// one the built-in corpus (text:fortunes) instead of Fashion-MNIST.
-std::string data_for(
-    const std::string& model,
-    const std::string& data,
-    bool data_given);
-
 TrainData open_train_data(
     const std::string& spec,
     std::uint64_t seed,
     bool with_val);
-
-// Sets the model's input channels, classes and image size from the data
-// (where the flags left them at 0), then validates the options.
-void fit_model_to_data(
-    train::TrainerOptions& o,
-    const data::Dataset& train,
-    std::int64_t in_channels,
-    std::int64_t num_classes);
 
 // A token folder's tokenizer (vocab.json + merges.txt, as `pack
 // --tokenizer bpe:` leaves them) copied into RUN/tokenizer/, so that
@@ -51,23 +37,15 @@ void fit_model_to_data(
 // other data.
 void keep_tokenizer(const std::string& data_spec, const std::string& run_dir);
 
-// Runs the finder on `o`'s model and data path, writing a line per trial to
-// `progress`.
-train::BatchFinderResult find_batch(
-    train::BatchFinderOptions finder,
-    const std::shared_ptr<const data::Dataset>& train,
+// resolve_run's context for a command: the data opened as `spec` says, and
+// the batch finder's start and trials printed to `progress` (null: quiet,
+// the ranks other than 0).
+train::ResolveContext resolve_context(
+    const train::RunOptions& run,
+    parallel::ProcessGroup* group,
     std::FILE* progress);
 
-// The trials as a table, with the result and the reason.
+// The finder's trials as a table, with the result and the reason.
 std::string batch_finder_table(const train::BatchFinderResult& r);
-
-// --batch / --micro-batch as asked (nullopt: auto) through the library's
-// resolve_batch on `o`'s model and data path, printing the finder's trials,
-// its table and what was decided (rank 0 of a data-parallel job).
-train::ResolvedBatch resolve_auto_batch(
-    const train::BatchRequest& request,
-    const train::TrainerOptions& o,
-    const std::shared_ptr<const data::Dataset>& train,
-    parallel::ProcessGroup* group);
 
 } // namespace hotloop::cli

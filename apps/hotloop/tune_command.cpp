@@ -4,44 +4,48 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "hotloop/model/model.h"
 #include "hotloop/train/batch_finder.h"
-#include "hotloop/train/recipe.h"
+#include "hotloop/train/resolve_run.h"
 #include "option_sources.h"
+#include "run_flags.h"
 #include "train_setup.h"
-#include "training_flags.h"
 
 namespace hotloop::cli {
 
 namespace {
 
 struct TuneFlags {
+  train::RunOptions run;
   train::BatchFinderOptions finder;
-  TrainingFlags common;
   bool json = false;
 };
 
 int run_tune_batch(TuneFlags& f, const CLI::App& cmd) {
-  train::TrainerOptions& o = f.finder.trainer;
-  f.common.apply(o);
-  // The optimizer the model's recipe trains with (its state takes memory).
-  const std::set<std::string> given = given_options(cmd);
-  train::apply_recipe(
-      train::recipe_for(
-          o.model.name,
-          64,
-          given.contains("optimizer") ? std::optional(o.optimizer.kind)
-                                      : std::nullopt),
-      o,
-      given);
-  o.batch = 1;
-  const TrainData data = open_train_data(
-      data_for(o.model.name, f.common.data, given.contains("data")),
-      o.seed,
-      false);
-  fit_model_to_data(o, *data.train, f.common.in_channels, f.common.num_classes);
-  const train::BatchFinderResult r =
-      find_batch(f.finder, data.train, f.json ? stderr : stdout);
+  record_sources(cmd, "", f.run);
+  // The run resolved as `hotloop train` would at a batch of 1 (the recipe's
+  // optimizer, whose state takes memory; the model fitted to the data),
+  // then the finder on it.
+  f.run.trainer.batch = 1;
+  f.run.trainer.micro_batch = 0;
+  std::FILE* progress = f.json ? stderr : stdout;
+  const train::ResolvedRun resolved =
+      train::resolve_run(f.run, resolve_context(f.run, nullptr, nullptr));
+  const train::TrainerOptions& o = f.run.trainer;
+  f.finder.trainer = o;
+  fmt::print(
+      progress,
+      "batch finder: {} ({}) on device {}, {} steps per trial, up to {}\n",
+      o.model.name,
+      train::to_string(o.precision),
+      o.device,
+      f.finder.trial_steps,
+      f.finder.max_batch);
+  std::fflush(progress);
+  const train::BatchFinderResult r = train::find_batch_size(
+      train::model_factory(o),
+      resolved.train,
+      f.finder,
+      resolve_context(f.run, nullptr, progress).on_trial);
   if (f.json) {
     fmt::print("{}\n", r.to_json().dump(2));
   } else {
@@ -60,13 +64,22 @@ int run_tune_batch(TuneFlags& f, const CLI::App& cmd) {
 
 void add_tune_command(CLI::App& app, Action& action) {
   auto f = std::make_shared<TuneFlags>();
-  train::TrainerOptions& o = f->finder.trainer;
   CLI::App* tune = app.add_subcommand("tune", "Find settings that fit");
   tune->require_subcommand(1);
   CLI::App* cmd = tune->add_subcommand(
       "batch",
       "The largest micro-batch whose training step fits in memory (powers of two, then a binary search), and the size to train with");
-  add_training_flags(cmd, f->common, o);
+  // What a training step is: the options of `hotloop train` that change its
+  // memory and speed.
+  add_run_flags(
+      cmd, f->run, {"model",          "data",        "head",
+                    "layers",         "heads",       "width",
+                    "context",        "vocab",       "num-classes",
+                    "in-channels",    "precision",   "device",
+                    "size",           "optimizer",   "activation-checkpointing",
+                    "channels-last",  "cuda-graphs", "memory-fraction",
+                    "threads",        "workers",     "resident",
+                    "augment-device", "shuffle",     "seed"});
   cmd->add_option(
       "--margin",
       f->finder.margin,

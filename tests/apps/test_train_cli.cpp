@@ -333,13 +333,13 @@ TEST(TrainCli, TheResolvedConfigSaysWhereEachValueCameFrom) {
   EXPECT_EQ(src["optimizer"], "recipe");
   EXPECT_EQ(src["schedule"], "recipe");
   EXPECT_EQ(src["seed"], "default");
-  EXPECT_EQ(c["batch"], 32);
-  EXPECT_EQ(c["schedule"]["lr"], 0.01); // the file's, not the recipe's
-  EXPECT_EQ(c["optimizer"]["kind"], "adamw");
-  EXPECT_NE(
-      test::slurp(log).find("recipe for cnn-small: optimizer=adamw"),
-      std::string::npos)
-      << test::slurp(log);
+  EXPECT_EQ(c["options"]["batch"], 32);
+  EXPECT_EQ(c["options"]["lr"], 0.01); // the file's, not the recipe's
+  EXPECT_EQ(c["options"]["optimizer"], "adamw");
+  const std::string said = test::slurp(log);
+  const auto recipe = said.find("recipe for cnn-small: ");
+  ASSERT_NE(recipe, std::string::npos) << said;
+  EXPECT_NE(said.find("optimizer=adamw", recipe), std::string::npos) << said;
   // The callbacks that observed the run are listed with their settings.
   EXPECT_EQ(c["callbacks"][0]["name"], "telemetry");
   EXPECT_EQ(c["callbacks"][0]["config"]["interval_s"], 1.0);
@@ -449,7 +449,8 @@ TEST(TrainCli, CudaGraphsFlagsAreCheckedBeforeAnyWork) {
   test::TempDir dir;
   const std::string log = (dir.path() / "log").string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--cuda-graphs", "maybe"}, "cuda-graphs 'maybe'"},
+      {{"--cuda-graphs", "maybe"},
+       "--cuda-graphs maybe: expected auto, on or off"},
       {{"--cuda-graphs", "on", "--device", "cpu"}, "needs a CUDA device"},
       {{"--readback-every", "-2"}, "readback-every"}};
   for (const auto& [flags, message] : bad) {
@@ -509,7 +510,7 @@ TEST(TrainCli, CpuConvFlagIsCheckedTrainsAndIsRecorded) {
         << test::slurp(log);
     const auto config = nlohmann::json::parse(
         test::slurp(std::filesystem::path(out) / "config.json"));
-    EXPECT_EQ(config["cpu_conv"], mode);
+    EXPECT_EQ(config["options"]["cpu-conv"], mode);
     EXPECT_EQ(summary(out)["steps"], 2);
   }
 }

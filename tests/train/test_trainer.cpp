@@ -123,7 +123,7 @@ TEST(Trainer, RunDirectoryHoldsConfigMetricsSummaryAndTheLastKCheckpoints) {
                              o)
                              .fit();
   const auto run = std::filesystem::path(o.out_dir);
-  EXPECT_EQ(read_json(run / "config.json")["batch"], 32);
+  EXPECT_EQ(read_json(run / "config.json")["options"]["batch"], 32);
   const auto summary = read_json(run / "summary.json");
   for (const char* key :
        {"steps",

@@ -21,6 +21,7 @@
 #include <c10/core/Device.h>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/named.h"
 
 namespace hotloop::data {
 
@@ -30,6 +31,20 @@ enum class Augment { Default, None };
 // there (see resident.h). Auto picks it on a GPU for fixed-shape data sets up
 // to 1 GiB whose augmentation can run there.
 enum class Resident { Auto, On, Off };
+inline constexpr Named<BadSamplePolicy> kBadSampleNames[] = {
+    {BadSamplePolicy::Skip, "skip"},
+    {BadSamplePolicy::Fail, "fail"}};
+inline constexpr Named<Augment> kAugmentNames[] = {
+    {Augment::Default, "default"},
+    {Augment::None, "none"}};
+inline constexpr Named<Resident> kResidentNames[] = {
+    {Resident::Auto, "auto"},
+    {Resident::On, "on"},
+    {Resident::Off, "off"}};
+// Where augmentation runs (LoaderOptions::augment_on_device).
+inline constexpr Named<bool> kAugmentDeviceNames[] = {
+    {false, "cpu"},
+    {true, "gpu"}};
 
 struct LoaderOptions {
   std::size_t batch_size = 64; // per rank

@@ -7,6 +7,8 @@
 
 #include <torch/nn/module.h>
 
+#include "hotloop/named.h"
+
 namespace hotloop::model {
 
 enum class CpuConv {
@@ -16,7 +18,10 @@ enum class CpuConv {
   OneDnn, // LibTorch's convolution (oneDNN) everywhere
   Gemm, // im2col + GEMM for every eligible layer
 };
-// auto|onednn|gemm
+inline constexpr Named<CpuConv> kCpuConvNames[] = {
+    {CpuConv::Auto, "auto"},
+    {CpuConv::OneDnn, "onednn"},
+    {CpuConv::Gemm, "gemm"}};
 CpuConv parse_cpu_conv(const std::string& text);
 const char* to_string(CpuConv mode);
 

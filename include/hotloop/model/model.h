@@ -11,6 +11,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "hotloop/named.h"
+
 namespace hotloop::model {
 
 // --activation-checkpointing: which parts of the model recompute their
@@ -23,7 +25,11 @@ enum class Checkpointing {
   // backward recomputes one block at a time.
   Blocks,
 };
-// none|stages|all|blocks
+inline constexpr Named<Checkpointing> kCheckpointingNames[] = {
+    {Checkpointing::None, "none"},
+    {Checkpointing::Stages, "stages"},
+    {Checkpointing::All, "all"},
+    {Checkpointing::Blocks, "blocks"}};
 Checkpointing parse_checkpointing(const std::string& text);
 const char* to_string(Checkpointing mode);
 

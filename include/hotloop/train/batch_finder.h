@@ -70,6 +70,8 @@ struct BatchFinderResult {
 // Builds a fresh model for each trial (seeded, on the CPU; the trainer moves
 // it).
 using ModelFactory = std::function<std::shared_ptr<model::Model>()>;
+// The factory for `o`'s model: make_model(o.model) after seeding with o.seed.
+ModelFactory model_factory(const TrainerOptions& o);
 // Called after each trial (progress).
 using TrialCallback = std::function<void(const BatchTrial&)>;
 

@@ -13,6 +13,7 @@
 #include "hotloop/data/loader.h"
 #include "hotloop/model/cpu_conv.h"
 #include "hotloop/model/model.h"
+#include "hotloop/named.h"
 
 namespace hotloop::train {
 
@@ -26,6 +27,28 @@ enum class CudaGraphs { Auto, On, Off };
 // are unscaled before the update, so fp32/bf16 train as without it, with the
 // overflow check and skip); off never scales (fp16 gradients may underflow).
 enum class LossScaling { Auto, On, Off };
+
+inline constexpr Named<Precision> kPrecisionNames[] = {
+    {Precision::Fp32, "fp32"},
+    {Precision::Tf32, "tf32"},
+    {Precision::Bf16, "bf16"},
+    {Precision::Fp16, "fp16"}};
+inline constexpr Named<OptimizerKind> kOptimizerNames[] = {
+    {OptimizerKind::Sgd, "sgd"},
+    {OptimizerKind::AdamW, "adamw"}};
+inline constexpr Named<ScheduleKind> kScheduleNames[] = {
+    {ScheduleKind::Constant, "constant"},
+    {ScheduleKind::Cosine, "cosine"},
+    {ScheduleKind::Step, "step"},
+    {ScheduleKind::OneCycle, "onecycle"}};
+inline constexpr Named<CudaGraphs> kCudaGraphsNames[] = {
+    {CudaGraphs::Auto, "auto"},
+    {CudaGraphs::On, "on"},
+    {CudaGraphs::Off, "off"}};
+inline constexpr Named<LossScaling> kLossScalingNames[] = {
+    {LossScaling::Auto, "auto"},
+    {LossScaling::On, "on"},
+    {LossScaling::Off, "off"}};
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::Sgd;
@@ -136,15 +159,17 @@ struct TrainerOptions {
   // The model as built (recorded in the config and checkpoints).
   model::ModelOptions model;
 
-  // Where each option's value came from, as the caller knows it (option name
-  // -> "default" | "recipe" | "config file" | "flag"): config.json records it.
-  std::map<std::string, std::string> option_sources;
-
-  // Throws UsageError naming the option for values out of range and options
+  // Throws UsageError naming the option for values out of range (each
+  // option's check in the option table, train/option_table.h) and options
   // that do not fit together (batch not divisible, fp16 without CUDA, ...).
   void validate() const;
-  // The resolved configuration: every key, as written to config.json and
-  // printed at start.
+  // Samples per forward/backward: micro_batch, or the rank's share of batch.
+  std::int64_t resolved_micro_batch() const;
+  // Every option of the table by its name ("lr": 0.1, ...).
+  nlohmann::json options_json() const;
+  // The resolved configuration as config.json and checkpoints record it:
+  // {"options": options_json(), "model": the model as built, "world_size",
+  // "micro_batch", "accum_steps"}.
   nlohmann::json to_json() const;
 };
 

@@ -6,6 +6,7 @@
 // ones `hotloop train` uses). `hotloop train` is one user of this API.
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,15 +24,35 @@ class ProcessGroup;
 namespace hotloop::train {
 
 // What a run works with besides its options and data.
+// What config.json records beyond the trainer's own options, as the caller
+// resolved them (`hotloop train`: train/run_options.h).
+struct RunRecord {
+  // The caller's options by name (the data, callbacks' settings, ...),
+  // written beside the trainer's in config.json's "options".
+  nlohmann::json options = nlohmann::json::object();
+  // Where each option's value came from (name -> "default" | "recipe" |
+  // "config file" | "flag"); empty: not known (a program's own options).
+  std::map<std::string, std::string> sources;
+};
+
 struct TrainerContext {
+  TrainerContext(
+      Callbacks callbacks_ = standard_callbacks(),
+      std::shared_ptr<parallel::ProcessGroup> group_ = nullptr,
+      RunRecord record_ = {})
+      : callbacks(std::move(callbacks_)),
+        group(std::move(group_)),
+        record(std::move(record_)) {}
+
   // Told every event, in this order (a callback that reads another's
   // figures comes after it).
-  Callbacks callbacks = standard_callbacks();
+  Callbacks callbacks;
   // Data parallel (parallel/process_group.h); null: one process. The
   // options' rank and world size are taken from it: rank 0's weights are
   // broadcast, gradients averaged every step, and only rank 0 evaluates and
   // writes the run directory.
   std::shared_ptr<parallel::ProcessGroup> group;
+  RunRecord record;
 };
 
 class Trainer {

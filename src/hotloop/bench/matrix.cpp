@@ -19,9 +19,8 @@
 #include "hotloop/train/callbacks/metrics_file.h"
 #include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/callbacks/time_budget.h"
-#include "hotloop/train/model_for_data.h"
 #include "hotloop/train/precision.h"
-#include "hotloop/train/recipe.h"
+#include "hotloop/train/resolve_run.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::bench {
@@ -246,25 +245,15 @@ RowResult run_row(
       data_cache[row.data] = open_data(row.data, o);
     }
     const OpenData& d = data_cache[row.data];
-    train::TrainerOptions t;
-    t.model.name = row.model;
-    // The data's shape (images) or vocabulary (tokens), as hotloop train.
-    train::fit_model_to_data(t, *d.train);
-    t.steps = o.steps;
-    t.batch = row.batch;
-    // The model's recipe, as `hotloop train` runs it by default.
-    train::apply_recipe(train::recipe_for(row.model, row.batch), t);
-    t.precision = train::parse_precision(r.resolved_precision);
-    t.device = row.device;
-    t.seed = o.seed;
-    t.threads = o.threads;
-    if (o.workers > 0) {
-      t.loader.workers = static_cast<unsigned int>(o.workers);
+    train::RunOptions run;
+    for (const auto& [name, value] : row_train_flags(row, o)) {
+      train::find_run_option(name)->set(run, value);
+      run.sources[name] = train::kFromFlag;
     }
-    t.out_dir = (fs::path(o.out_dir) / "rows" / row.id()).string();
-    t.keep_checkpoints = 0;
-    t.save_weights = false;
-    t.oom_recovery = false; // an OOM is this row's answer
+    train::ResolveContext resolve;
+    resolve.open_train = [&d](const std::string&) { return d.train; };
+    train::resolve_run(run, resolve);
+    const train::TrainerOptions& t = run.trainer;
     r.run_dir = t.out_dir;
     std::error_code ec;
     fs::remove_all(t.out_dir, ec);
@@ -272,15 +261,14 @@ RowResult run_row(
     // The row's figures come from its own callbacks: telemetry (sampled
     // twice a second), the recorder reading it, and a time budget on CPU
     // rows; metrics.jsonl and telemetry.jsonl stay in the row's folder.
-    train::TelemetryOptions telemetry_options;
-    telemetry_options.interval_s = 0.5;
     auto telemetry =
-        std::make_shared<train::TelemetryCallback>(telemetry_options);
+        std::make_shared<train::TelemetryCallback>(run.callbacks.telemetry);
     auto recorder = std::make_shared<RowRecorder>(telemetry);
     std::atomic<bool> stop{false};
     train::TrainerContext context;
     context.callbacks = {
         telemetry, std::make_shared<train::MetricsFile>(telemetry), recorder};
+    context.record = train::record_of(run);
     if (row.device == "cpu" && o.cpu_row_seconds > 0) {
       context.callbacks.push_back(
           std::make_shared<train::TimeBudget>(o.cpu_row_seconds, stop));
@@ -333,6 +321,31 @@ RowResult run_row(
 }
 
 } // namespace
+
+std::vector<std::pair<std::string, std::string>> row_train_flags(
+    const BenchRow& row,
+    const MatrixOptions& o) {
+  std::vector<std::pair<std::string, std::string>> flags = {
+      {"model", row.model},
+      {"data", row.data},
+      {"batch", std::to_string(row.batch)},
+      {"precision", resolve_precision(row)},
+      {"device", row.device},
+      {"steps", std::to_string(o.steps)},
+      {"seed", std::to_string(o.seed)},
+      {"threads", std::to_string(o.threads)},
+      {"out", (fs::path(o.out_dir) / "rows" / row.id()).string()},
+      {"keep-checkpoints", "0"},
+      {"save-weights", "false"},
+      {"oom-recovery", "false"},
+      {"tensorboard", "false"},
+      {"log-every", "0"},
+      {"telemetry-interval", "0.5"}};
+  if (o.workers > 0) {
+    flags.emplace_back("workers", std::to_string(o.workers));
+  }
+  return flags;
+}
 
 std::string BenchRow::id() const {
   std::string m = model == "resnet18-small" ? "" : model + "-";

@@ -43,6 +43,17 @@ struct MatrixOptions {
   bool gpu_available = false; // false: GPU rows are "skipped: no GPU"
 };
 
+// The `hotloop train` flags a row trains with, as (name, value) in order:
+// the row's model, data, batch, precision ("mixed" made concrete) and
+// device; the matrix's steps, seed, threads and workers; the row's run
+// directory; and what every row leaves out: checkpoints, the final weights,
+// OOM recovery (an out-of-memory is the row's answer), TensorBoard and
+// progress lines, with telemetry sampled twice a second. resolve_run turns
+// them into the row's options as it does for `hotloop train` with them.
+std::vector<std::pair<std::string, std::string>> row_train_flags(
+    const BenchRow& row,
+    const MatrixOptions& options);
+
 struct RowResult {
   BenchRow row;
   std::string status = "ok"; // ok | oom | skipped | failed

@@ -20,6 +20,7 @@
 #include "hotloop/train/loss.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
+#include "hotloop/train/resolve_run.h"
 
 namespace hotloop::bench {
 
@@ -69,6 +70,28 @@ void restore(model::Model& m, const Snapshot& s) {
 
 at::Tensor loss_of(model::Model& m, const data::Batch& b) {
   return train::classification_loss(m.forward(b.images), b.labels);
+}
+
+// The model as `hotloop train --model M --data D --batch B --seed S` builds
+// it for this data: resolve_run, as every command that trains.
+model::ModelOptions model_for(
+    const SmokeOptions& options,
+    const std::shared_ptr<const data::Dataset>& dataset) {
+  train::RunOptions run;
+  const std::pair<const char*, std::string> flags[] = {
+      {"model", options.model},
+      {"data", options.data},
+      {"batch", std::to_string(options.batch)},
+      {"seed", std::to_string(options.seed)},
+      {"steps", "1"}};
+  for (const auto& [name, value] : flags) {
+    train::find_run_option(name)->set(run, value);
+    run.sources[name] = train::kFromFlag;
+  }
+  train::ResolveContext context;
+  context.open_train = [&dataset](const std::string&) { return dataset; };
+  train::resolve_run(run, context);
+  return run.trainer.model;
 }
 
 data::Batch to_device(const data::Batch& b, const c10::Device& d) {
@@ -197,11 +220,7 @@ SmokeReport run_smoke(
         options.data,
         options.batch));
   }
-  model::ModelOptions mo;
-  mo.name = options.model;
-  mo.num_classes = static_cast<std::int64_t>(dataset->num_classes());
-  mo.in_channels = cpu_batch->images.size(1);
-  mo.image_size = cpu_batch->images.size(2);
+  const model::ModelOptions mo = model_for(options, dataset);
   at::manual_seed(options.seed);
   std::shared_ptr<model::Model> cpu_model = model::make_model(mo);
   const Snapshot start = snapshot(*cpu_model);

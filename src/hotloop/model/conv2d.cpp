@@ -9,29 +9,11 @@
 namespace hotloop::model {
 
 CpuConv parse_cpu_conv(const std::string& text) {
-  if (text == "auto") {
-    return CpuConv::Auto;
-  }
-  if (text == "onednn") {
-    return CpuConv::OneDnn;
-  }
-  if (text == "gemm") {
-    return CpuConv::Gemm;
-  }
-  throw UsageError(
-      fmt::format("--cpu-conv {}: expected auto, onednn or gemm", text));
+  return parse_named<CpuConv>(kCpuConvNames, text, "cpu-conv");
 }
 
 const char* to_string(CpuConv mode) {
-  switch (mode) {
-    case CpuConv::Auto:
-      return "auto";
-    case CpuConv::OneDnn:
-      return "onednn";
-    case CpuConv::Gemm:
-      return "gemm";
-  }
-  return "?";
+  return name_of<CpuConv>(kCpuConvNames, mode);
 }
 
 int set_cpu_conv(torch::nn::Module& module, CpuConv mode) {

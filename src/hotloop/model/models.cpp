@@ -13,35 +13,12 @@
 namespace hotloop::model {
 
 Checkpointing parse_checkpointing(const std::string& text) {
-  if (text == "none") {
-    return Checkpointing::None;
-  }
-  if (text == "stages") {
-    return Checkpointing::Stages;
-  }
-  if (text == "all") {
-    return Checkpointing::All;
-  }
-  if (text == "blocks") {
-    return Checkpointing::Blocks;
-  }
-  throw UsageError(fmt::format(
-      "--activation-checkpointing {}: expected none, stages, all or blocks",
-      text));
+  return parse_named<Checkpointing>(
+      kCheckpointingNames, text, "activation-checkpointing");
 }
 
 const char* to_string(Checkpointing mode) {
-  switch (mode) {
-    case Checkpointing::None:
-      return "none";
-    case Checkpointing::Stages:
-      return "stages";
-    case Checkpointing::All:
-      return "all";
-    case Checkpointing::Blocks:
-      return "blocks";
-  }
-  return "?";
+  return name_of<Checkpointing>(kCheckpointingNames, mode);
 }
 
 void Model::set_checkpointing(Checkpointing mode) {

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
@@ -192,6 +193,15 @@ void recommend_batch_size(
         largest.size,
         largest.rate());
   }
+}
+
+ModelFactory model_factory(const TrainerOptions& o) {
+  const model::ModelOptions model_options = o.model;
+  const std::uint64_t seed = o.seed;
+  return [model_options, seed] {
+    torch::manual_seed(seed);
+    return model::make_model(model_options);
+  };
 }
 
 BatchFinderResult find_batch_size(

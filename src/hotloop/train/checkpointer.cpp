@@ -10,6 +10,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/optimizer.h"
+#include "hotloop/train/option_table.h"
 #include "hotloop/train/options.h"
 #include "hotloop/train/rng_state.h"
 
@@ -17,61 +18,41 @@ namespace hotloop::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The options that define what is trained: a checkpoint resumes exactly only
-// under the same ones. The rest may change on resume: the run's length
+// What defines the training: the options the table marks kept_on_resume
+// (option_table.cpp) and two facts derived from the options and the data,
+// the model as built and the number of ranks; a checkpoint resumes exactly
+// only under the same ones. The rest may change on resume: the run's length
 // (--steps, --epochs: a longer run continues), the micro-batch (the position
 // is converted through samples), and what only changes speed or output
-// (threads, workers, CUDA graphs, readback, logging, checkpoint cadence).
-constexpr const char* kMustMatch[] = {
-    "/model/name",
-    "/model/num_classes",
-    "/model/in_channels",
-    "/model/image_size",
-    "/model/zero_init_residual",
-    "/model/layers",
-    "/model/heads",
-    "/model/width",
-    "/model/context",
-    "/model/vocab",
-    "/model/head",
-    "/batch",
-    "/world_size",
-    "/sync_batchnorm",
-    "/precision",
-    "/loss_scaling",
-    "/seed",
-    "/optimizer",
-    "/schedule",
-    "/head_lr",
-    "/clip_grad_norm",
-    "/label_smoothing",
-    "/freeze",
-    "/loader/augment",
-    "/loader/size",
-};
-
-// "batch: 32 in the checkpoint, 64 now" for each key that differs.
+// (threads, workers, CUDA graphs, readback, logging, checkpoints).
 std::vector<std::string> differing_options(
     const nlohmann::json& saved,
-    const nlohmann::json& now) {
+    const TrainerOptions& options) {
+  const nlohmann::json now = options.to_json();
   std::vector<std::string> out;
-  for (const char* key : kMustMatch) {
-    const nlohmann::json::json_pointer at(key);
-    const nlohmann::json a = saved.contains(at) ? saved.at(at) : nullptr;
-    const nlohmann::json b = now.contains(at) ? now.at(at) : nullptr;
+  auto compare = [&](const std::string& name,
+                     const nlohmann::json& a,
+                     const nlohmann::json& b) {
     if (a != b) {
-      std::string name = std::string(key).substr(1);
-      std::replace(name.begin(), name.end(), '/', '.');
       out.push_back(fmt::format(
           "{}: {} in the checkpoint, {} now", name, a.dump(), b.dump()));
     }
+  };
+  const nlohmann::json& was = saved.at("options");
+  const TrainerOptions defaults;
+  for (const TrainerOption& option : trainer_options()) {
+    if (option.must_match) {
+      compare(
+          option.name,
+          was.contains(option.name) ? was[option.name] : option.get(defaults),
+          now["options"][option.name]);
+    }
+  }
+  for (const char* derived : {"model", "world_size"}) {
+    compare(derived, saved.value(derived, nlohmann::json()), now[derived]);
   }
   return out;
 }
-
-} // namespace
 
 Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
     : dir_(
@@ -156,8 +137,17 @@ std::optional<Resumed> Checkpointer::resume(
     found.emplace(resume, load_checkpoint(resume));
   }
   const auto& [path, c] = *found;
+  if (c.meta.contains("config") && !c.meta["config"].contains("options")) {
+    throw UsageError(
+        fmt::format(
+            "cannot resume {}: it was written by hotloop {}, whose checkpoints record the options in an older layout",
+            path,
+            c.meta.value("hotloop", std::string("?"))),
+        "finish the run with that hotloop, or start a new run (another --out) from its weights with --init " +
+            path);
+  }
   if (c.meta.contains("config")) {
-    const auto diff = differing_options(c.meta["config"], s.options->to_json());
+    const auto diff = differing_options(c.meta["config"], *s.options);
     if (!diff.empty()) {
       std::string list;
       for (const auto& d : diff) {

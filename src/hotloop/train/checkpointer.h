@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,16 @@ struct Resumed {
   nlohmann::json progress;
   nlohmann::json last_eval;
 };
+
+// What differs between a checkpoint's config (its config.json as saved) and
+// the options now, among what must match on resume: "batch: 32 in the
+// checkpoint, 64 now" for each option the table marks kept_on_resume
+// (option_table.h) and for the model as built and the number of ranks. An
+// option the checkpoint does not name is newer than it: its run had the
+// option's default.
+std::vector<std::string> differing_options(
+    const nlohmann::json& saved,
+    const TrainerOptions& now);
 
 class Checkpointer {
  public:

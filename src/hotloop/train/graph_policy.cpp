@@ -7,29 +7,11 @@
 namespace hotloop::train {
 
 CudaGraphs parse_cuda_graphs(const std::string& text) {
-  if (text == "auto") {
-    return CudaGraphs::Auto;
-  }
-  if (text == "on") {
-    return CudaGraphs::On;
-  }
-  if (text == "off") {
-    return CudaGraphs::Off;
-  }
-  throw UsageError(
-      fmt::format("cuda-graphs '{}': expected auto, on or off", text));
+  return parse_named<CudaGraphs>(kCudaGraphsNames, text, "cuda-graphs");
 }
 
 const char* to_string(CudaGraphs mode) {
-  switch (mode) {
-    case CudaGraphs::Auto:
-      return "auto";
-    case CudaGraphs::On:
-      return "on";
-    case CudaGraphs::Off:
-      return "off";
-  }
-  return "?";
+  return name_of<CudaGraphs>(kCudaGraphsNames, mode);
 }
 
 GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c) {

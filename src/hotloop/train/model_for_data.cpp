@@ -43,6 +43,15 @@ void fit_model_to_data(
     const DataFit& fit) {
   const bool gpt = model::is_gpt(o.model.name);
   const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
+  if (tokens) {
+    // A token model has no image input or classes: those left at 0 ("the
+    // data's") keep the model options' defaults, unused.
+    const model::ModelOptions unused;
+    o.model.in_channels =
+        fit.in_channels > 0 ? fit.in_channels : unused.in_channels;
+    o.model.num_classes =
+        fit.num_classes > 0 ? fit.num_classes : unused.num_classes;
+  }
   if (model::is_exported(o.model.name)) {
     // An exported model is a token model when its data is tokens.
     if (tokens) {

@@ -23,17 +23,11 @@
 namespace hotloop::train {
 
 OptimizerKind parse_optimizer(const std::string& text) {
-  if (text == "sgd") {
-    return OptimizerKind::Sgd;
-  }
-  if (text == "adamw") {
-    return OptimizerKind::AdamW;
-  }
-  throw UsageError(fmt::format("optimizer '{}': expected sgd or adamw", text));
+  return parse_named<OptimizerKind>(kOptimizerNames, text, "optimizer");
 }
 
 const char* to_string(OptimizerKind kind) {
-  return kind == OptimizerKind::Sgd ? "sgd" : "adamw";
+  return name_of<OptimizerKind>(kOptimizerNames, kind);
 }
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, OptimizerOptions options)

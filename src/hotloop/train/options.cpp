@@ -8,6 +8,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/exported.h"
 #include "hotloop/model/gpt.h"
+#include "hotloop/train/option_table.h"
 
 namespace hotloop::train {
 
@@ -20,29 +21,11 @@ namespace {
 } // namespace
 
 LossScaling parse_loss_scaling(const std::string& text) {
-  if (text == "auto") {
-    return LossScaling::Auto;
-  }
-  if (text == "on") {
-    return LossScaling::On;
-  }
-  if (text == "off") {
-    return LossScaling::Off;
-  }
-  throw UsageError(
-      fmt::format("loss-scaling '{}': expected auto, on or off", text));
+  return parse_named<LossScaling>(kLossScalingNames, text, "loss-scaling");
 }
 
 const char* to_string(LossScaling mode) {
-  switch (mode) {
-    case LossScaling::Auto:
-      return "auto";
-    case LossScaling::On:
-      return "on";
-    case LossScaling::Off:
-      return "off";
-  }
-  return "?";
+  return name_of<LossScaling>(kLossScalingNames, mode);
 }
 
 std::string default_run_dir() {
@@ -60,20 +43,14 @@ bool scales_loss(LossScaling mode, Precision p) {
 }
 
 void TrainerOptions::validate() const {
+  // Each option's own range (option_table.cpp), then the rules between them.
+  for (const TrainerOption& option : trainer_options()) {
+    if (const std::string why = option.check(*this); !why.empty()) {
+      bad(option.name, fmt::format("{} {}", option.text(*this), why));
+    }
+  }
   if (epochs < 1 && steps < 1) {
     bad("epochs", "give --epochs or --steps of at least 1");
-  }
-  if (steps < 0) {
-    bad("steps", fmt::format("{} is negative", steps));
-  }
-  if (batch < 1) {
-    bad("batch", fmt::format("{} must be at least 1", batch));
-  }
-  if (micro_batch < 0) {
-    bad("micro-batch", fmt::format("{} is negative", micro_batch));
-  }
-  if (!(bucket_mb > 0)) {
-    bad("bucket-mb", fmt::format("{} must be positive", bucket_mb));
   }
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     bad("world-size",
@@ -90,63 +67,21 @@ void TrainerOptions::validate() const {
             world_size),
         "choose --batch as a multiple of --micro-batch times the number of ranks");
   }
-  if (schedule.lr <= 0) {
-    bad("lr", fmt::format("{} must be positive", schedule.lr));
-  }
-  if (schedule.warmup_steps < 0) {
-    bad("warmup-steps", "is negative");
-  }
   if (schedule.kind == ScheduleKind::Step && schedule.step_size < 1) {
     bad("step-size", "the step schedule needs --step-size of at least 1");
-  }
-  if (schedule.pct_start <= 0 || schedule.pct_start >= 1) {
-    bad("pct-start", fmt::format("{} must be in (0, 1)", schedule.pct_start));
-  }
-  if (optimizer.momentum < 0 || optimizer.momentum >= 1) {
-    bad("momentum", fmt::format("{} must be in [0, 1)", optimizer.momentum));
   }
   if (optimizer.nesterov &&
       (optimizer.kind != OptimizerKind::Sgd || optimizer.momentum == 0)) {
     bad("nesterov", "needs --optimizer sgd with a momentum above 0");
-  }
-  if (optimizer.weight_decay < 0) {
-    bad("weight-decay", "is negative");
-  }
-  if (clip_grad_norm < 0) {
-    bad("clip-grad-norm", "is negative (0 turns clipping off)");
-  }
-  if (label_smoothing < 0 || label_smoothing >= 1) {
-    bad("label-smoothing",
-        fmt::format("{} must be in [0, 1)", label_smoothing));
-  }
-  if (eval_every < 0 || checkpoint_every < 0) {
-    bad(eval_every < 0 ? "eval-every" : "checkpoint-every", "is negative");
-  }
-  if (keep_checkpoints < 0) {
-    bad("keep-checkpoints", "is negative (0: write none)");
-  }
-  if (threads < 0) {
-    bad("threads", "is negative (0: the usable cores)");
-  }
-  if (device != "auto" && device != "cpu" && !device.starts_with("cuda")) {
-    bad("device",
-        fmt::format("'{}': expected auto, cpu, cuda or cuda:N", device));
   }
   if (freeze_backbone && init.empty() && !model::is_exported(model.name)) {
     throw UsageError(
         "freeze: --freeze backbone without --init would train a random backbone's head only",
         "give --init FILE with the pretrained weights");
   }
-  if (memory_fraction < 0 || memory_fraction > 1) {
-    bad("memory-fraction",
-        fmt::format("{} must be in (0, 1] (0: no cap)", memory_fraction));
-  }
   if (out_dir.empty() && !resume.empty()) {
     bad("resume",
         "a run without a run directory (--out) has nothing to resume");
-  }
-  if (readback_every < 0) {
-    bad("readback-every", "is negative (0: 1 on the CPU, 16 on CUDA)");
   }
   if (cuda_graphs == CudaGraphs::On && device == "cpu") {
     throw UsageError(
@@ -189,75 +124,26 @@ nlohmann::json model_json(const model::ModelOptions& model) {
 
 } // namespace
 
+std::int64_t TrainerOptions::resolved_micro_batch() const {
+  return micro_batch == 0 ? batch / world_size : micro_batch;
+}
+
+nlohmann::json TrainerOptions::options_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const TrainerOption& option : trainer_options()) {
+    j[option.name] = option.get(*this);
+  }
+  return j;
+}
+
 nlohmann::json TrainerOptions::to_json() const {
+  const std::int64_t micro = resolved_micro_batch();
   return {
+      {"options", options_json()},
       {"model", model_json(model)},
-      {"epochs", epochs},
-      {"steps", steps},
-      {"batch", batch},
-      {"micro_batch", micro_batch == 0 ? batch / world_size : micro_batch},
-      {"accum_steps",
-       batch /
-           ((micro_batch == 0 ? batch / world_size : micro_batch) *
-            world_size)},
       {"world_size", world_size},
-      {"sync_batchnorm", sync_batchnorm},
-      {"overlap_allreduce", overlap_allreduce},
-      {"bucket_mb", bucket_mb},
-      {"precision", to_string(precision)},
-      {"loss_scaling", to_string(loss_scaling)},
-      {"device", device},
-      {"threads", threads},
-      {"seed", seed},
-      {"optimizer",
-       {{"kind", to_string(optimizer.kind)},
-        {"momentum", optimizer.momentum},
-        {"nesterov", optimizer.nesterov},
-        {"betas", {optimizer.beta1, optimizer.beta2}},
-        {"eps", optimizer.eps},
-        {"weight_decay", optimizer.weight_decay}}},
-      {"schedule",
-       {{"kind", to_string(schedule.kind)},
-        {"lr", schedule.lr},
-        {"warmup_steps", schedule.warmup_steps},
-        {"min_lr", schedule.min_lr},
-        {"step_size", schedule.step_size},
-        {"gamma", schedule.gamma},
-        {"pct_start", schedule.pct_start}}},
-      {"head_lr", head_lr < 0 ? schedule.lr : head_lr},
-      {"clip_grad_norm", clip_grad_norm},
-      {"label_smoothing", label_smoothing},
-      {"channels_last", channels_last},
-      {"oom_recovery", oom_recovery},
-      {"memory_fraction", memory_fraction},
-      {"activation_checkpointing", model::to_string(activation_checkpointing)},
-      {"cpu_conv", model::to_string(cpu_conv)},
-      {"cuda_graphs", to_string(cuda_graphs)},
-      {"readback_every", readback_every},
-      {"init", init},
-      {"init_strict", init_strict},
-      {"freeze",
-       freeze_backbone ? std::string("backbone")
-           : freeze_patterns.empty()
-           ? std::string("none")
-           : fmt::format("{}", fmt::join(freeze_patterns, ","))},
-      {"eval_every", eval_every},
-      {"out", out_dir},
-      {"checkpoint_every", checkpoint_every},
-      {"keep_checkpoints", keep_checkpoints},
-      {"resume", resume},
-      {"loader",
-       {{"workers", loader.workers},
-        {"prefetch_batches", loader.prefetch_batches},
-        {"augment",
-         loader.augment == data::Augment::Default ? "default" : "none"},
-        {"size", loader.size},
-        {"on_bad_sample",
-         loader.on_bad_sample == data::BadSamplePolicy::Skip ? "skip" : "fail"},
-        {"resident",
-         loader.resident == data::Resident::Auto
-             ? "auto"
-             : (loader.resident == data::Resident::On ? "on" : "off")}}}};
+      {"micro_batch", micro},
+      {"accum_steps", batch / (micro * world_size)}};
 }
 
 } // namespace hotloop::train

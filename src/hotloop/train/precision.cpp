@@ -10,34 +10,11 @@
 namespace hotloop::train {
 
 Precision parse_precision(const std::string& text) {
-  if (text == "fp32") {
-    return Precision::Fp32;
-  }
-  if (text == "tf32") {
-    return Precision::Tf32;
-  }
-  if (text == "bf16") {
-    return Precision::Bf16;
-  }
-  if (text == "fp16") {
-    return Precision::Fp16;
-  }
-  throw UsageError(
-      fmt::format("precision '{}': expected fp32, tf32, bf16 or fp16", text));
+  return parse_named<Precision>(kPrecisionNames, text, "precision");
 }
 
 const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::Fp32:
-      return "fp32";
-    case Precision::Tf32:
-      return "tf32";
-    case Precision::Bf16:
-      return "bf16";
-    case Precision::Fp16:
-      return "fp16";
-  }
-  return "?";
+  return name_of<Precision>(kPrecisionNames, p);
 }
 
 void configure_math_mode(Precision p, const c10::Device& device) {

@@ -1,76 +1,16 @@
 #include "hotloop/train/recipe.h"
 
-#include <functional>
-#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "hotloop/model/exported.h"
 #include "hotloop/model/gpt.h"
+#include "hotloop/train/option_table.h"
 
 namespace hotloop::train {
 
 namespace {
-
-// The options a recipe may set, by flag name.
-using Setter = std::function<void(TrainerOptions&, const std::string&)>;
-const std::map<std::string, Setter>& setters() {
-  static const std::map<std::string, Setter> s = {
-      {"optimizer",
-       [](TrainerOptions& o, const std::string& v) {
-         o.optimizer.kind = parse_optimizer(v);
-       }},
-      {"lr",
-       [](TrainerOptions& o, const std::string& v) {
-         o.schedule.lr = std::stod(v);
-       }},
-      {"schedule",
-       [](TrainerOptions& o, const std::string& v) {
-         o.schedule.kind = parse_schedule(v);
-       }},
-      {"momentum",
-       [](TrainerOptions& o, const std::string& v) {
-         o.optimizer.momentum = std::stod(v);
-       }},
-      {"nesterov",
-       [](TrainerOptions& o, const std::string& v) {
-         o.optimizer.nesterov = v == "true";
-       }},
-      {"weight-decay",
-       [](TrainerOptions& o, const std::string& v) {
-         o.optimizer.weight_decay = std::stod(v);
-       }},
-      {"beta2",
-       [](TrainerOptions& o, const std::string& v) {
-         o.optimizer.beta2 = std::stod(v);
-       }},
-      {"warmup-steps",
-       [](TrainerOptions& o, const std::string& v) {
-         o.schedule.warmup_steps = std::stoll(v);
-       }},
-      {"epochs",
-       [](TrainerOptions& o, const std::string& v) {
-         o.epochs = std::stoll(v);
-       }},
-      {"min-lr",
-       [](TrainerOptions& o, const std::string& v) {
-         o.schedule.min_lr = std::stod(v);
-       }},
-      {"clip-grad-norm",
-       [](TrainerOptions& o, const std::string& v) {
-         o.clip_grad_norm = std::stod(v);
-       }},
-      {"label-smoothing",
-       [](TrainerOptions& o, const std::string& v) {
-         o.label_smoothing = std::stod(v);
-       }},
-      {"augment", [](TrainerOptions& o, const std::string& v) {
-         o.loader.augment =
-             v == "none" ? data::Augment::None : data::Augment::Default;
-       }}};
-  return s;
-}
 
 // nanoGPT's and llm.c's GPT-2 settings: AdamW with beta2 0.95 and weight
 // decay 0.1 (on matrices only: Model::decays), a linear warm-up then cosine
@@ -154,11 +94,12 @@ std::vector<std::string> apply_recipe(
         o.optimizer.momentum == 0) {
       continue;
     }
-    const auto it = setters().find(key);
-    if (it == setters().end()) {
-      throw std::logic_error("recipe: no setter for '" + key + "'");
+    const TrainerOption* option = find_trainer_option(key);
+    if (option == nullptr || !option->recipe) {
+      throw std::logic_error(
+          "recipe: '" + key + "' is not an option a recipe may set");
     }
-    it->second(o, value);
+    option->set(o, value);
     set.push_back(key);
   }
   return set;

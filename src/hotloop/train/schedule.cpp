@@ -11,34 +11,11 @@
 namespace hotloop::train {
 
 ScheduleKind parse_schedule(const std::string& text) {
-  if (text == "constant") {
-    return ScheduleKind::Constant;
-  }
-  if (text == "cosine") {
-    return ScheduleKind::Cosine;
-  }
-  if (text == "step") {
-    return ScheduleKind::Step;
-  }
-  if (text == "onecycle") {
-    return ScheduleKind::OneCycle;
-  }
-  throw UsageError(fmt::format(
-      "schedule '{}': expected constant, cosine, step or onecycle", text));
+  return parse_named<ScheduleKind>(kScheduleNames, text, "schedule");
 }
 
 const char* to_string(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::Constant:
-      return "constant";
-    case ScheduleKind::Cosine:
-      return "cosine";
-    case ScheduleKind::Step:
-      return "step";
-    case ScheduleKind::OneCycle:
-      return "onecycle";
-  }
-  return "?";
+  return name_of<ScheduleKind>(kScheduleNames, kind);
 }
 
 namespace {

@@ -39,6 +39,7 @@ struct Trainer::Impl {
   std::shared_ptr<const data::Dataset> train_data;
   std::shared_ptr<const data::Dataset> val_data;
   std::shared_ptr<parallel::ProcessGroup> group;
+  RunRecord record; // config.json's run options and sources
   Events events;
   FaultInjection faults;
   RunState state;

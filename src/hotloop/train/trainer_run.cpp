@@ -34,9 +34,13 @@ void write_json(const RunState& s, const char* name, const nlohmann::json& j) {
 
 // config.json: the options as resolved, where each value came from, and the
 // callbacks that observed the run.
-nlohmann::json config_of(const TrainerOptions& o, const Events& events) {
+nlohmann::json config_of(
+    const TrainerOptions& o,
+    const RunRecord& record,
+    const Events& events) {
   nlohmann::json j = o.to_json();
-  j["sources"] = o.option_sources;
+  j["options"].update(record.options);
+  j["sources"] = record.sources;
   nlohmann::json callbacks = nlohmann::json::array();
   for (const auto& c : events.callbacks()) {
     callbacks.push_back({{"name", c->name()}, {"config", c->config()}});
@@ -51,7 +55,7 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
   RunState& s = state;
   const TrainerOptions& o = options;
   s.stop = stop;
-  write_json(s, "config.json", config_of(o, events));
+  write_json(s, "config.json", config_of(o, record, events));
   log(fmt::format(
       "train: {} on {} ({}), {} steps = {:.2f} epoch(s) of {} steps; batch {} = {} x {} micro-batch(es){}",
       o.model.name,

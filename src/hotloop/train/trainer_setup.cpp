@@ -76,6 +76,7 @@ Trainer::Impl::Impl(
       train_data(std::move(train)),
       val_data(std::move(val)),
       group(std::move(context.group)),
+      record(std::move(context.record)),
       events(with_rank_status(std::move(context.callbacks), group != nullptr)) {
 }
 

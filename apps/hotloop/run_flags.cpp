@@ -1,0 +1,75 @@
+#include "run_flags.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace hotloop::cli {
+
+namespace {
+
+std::string type_name(const train::RunOption& o) {
+  switch (o.kind) {
+    case train::OptionKind::Integer:
+      return o.name == "batch" || o.name == "micro-batch" ? "INT|auto" : "INT";
+    case train::OptionKind::Real:
+      return "NUMBER";
+    case train::OptionKind::Boolean:
+      return "[true|false]";
+    case train::OptionKind::Choice:
+      return fmt::format("{}", fmt::join(o.choices, "|"));
+    case train::OptionKind::Text:
+      break;
+  }
+  return "TEXT";
+}
+
+void add_flag(
+    CLI::App* cmd,
+    train::RunOptions& run,
+    const train::RunOption& o) {
+  const std::string shown = o.text(run);
+  CLI::Option* flag = cmd->add_option_function<std::string>(
+      "--" + o.name,
+      [&run, &o](const std::string& text) { o.set(run, text); },
+      fmt::format(
+          "{}{} [default: {}]",
+          o.help,
+          o.recipe ? " (a built-in model's recipe sets it)" : "",
+          shown.empty() ? std::string("\"\"") : shown));
+  flag->type_name(type_name(o))
+      ->group(o.section)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  if (o.kind == train::OptionKind::Boolean) {
+    flag->expected(0, 1);
+    if (o.get(run) == true) {
+      cmd->add_flag_callback(
+             "--no-" + o.name,
+             [&run, &o] { o.set(run, "false"); },
+             "--" + o.name + " false")
+          ->group("");
+    }
+  }
+}
+
+} // namespace
+
+void add_run_flags(
+    CLI::App* cmd,
+    train::RunOptions& run,
+    const std::vector<std::string>& only) {
+  if (only.empty()) {
+    for (const train::RunOption& o : train::run_options()) {
+      add_flag(cmd, run, o);
+    }
+    return;
+  }
+  for (const std::string& name : only) {
+    const train::RunOption* o = train::find_run_option(name);
+    if (o == nullptr) {
+      throw std::logic_error("add_run_flags: no option '" + name + "'");
+    }
+    add_flag(cmd, run, *o);
+  }
+}
+
+} // namespace hotloop::cli

@@ -1,0 +1,23 @@
+#pragma once
+// The run's options (train/run_options.h) as a command's flags: one flag per
+// table entry, with the entry's help, section and default; booleans also
+// take a bare --name (true) and, when on by default, --no-name.
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "hotloop/train/run_options.h"
+
+namespace hotloop::cli {
+
+// Adds the table's options to `cmd`, each parsing into `run` (whose values
+// now are the defaults --help shows): all of them, or the ones named in
+// `only` (in that order).
+void add_run_flags(
+    CLI::App* cmd,
+    train::RunOptions& run,
+    const std::vector<std::string>& only = {});
+
+} // namespace hotloop::cli

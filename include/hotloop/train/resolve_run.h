@@ -1,0 +1,52 @@
+#pragma once
+// One resolution order for every command that trains (train, tune batch,
+// bench rows, smoke): the options as given -> the data (a language model
+// left without --data trains on text:fortunes) -> the model's recipe for
+// what the user left unset -> the model fitted to the data -> "auto" batches
+// from the batch-size finder, agreed by the ranks -> the recipe again (its
+// learning rate may follow the batch) -> the run directory -> validated.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hotloop/data/dataset.h"
+#include "hotloop/train/batch_finder.h"
+#include "hotloop/train/recipe.h"
+#include "hotloop/train/run_options.h"
+
+namespace hotloop::parallel {
+class ProcessGroup;
+}
+
+namespace hotloop::train {
+
+struct ResolveContext {
+  // Opens the train split of a data spec (the caller keeps it: the trainer
+  // and the batch finder read it).
+  std::function<std::shared_ptr<const data::Dataset>(const std::string&)>
+      open_train;
+  parallel::ProcessGroup* group = nullptr; // data parallel: ranks agree
+  // The finder's settings for "auto" (its trainer options are the run's).
+  BatchFinderOptions finder;
+  std::function<void(const BatchFinderOptions&)> on_finder_start;
+  TrialCallback on_trial;
+};
+
+struct ResolvedRun {
+  std::shared_ptr<const data::Dataset> train;
+  Recipe recipe; // the model's, at the resolved batch
+  std::optional<BatchFinderResult> found; // when the finder ran
+  std::vector<std::string> notes; // what "auto" decided, for the log
+};
+
+// Resolves `run` in place (run.trainer is then ready for the Trainer, and
+// run.sources names the options the recipe set). Throws UsageError for
+// options that do not fit (naming the option), DataError for data that does
+// not open or does not fit the model, OutOfMemoryError when "auto" finds no
+// batch that fits.
+ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context);
+
+} // namespace hotloop::train

@@ -1,0 +1,531 @@
+// The training options, one entry each (option_table.h says what an entry
+// holds). Cross-option rules (batch divisible by the micro-batch, Nesterov
+// needs SGD with momentum, ...) are in TrainerOptions::validate().
+
+#include "hotloop/train/option_table.h"
+
+#include <fmt/ranges.h>
+
+#include "hotloop/model/fine_tune.h"
+#include "hotloop/train/options.h"
+#include "option_builders.h"
+
+namespace hotloop::train {
+
+namespace {
+
+using namespace options_detail;
+using O = TrainerOptions;
+using M = model::ModelOptions;
+using L = data::LoaderOptions;
+using Opt = OptimizerOptions;
+using Sch = ScheduleOptions;
+
+std::string check_device(const std::string& d) {
+  return d == "auto" || d == "cpu" || d.starts_with("cuda")
+      ? std::string()
+      : "expected auto, cpu, cuda or cuda:N";
+}
+
+// --freeze fills two fields: the backbone switch and the name globs.
+TrainerOption freeze_option() {
+  TrainerOption o;
+  o.name = "freeze";
+  o.section = "Fine-tuning";
+  o.help =
+      "backbone (train the head only), none, or name globs: 'features.*,classifier.0.*'";
+  o.get = [](const O& t) {
+    return nlohmann::json(
+        t.freeze_backbone ? std::string("backbone")
+            : t.freeze_patterns.empty()
+            ? std::string("none")
+            : fmt::format("{}", fmt::join(t.freeze_patterns, ",")));
+  };
+  o.set = [](O& t, const std::string& v) {
+    const model::Freeze f = model::parse_freeze(v);
+    t.freeze_backbone = f == model::Freeze::Backbone;
+    t.freeze_patterns = f == model::Freeze::Patterns
+        ? model::freeze_patterns(v)
+        : std::vector<std::string>{};
+  };
+  o.check = [](const O&) { return std::string(); };
+  return o;
+}
+
+std::vector<TrainerOption> make_table() {
+  const char* model = "Model";
+  const char* length = "Length and batch";
+  const char* math = "Precision and device";
+  const char* optim = "Optimizer";
+  const char* sched = "Schedule";
+  const char* speed = "Memory and speed";
+  const char* tune = "Fine-tuning";
+  const char* run = "Run directory and checkpoints";
+  const char* load = "Data loading";
+  const char* dp = "Data parallel";
+  return {
+      // What is trained. The model as built is also recorded whole
+      // (config.json's "model") and must match on resume.
+      text<O>(
+          "model",
+          model,
+          field(&O::model, &M::name),
+          "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium; torchscript:FILE (a module exported from Python: docs/bring-your-own-model.md)")
+          .kept_on_resume(),
+      text<O>(
+          "head",
+          model,
+          field(&O::model, &M::head),
+          "torchscript: the classifier head's module name (replaced when the data has another class count; --freeze backbone and --head-lr use it); empty: the module owning the last 2-D weight")
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "num-classes",
+          model,
+          field(&O::model, &M::num_classes),
+          "Outputs; 0: the data set's class count",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "in-channels",
+          model,
+          field(&O::model, &M::in_channels),
+          "Input channels; 0: the data set's",
+          at_least(0))
+          .kept_on_resume(),
+      boolean<O>(
+          "zero-init-residual",
+          model,
+          field(&O::model, &M::zero_init_residual),
+          "Zero the last BatchNorm of each residual block")
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "layers",
+          model,
+          field(&O::model, &M::layers),
+          "GPT: transformer blocks; 0: the size's",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "heads",
+          model,
+          field(&O::model, &M::heads),
+          "GPT: attention heads; 0: the size's",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "width",
+          model,
+          field(&O::model, &M::width),
+          "GPT: embedding width; 0: the size's",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "context",
+          model,
+          field(&O::model, &M::context),
+          "GPT: tokens per sequence (the longest it reads); 0: the size's. torchscript on token data: required",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "vocab",
+          model,
+          field(&O::model, &M::vocab),
+          "GPT: vocabulary (padded to a multiple of 64 inside); 0: the size's or the data's, the larger",
+          at_least(0))
+          .kept_on_resume(),
+
+      // How long, and how many samples per step.
+      number<O, std::int64_t>(
+          "epochs",
+          length,
+          field(&O::epochs),
+          "Epochs (ignored when --steps is set)",
+          at_least(0))
+          .set_by_recipe(),
+      number<O, std::int64_t>(
+          "steps",
+          length,
+          field(&O::steps),
+          "Optimizer steps; 0: --epochs decides",
+          at_least(0)),
+      number<O, std::int64_t>(
+          "batch",
+          length,
+          field(&O::batch),
+          "Global batch per optimizer step",
+          at_least(1))
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "micro-batch",
+          length,
+          field(&O::micro_batch),
+          "Samples per forward/backward; 0: the whole batch (no accumulation)",
+          at_least(0)),
+
+      // Precision and device.
+      choice<O, Precision>(
+          "precision",
+          math,
+          field(&O::precision),
+          kPrecisionNames,
+          "fp32, tf32, bf16 (autocast; CPU too) or fp16 (autocast + loss scaling; CUDA)")
+          .kept_on_resume(),
+      choice<O, LossScaling>(
+          "loss-scaling",
+          math,
+          field(&O::loss_scaling),
+          kLossScalingNames,
+          "Dynamic loss scaling: auto (fp16 only), on (any precision: overflow check and skip) or off")
+          .kept_on_resume(),
+      text<O>(
+          "device",
+          math,
+          field(&O::device),
+          "auto, cpu, cuda or cuda:N",
+          check_device),
+      number<O, int>(
+          "threads",
+          math,
+          field(&O::threads),
+          "CPU threads for the math; 0: the usable cores",
+          at_least(0)),
+      number<O, std::uint64_t>(
+          "seed",
+          math,
+          field(&O::seed),
+          "Seed: initialization, shuffle order, augmentation")
+          .kept_on_resume(),
+
+      // The optimizer.
+      choice<O, OptimizerKind>(
+          "optimizer",
+          optim,
+          field(&O::optimizer, &Opt::kind),
+          kOptimizerNames,
+          "sgd or adamw (its state counts in memory)")
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "lr",
+          optim,
+          field(&O::schedule, &Sch::lr),
+          "Peak learning rate",
+          positive())
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "head-lr",
+          optim,
+          field(&O::head_lr),
+          "The head's learning rate; < 0: --lr")
+          .kept_on_resume(),
+      number<O, double>(
+          "momentum",
+          optim,
+          field(&O::optimizer, &Opt::momentum),
+          "SGD momentum",
+          in_range(0, 1))
+          .set_by_recipe()
+          .kept_on_resume(),
+      boolean<O>(
+          "nesterov",
+          optim,
+          field(&O::optimizer, &Opt::nesterov),
+          "SGD with Nesterov momentum")
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "beta1",
+          optim,
+          field(&O::optimizer, &Opt::beta1),
+          "AdamW's first-moment decay",
+          in_range(0, 1))
+          .kept_on_resume(),
+      number<O, double>(
+          "beta2",
+          optim,
+          field(&O::optimizer, &Opt::beta2),
+          "AdamW's second-moment decay",
+          in_range(0, 1))
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "eps",
+          optim,
+          field(&O::optimizer, &Opt::eps),
+          "AdamW's epsilon",
+          positive())
+          .kept_on_resume(),
+      number<O, double>(
+          "weight-decay",
+          optim,
+          field(&O::optimizer, &Opt::weight_decay),
+          "L2 (SGD) or decoupled (AdamW) weight decay",
+          at_least(0))
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "clip-grad-norm",
+          optim,
+          field(&O::clip_grad_norm),
+          "Clip the global gradient norm; 0: off",
+          at_least(0))
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "label-smoothing",
+          optim,
+          field(&O::label_smoothing),
+          "Cross-entropy label smoothing",
+          in_range(0, 1))
+          .set_by_recipe()
+          .kept_on_resume(),
+
+      // The learning-rate schedule.
+      choice<O, ScheduleKind>(
+          "schedule",
+          sched,
+          field(&O::schedule, &Sch::kind),
+          kScheduleNames,
+          "constant, cosine, step or onecycle")
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "warmup-steps",
+          sched,
+          field(&O::schedule, &Sch::warmup_steps),
+          "Linear warmup (constant, cosine, step)",
+          at_least(0))
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, double>(
+          "min-lr",
+          sched,
+          field(&O::schedule, &Sch::min_lr),
+          "Cosine's final learning rate",
+          at_least(0))
+          .set_by_recipe()
+          .kept_on_resume(),
+      number<O, std::int64_t>(
+          "step-size",
+          sched,
+          field(&O::schedule, &Sch::step_size),
+          "step: multiply the LR by --gamma every N steps",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, double>(
+          "gamma",
+          sched,
+          field(&O::schedule, &Sch::gamma),
+          "step schedule's factor",
+          positive())
+          .kept_on_resume(),
+      number<O, double>(
+          "pct-start",
+          sched,
+          field(&O::schedule, &Sch::pct_start),
+          "onecycle: the share of the steps rising",
+          [](const double& v) {
+            return v > 0 && v < 1 ? std::string()
+                                  : std::string("must be in (0, 1)");
+          })
+          .kept_on_resume(),
+      number<O, double>(
+          "div-factor",
+          sched,
+          field(&O::schedule, &Sch::div_factor),
+          "onecycle: start at lr / F",
+          positive())
+          .kept_on_resume(),
+      number<O, double>(
+          "final-div-factor",
+          sched,
+          field(&O::schedule, &Sch::final_div_factor),
+          "onecycle: end at the start's lr / F",
+          positive())
+          .kept_on_resume(),
+
+      // Memory and speed.
+      boolean<O>(
+          "channels-last",
+          speed,
+          field(&O::channels_last),
+          "NHWC memory format for convolutions (true: faster on the CPU and with tensor cores)"),
+      boolean<O>(
+          "cudnn-benchmark",
+          speed,
+          field(&O::cudnn_benchmark),
+          "cuDNN's autotuner on CUDA"),
+      choice<O, model::Checkpointing>(
+          "activation-checkpointing",
+          speed,
+          field(&O::activation_checkpointing),
+          model::kCheckpointingNames,
+          "none, stages (recompute each ResNet stage in backward), all (the stem too) or blocks (each residual block on its own)"),
+      choice<O, model::CpuConv>(
+          "cpu-conv",
+          speed,
+          field(&O::cpu_conv),
+          model::kCpuConvNames,
+          "Convolutions on the CPU: auto (im2col + GEMM where the output map is at most 4x4 pixels, oneDNN elsewhere), onednn, or gemm (wherever the layer allows)"),
+      choice<O, CudaGraphs>(
+          "cuda-graphs",
+          speed,
+          field(&O::cuda_graphs),
+          kCudaGraphsNames,
+          "auto (capture the whole step as one CUDA graph when the run allows it, else eager with the reason logged), on (an error when it cannot) or off"),
+      number<O, std::int64_t>(
+          "readback-every",
+          speed,
+          field(&O::readback_every),
+          "Steps between reading losses back to the host, without waiting for the GPU (metrics lines and the non-finite check see them then); 1: every step, before the update; 0: 1 on the CPU, 16 on CUDA",
+          at_least(0)),
+      boolean<O>(
+          "oom-recovery",
+          speed,
+          field(&O::oom_recovery),
+          "On out of memory: halve the micro-batch, double accumulation, redo the step"),
+      number<O, double>(
+          "memory-fraction",
+          speed,
+          field(&O::memory_fraction),
+          "Cap this process's share of the GPU's memory (0 < F <= 1); 0: no cap",
+          in_range(0, 1, true)),
+
+      // Fine-tuning.
+      text<O>(
+          "init",
+          tune,
+          field(&O::init),
+          "Start from these weights (.safetensors or torch.save state_dict)"),
+      boolean<O>(
+          "init-strict",
+          tune,
+          field(&O::init_strict),
+          "false: load what matches --init and report the rest"),
+      freeze_option().kept_on_resume(),
+
+      // The run directory and checkpoints.
+      text<O>(
+          "out",
+          run,
+          field(&O::out_dir),
+          "Run directory; empty: runs/<timestamp>"),
+      number<O, std::int64_t>(
+          "eval-every",
+          run,
+          field(&O::eval_every),
+          "Evaluate every N steps; 0: each epoch's end",
+          at_least(0)),
+      number<O, std::int64_t>(
+          "checkpoint-every",
+          run,
+          field(&O::checkpoint_every),
+          "Checkpoint every N steps; 0: each epoch's end",
+          at_least(0)),
+      number<O, int>(
+          "keep-checkpoints",
+          run,
+          field(&O::keep_checkpoints),
+          "Checkpoints kept (the newest); 0: none written",
+          at_least(0)),
+      boolean<O>(
+          "save-weights",
+          run,
+          field(&O::save_weights),
+          "Write RUN/model.safetensors (the final weights) at the end"),
+      text<O>(
+          "resume",
+          run,
+          field(&O::resume),
+          "auto (newest valid checkpoint in --out) or a checkpoint file"),
+
+      // The loader.
+      number<O, unsigned int>(
+          "workers",
+          load,
+          field(&O::loader, &L::workers),
+          "Decode threads; 0: the usable cores"),
+      number<O, std::size_t>(
+          "prefetch",
+          load,
+          field(&O::loader, &L::prefetch_batches),
+          "Ready batches held ahead of the step",
+          at_least(1)),
+      number<O, std::int64_t>(
+          "size",
+          load,
+          field(&O::loader, &L::size),
+          "Input height and width; 0: the data's native size (224 for photos)",
+          at_least(0))
+          .kept_on_resume(),
+      choice<O, data::Augment>(
+          "augment",
+          load,
+          field(&O::loader, &L::augment),
+          data::kAugmentNames,
+          "default (random crop/flip) or none")
+          .set_by_recipe()
+          .kept_on_resume(),
+      choice<O, bool>(
+          "augment-device",
+          load,
+          field(&O::loader, &L::augment_on_device),
+          data::kAugmentDeviceNames,
+          "cpu (per sample, in the decode threads) or gpu (the whole batch on the GPU; needs --device cuda)"),
+      choice<O, data::Resident>(
+          "resident",
+          load,
+          field(&O::loader, &L::resident),
+          data::kResidentNames,
+          "auto, on or off: decode the data set once into memory"),
+      boolean<O>(
+          "shuffle",
+          load,
+          field(&O::loader, &L::shuffle),
+          "Shuffle the training samples each epoch (false: the data's own order, as for parity checks)"),
+      choice<O, data::BadSamplePolicy>(
+          "on-bad-sample",
+          load,
+          field(&O::loader, &L::on_bad_sample),
+          data::kBadSampleNames,
+          "skip (count and log once) or fail"),
+
+      // Data parallel (under torchrun, srun or hotloop launch).
+      boolean<O>(
+          "sync-batchnorm",
+          dp,
+          field(&O::sync_batchnorm),
+          "BatchNorm statistics over the global batch, not each rank's share (turns OOM recovery off: the collectives inside forward cannot be realigned after one rank fails)")
+          .kept_on_resume(),
+      boolean<O>(
+          "overlap-allreduce",
+          dp,
+          field(&O::overlap_allreduce),
+          "Start each gradient bucket's all-reduce during backward as soon as its gradients are ready (false: all after backward)"),
+      number<O, double>(
+          "bucket-mb",
+          dp,
+          field(&O::bucket_mb),
+          "Gradient bucket size in MiB",
+          positive()),
+  };
+}
+
+} // namespace
+
+const std::vector<TrainerOption>& trainer_options() {
+  static const std::vector<TrainerOption> table = make_table();
+  return table;
+}
+
+const TrainerOption* find_trainer_option(std::string_view name) {
+  for (const auto& o : trainer_options()) {
+    if (o.name == name) {
+      return &o;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace hotloop::train

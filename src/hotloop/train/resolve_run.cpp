@@ -1,0 +1,88 @@
+#include "hotloop/train/resolve_run.h"
+
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
+#include "hotloop/train/model_for_data.h"
+
+namespace hotloop::train {
+
+namespace {
+
+// The options the user set: the recipe leaves these alone.
+std::set<std::string> given_options(const RunOptions& run) {
+  std::set<std::string> out;
+  for (const auto& [name, source] : run.sources) {
+    if (run.given(name)) {
+      out.insert(name);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
+  TrainerOptions& o = run.trainer;
+  ResolvedRun out;
+  if (model::is_gpt(o.model.name) && !run.given("data")) {
+    run.data = "text:fortunes";
+  }
+  out.train = context.open_train(run.data);
+  const std::set<std::string> given = given_options(run);
+  const std::optional<OptimizerKind> chosen = given.contains("optimizer")
+      ? std::optional(o.optimizer.kind)
+      : std::nullopt;
+  // The recipe before the batch is known: the finder trains with its
+  // optimizer (whose state takes memory).
+  const std::int64_t asked_batch = run.batch_auto ? 1 : o.batch;
+  apply_recipe(
+      recipe_for(o.model.name, run.batch_auto ? 64 : o.batch, chosen),
+      o,
+      given);
+  o.batch = asked_batch;
+  if (run.micro_batch_auto) {
+    o.micro_batch = 0;
+  }
+  fit_model_to_data(
+      o, *out.train, DataFit{o.model.in_channels, o.model.num_classes});
+  o.validate();
+
+  BatchFinderOptions finder = context.finder;
+  finder.trainer = o;
+  const BatchRequest request{
+      run.batch_auto ? std::nullopt : std::optional(o.batch),
+      run.micro_batch_auto ? std::nullopt : std::optional(o.micro_batch)};
+  if ((run.batch_auto || run.micro_batch_auto) && context.on_finder_start) {
+    context.on_finder_start(finder);
+  }
+  ResolvedBatch batch = resolve_batch(
+      request,
+      finder,
+      model_factory(o),
+      out.train,
+      context.group,
+      context.on_trial);
+  o.batch = batch.batch;
+  o.micro_batch = batch.micro_batch;
+  run.batch_auto = false;
+  run.micro_batch_auto = false;
+  out.found = std::move(batch.found);
+  out.notes = std::move(batch.notes);
+
+  // The recipe at the batch the run trains with (SGD's learning rate
+  // follows it).
+  out.recipe = recipe_for(o.model.name, o.batch, chosen);
+  for (const std::string& key : apply_recipe(out.recipe, o, given)) {
+    run.sources[key] = kFromRecipe;
+  }
+  if (o.out_dir.empty()) {
+    o.out_dir = default_run_dir();
+  }
+  o.validate();
+  run.callbacks.validate();
+  return out;
+}
+
+} // namespace hotloop::train
