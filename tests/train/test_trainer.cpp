@@ -85,6 +85,39 @@ TEST(Trainer, AccumulatedMicroBatchesGiveTheUpdateOfOneLargeBatch) {
   }
 }
 
+// --clip-grad-value V with plain SGD: no weight moves by more than lr x V in
+// a step; without it some move further (the bound is the clamp's doing).
+TEST(Trainer, ClipGradValueBoundsEachElementOfTheUpdate) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:64x1x8x8");
+  TrainerOptions o = small_options("");
+  o.steps = 1;
+  o.optimizer.momentum = 0;
+  const double limit = 1e-4;
+  auto largest_move = [&](double clip) {
+    TrainerOptions run = o;
+    run.clip_grad_value = clip;
+    auto m = make(run);
+    std::vector<at::Tensor> before;
+    for (const auto& [name, t] : model::state_dict(*m)) {
+      before.push_back(t.clone());
+    }
+    Trainer(m, data, nullptr, run, {Callbacks{}}).fit();
+    const auto after = model::state_dict(*m);
+    double most = 0;
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      most = std::max(
+          most, (after[i].second - before[i]).abs().max().item<double>());
+    }
+    return most;
+  };
+  const double bound = o.schedule.lr * limit;
+  // The difference of float32 weights near 0.1 is exact to ~1e-8 (their
+  // spacing), 0.2% of the bound: 1% tolerance.
+  EXPECT_LE(largest_move(limit), bound * 1.01);
+  EXPECT_GT(largest_move(0), 10 * bound);
+}
+
 TEST(Trainer, ModelFlopsComeFromTheModelOrElseFromCountingItsOperators) {
   test::TempDir dir;
   TrainerOptions o = small_options((dir.path() / "a").string());

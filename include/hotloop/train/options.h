@@ -100,6 +100,7 @@ struct TrainerOptions {
   ScheduleOptions schedule;
   double head_lr = -1; // the head's learning rate; < 0: the same as lr
   double clip_grad_norm = 0; // 0: off
+  double clip_grad_value = 0; // 0: off
   double label_smoothing = 0;
   // NHWC activations and weights for 4-D tensors: faster convolutions on the
   // CPU (oneDNN: resnet18-small trains 1.35x faster, bench/results/

@@ -137,6 +137,9 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   r.grad_norm = parts_.zero_norm;
   if (!r.skipped) {
     events.gradients(s);
+    if (o.clip_grad_value > 0) {
+      clip_gradient_values(parts_.params, o.clip_grad_value);
+    }
     if (o.clip_grad_norm > 0) {
       r.grad_norm =
           clip_gradients(parts_.params, o.clip_grad_norm, parts_.zero_norm);

@@ -1,6 +1,8 @@
 #include "hotloop/train/gradients.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_foreach_clamp_max.h>
+#include <ATen/ops/_foreach_clamp_min.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/stack.h>
@@ -29,6 +31,19 @@ at::Tensor clip_gradients(
   const at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
   at::_foreach_mul_(grads, coef);
   return total;
+}
+
+void clip_gradient_values(const NamedParams& params, double limit) {
+  std::vector<at::Tensor> grads;
+  for (const auto& [name, p] : params) {
+    if (p.grad().defined()) {
+      grads.push_back(p.grad());
+    }
+  }
+  if (!grads.empty()) {
+    at::_foreach_clamp_min_(grads, -limit);
+    at::_foreach_clamp_max_(grads, limit);
+  }
 }
 
 void check_devices(const RunState& s, const data::Batch& batch) {

@@ -25,6 +25,10 @@ at::Tensor clip_gradients(
     double max_norm,
     const at::Tensor& none);
 
+// Clamps each gradient element of `params` to [-limit, limit] in place (as
+// torch.nn.utils.clip_grad_value_), on the device.
+void clip_gradient_values(const NamedParams& params, double limit);
+
 // Every parameter, gradient, buffer and optimizer state of the run, and the
 // batch, must be on s.device, and the parameters float32 master weights;
 // else Error naming the first one that is not (a model or batch left on the

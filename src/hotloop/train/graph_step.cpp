@@ -86,6 +86,9 @@ void GraphStep::body(const RunState& s) {
   loss.backward();
   at::NoGradGuard no_grad;
   static_loss_.copy_(loss.detach());
+  if (s.options->clip_grad_value > 0) {
+    clip_gradient_values(p.params, s.options->clip_grad_value);
+  }
   if (s.options->clip_grad_norm > 0) {
     static_grad_norm_.copy_(
         clip_gradients(p.params, s.options->clip_grad_norm, p.zero_norm));

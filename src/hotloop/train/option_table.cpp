@@ -273,6 +273,13 @@ std::vector<TrainerOption> make_table() {
           .set_by_recipe()
           .kept_on_resume(),
       number<O, double>(
+          "clip-grad-value",
+          optim,
+          field(&O::clip_grad_value),
+          "Clamp each gradient element to [-V, V] after unscaling (torch.nn.utils.clip_grad_value_); 0: off",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, double>(
           "label-smoothing",
           optim,
           field(&O::label_smoothing),
