@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include <ATen/Context.h>
 #include <ATen/ops/allclose.h>
@@ -50,6 +51,27 @@ class DtypeProbe : public model::Model {
     return out;
   }
   std::vector<at::ScalarType> seen;
+
+ private:
+  std::shared_ptr<model::Model> inner_;
+};
+
+// A model with an objective of its own: cross-entropy plus 1, the same
+// gradients with every loss 1 higher.
+class OffsetLoss : public model::Model {
+ public:
+  explicit OffsetLoss(std::shared_ptr<model::Model> inner)
+      : inner_(register_module("inner", std::move(inner))) {}
+  at::Tensor forward(const at::Tensor& images) override {
+    return inner_->forward(images);
+  }
+  at::Tensor loss(
+      const at::Tensor& logits,
+      const at::Tensor& labels,
+      const model::LossOptions& o) const override {
+    const at::Tensor ce = model::cross_entropy_loss(logits, labels, o);
+    return o.reduction == at::Reduction::Sum ? ce + labels.numel() : ce + 1;
+  }
 
  private:
   std::shared_ptr<model::Model> inner_;
@@ -392,6 +414,33 @@ TEST(Trainer, TheGraphStepReplaysLikeTheEagerStepAndFallsBackWhenOomSplitsIt) {
           "OOM recovery split the batch into 2 micro-batches"),
       std::string::npos)
       << split.graph_off_reason;
+}
+
+// Model::loss is the objective everywhere: the eager step, the graph step
+// (its seam) and evaluation all report the model's loss, 1 above plain
+// cross-entropy's, and train the same weights (its gradients are the same).
+TEST(Trainer, TheModelsOwnLossIsWhatTheStepsAndEvaluationUse) {
+  const auto data = synthetic("synthetic:256x1x8x8");
+  TrainerOptions o = small_options("");
+  o.steps = 6;
+  o.readback_every = 1;
+  const TrainSummary plain =
+      Trainer(make(o), data, data, o, {Callbacks{}}).fit();
+  for (const bool graph : {false, true}) {
+    std::optional<test::ScopedEnv> fake;
+    if (graph) {
+      fake.emplace("HOTLOOP_FAKE_CUDA_GRAPH", "1");
+    }
+    auto m = std::make_shared<OffsetLoss>(make(o));
+    const TrainSummary own = Trainer(m, data, data, o, {Callbacks{}}).fit();
+    EXPECT_EQ(own.graph_replays, graph ? 3 : 0);
+    // Float32 sums of 6 steps' losses, and the graph step's device-scalar
+    // update: 1e-4 relative.
+    EXPECT_NEAR(own.train_loss, plain.train_loss + 1, 1e-4) << graph;
+    ASSERT_TRUE(own.eval && plain.eval);
+    EXPECT_NEAR(own.eval->loss, plain.eval->loss + 1, 1e-4) << graph;
+    EXPECT_NEAR(own.eval->accuracy, plain.eval->accuracy, 1e-9) << graph;
+  }
 }
 
 // Records each step's loss scale and whether it was skipped.

@@ -79,6 +79,16 @@ struct ExportedInfo {
 class ExportedModel : public Model {
  public:
   virtual const ExportedInfo& info() const = 0;
+  // On token data (tokens_per_sample() > 0) its outputs are next-token
+  // logits; else class logits.
+  at::Tensor loss(
+      const at::Tensor& outputs,
+      const at::Tensor& targets,
+      const LossOptions& options) const override {
+    return tokens_per_sample() > 0
+        ? next_token_loss(outputs, targets, options)
+        : cross_entropy_loss(outputs, targets, options);
+  }
 };
 
 // Loads `options.path` on the CPU in training mode and checks it with a

@@ -67,6 +67,12 @@ class Gpt : public Model {
   std::string head_name() const override {
     return "lm_head"; // tied to transformer.wte: there is no separate head
   }
+  at::Tensor loss(
+      const at::Tensor& logits,
+      const at::Tensor& targets,
+      const LossOptions& options) const override {
+    return next_token_loss(logits, targets, options);
+  }
   // Any mode but none recomputes each block in backward.
   void set_checkpointing(Checkpointing mode) override;
   bool decays(const std::string& name, const at::Tensor& p) const override;

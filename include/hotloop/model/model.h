@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "hotloop/model/loss.h"
 #include "hotloop/named.h"
 
 namespace hotloop::model {
@@ -39,6 +40,18 @@ class Model : public torch::nn::Module {
   // Language models (tokens_per_sample() > 0): (B, T) int64 token ids ->
   // (B, T, vocabulary) next-token logits.
   virtual at::Tensor forward(const at::Tensor& images) = 0;
+  // The training objective on forward()'s output and the batch's targets
+  // (labels; a language model's next tokens): a 0-dim float32 loss, the
+  // mean over the samples or, with options.reduction Sum, their sum. The
+  // training steps, evaluation and smoke call it. Default: cross-entropy
+  // with label smoothing over (B, K) logits (model/loss.h); language models
+  // override it with next_token_loss.
+  virtual at::Tensor loss(
+      const at::Tensor& outputs,
+      const at::Tensor& targets,
+      const LossOptions& options) const {
+    return cross_entropy_loss(outputs, targets, options);
+  }
   // The classifier head's submodule name: replaced (new initialization) when
   // fine-tuning to a different number of classes; the rest is the backbone.
   virtual std::string head_name() const {

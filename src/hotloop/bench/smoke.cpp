@@ -17,7 +17,6 @@
 #include "hotloop/data/loader.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
-#include "hotloop/train/loss.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/resolve_run.h"
@@ -69,7 +68,7 @@ void restore(model::Model& m, const Snapshot& s) {
 }
 
 at::Tensor loss_of(model::Model& m, const data::Batch& b) {
-  return train::classification_loss(m.forward(b.images), b.labels);
+  return m.loss(m.forward(b.images), b.labels, {});
 }
 
 // The model as `hotloop train --model M --data D --batch B --seed S` builds

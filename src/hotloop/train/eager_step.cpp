@@ -10,7 +10,6 @@
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/errors.h"
-#include "hotloop/train/loss.h"
 #include "hotloop/train/optimizer.h"
 
 namespace hotloop::train {
@@ -63,7 +62,7 @@ StepResult EagerStep::run(const RunState& s, double lr) {
         logits = s.model->forward(images);
       }
       const at::Tensor loss =
-          classification_loss(logits, b.labels, o.label_smoothing);
+          s.model->loss(logits, b.labels, {o.label_smoothing});
       events.phase(s, Phase::Backward);
       const bool last = a == s.accum_steps - 1;
       if (parts_.sync != nullptr && last) {

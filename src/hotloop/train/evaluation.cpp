@@ -15,7 +15,6 @@
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/token_data.h"
-#include "hotloop/train/loss.h"
 #include "hotloop/train/options.h"
 
 namespace hotloop::train {
@@ -89,7 +88,7 @@ EvalResult Evaluator::run_once(
     const at::Tensor logits = out.to(at::kFloat);
     // Each batch's float sum, added in double: what adding its value on
     // the host did.
-    loss_sum += classification_loss(logits, b.labels, 0, at::Reduction::Sum)
+    loss_sum += s.model->loss(logits, b.labels, {0, at::Reduction::Sum})
                     .to(at::kDouble);
     // index_add_, not bincount: CUDA's bincount reads the input's maximum
     // back to size its output.
@@ -151,8 +150,7 @@ EvalResult Evaluator::run_language_model(
   std::int64_t n = 0;
   forward_all(
       s, precision, [&](const at::Tensor& logits, const data::Batch& b) {
-        loss_sum +=
-            classification_loss(logits, b.labels, 0, at::Reduction::Sum);
+        loss_sum += s.model->loss(logits, b.labels, {0, at::Reduction::Sum});
         correct += at::argmax(logits, 2).eq(b.labels).sum();
         n += b.labels.numel();
       });

@@ -10,7 +10,6 @@
 #include "hotloop/core/first_line.h"
 #include "hotloop/errors.h"
 #include "hotloop/train/graph_policy.h"
-#include "hotloop/train/loss.h"
 #include "hotloop/train/optimizer.h"
 
 namespace hotloop::train {
@@ -82,7 +81,7 @@ void GraphStep::body(const RunState& s) {
     logits = s.model->forward(static_images_);
   }
   const at::Tensor loss =
-      classification_loss(logits, static_labels_, s.options->label_smoothing);
+      s.model->loss(logits, static_labels_, {s.options->label_smoothing});
   loss.backward();
   at::NoGradGuard no_grad;
   static_loss_.copy_(loss.detach());
