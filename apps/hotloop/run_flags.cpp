@@ -53,6 +53,18 @@ void add_flag(
 
 } // namespace
 
+void add_config_flags(CLI::App* cmd, ConfigFlags& c) {
+  cmd->add_option(
+      "--config",
+      c.file,
+      "A TOML file with the same keys as the flags (micro-batch = 32; --print-config writes one); flags override it");
+  cmd->add_flag(
+      "--print-config",
+      c.print,
+      "Resolve the options (recipe, data, auto batch), print them as TOML with each one's source, and exit without training");
+  cmd->add_option("--config-keys", c.keys)->group("");
+}
+
 void add_run_flags(
     CLI::App* cmd,
     train::RunOptions& run,

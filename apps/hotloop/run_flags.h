@@ -12,6 +12,15 @@
 
 namespace hotloop::cli {
 
+// --config FILE.toml (expanded into flags before parsing: config_file.h),
+// the hidden --config-keys that expansion fills, and --print-config.
+struct ConfigFlags {
+  std::string file;
+  std::string keys; // the file's keys, comma-separated
+  bool print = false;
+};
+void add_config_flags(CLI::App* cmd, ConfigFlags& c);
+
 // Adds the table's options to `cmd`, each parsing into `run` (whose values
 // now are the defaults --help shows): all of them, or the ones named in
 // `only` (in that order).

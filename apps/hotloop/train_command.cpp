@@ -26,9 +26,7 @@ namespace {
 
 struct TrainFlags {
   train::RunOptions run;
-  std::string config;
-  std::string config_keys; // set by expand_config_file (config_file.h)
-  bool print_config = false;
+  ConfigFlags config;
 };
 
 std::string describe_eval(const train::TrainSummary& s) {
@@ -64,7 +62,7 @@ std::string describe_rate(const train::TrainSummary& s) {
 int run_train(TrainFlags& f, const CLI::App& cmd) {
   train::RunOptions& run = f.run;
   train::TrainerOptions& o = run.trainer;
-  record_sources(cmd, f.config_keys, run);
+  record_sources(cmd, f.config.keys, run);
   run.callbacks.console.progress_bar = stdout_wants_color();
 
   // Data parallel when a launcher (torchrun, srun, hotloop launch) says so.
@@ -79,7 +77,7 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
   }
   const bool talk = o.rank == 0;
   // --print-config writes TOML to stdout: the finder's lines go to stderr.
-  std::FILE* progress = !talk ? nullptr : f.print_config ? stderr : stdout;
+  std::FILE* progress = !talk ? nullptr : f.config.print ? stderr : stdout;
   const train::ResolvedRun resolved =
       train::resolve_run(run, resolve_context(run, job.group.get(), progress));
   if (progress != nullptr) {
@@ -90,7 +88,7 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
       fmt::print(progress, "{}\n", note);
     }
   }
-  if (f.print_config) {
+  if (f.config.print) {
     if (talk) {
       fmt::print("{}", train::to_toml(run));
     }
@@ -170,16 +168,7 @@ void add_train_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a model: mixed precision, accumulation, checkpoints, exact resume");
-  // Read by expand_config_file() before parsing (config_file.h); listed here
-  // for --help.
-  cmd->add_option(
-      "--config",
-      f->config,
-      "A TOML file with the same keys as the flags (micro-batch = 32; --print-config writes one); flags override it");
-  cmd->add_flag(
-      "--print-config",
-      f->print_config,
-      "Resolve the options (recipe, data, auto batch), print them as TOML with each one's source, and exit without training");
+  add_config_flags(cmd, f->config);
   add_run_flags(cmd, f->run);
   cmd->footer(
       "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source):\n"
@@ -193,7 +182,6 @@ void add_train_command(CLI::App& app, Action& action) {
       "  hotloop train --config run.toml --out runs/a --resume auto\n"
       "  hotloop train --model resnet18-small --batch auto --print-config > run.toml\n"
       "SIGINT/SIGTERM finish the step, write a checkpoint and exit 0; --resume auto continues.");
-  cmd->add_option("--config-keys", f->config_keys)->group("");
   cmd->callback(
       [f, cmd, &action] { action = [f, cmd] { return run_train(*f, *cmd); }; });
 }

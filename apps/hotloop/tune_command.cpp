@@ -27,25 +27,14 @@ int run_tune_batch(TuneFlags& f, const CLI::App& cmd) {
   // then the finder on it.
   f.run.trainer.batch = 1;
   f.run.trainer.micro_batch = 0;
-  std::FILE* progress = f.json ? stderr : stdout;
-  const train::ResolvedRun resolved =
-      train::resolve_run(f.run, resolve_context(f.run, nullptr, nullptr));
+  const train::ResolveContext context =
+      resolve_context(f.run, nullptr, f.json ? stderr : stdout);
+  const train::ResolvedRun resolved = train::resolve_run(f.run, context);
   const train::TrainerOptions& o = f.run.trainer;
   f.finder.trainer = o;
-  fmt::print(
-      progress,
-      "batch finder: {} ({}) on device {}, {} steps per trial, up to {}\n",
-      o.model.name,
-      train::to_string(o.precision),
-      o.device,
-      f.finder.trial_steps,
-      f.finder.max_batch);
-  std::fflush(progress);
+  context.on_finder_start(f.finder);
   const train::BatchFinderResult r = train::find_batch_size(
-      train::model_factory(o),
-      resolved.train,
-      f.finder,
-      resolve_context(f.run, nullptr, progress).on_trial);
+      train::model_factory(o), resolved.train, f.finder, context.on_trial);
   if (f.json) {
     fmt::print("{}\n", r.to_json().dump(2));
   } else {

@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include "hotloop/data/transfer.h"
+#include "hotloop/cuda/transfer.h"
 #include "hotloop/errors.h"
 
-namespace hotloop::data {
+namespace hotloop::cuda {
 namespace {
 
 class CudaTransfer final : public Transfer {
@@ -89,4 +89,4 @@ std::unique_ptr<Transfer> make_cuda_transfer(
       device, std::move(mean), std::move(std));
 }
 
-} // namespace hotloop::data
+} // namespace hotloop::cuda

@@ -1,10 +1,10 @@
 // make_cuda_transfer for a LibTorch built without CUDA.
 #include <fmt/format.h>
 
-#include "hotloop/data/transfer.h"
+#include "hotloop/cuda/transfer.h"
 #include "hotloop/errors.h"
 
-namespace hotloop::data {
+namespace hotloop::cuda {
 
 std::unique_ptr<Transfer> make_cuda_transfer(
     c10::Device device,
@@ -17,4 +17,4 @@ std::unique_ptr<Transfer> make_cuda_transfer(
       "install a CUDA build of torch/LibTorch, or use --device cpu");
 }
 
-} // namespace hotloop::data
+} // namespace hotloop::cuda

@@ -1,8 +1,8 @@
-#include "hotloop/parallel/nccl_backend.h"
+#include "hotloop/cuda/nccl_backend.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
-namespace hotloop::parallel {
+namespace hotloop::cuda {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
     const c10::intrusive_ptr<c10d::Store>& store,
@@ -14,4 +14,4 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
 }
 
-} // namespace hotloop::parallel
+} // namespace hotloop::cuda

@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 
 #include "hotloop/core/cpus.h"
+#include "hotloop/cuda/transfer.h"
 #include "hotloop/data/augment.h"
 #include "hotloop/data/device_augment.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
-#include "hotloop/data/transfer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -63,7 +63,7 @@ struct Loader::Impl {
   std::shared_ptr<const Dataset> dataset;
   LoaderOptions options;
   Sampler sampler;
-  std::unique_ptr<Transfer> transfer;
+  std::unique_ptr<cuda::Transfer> transfer;
   AugmentSpec augment; // what the decode threads do
   // --augment-device gpu: the train transform applied to whole batches on the
   // device after the copy (device_augment.h); `augment` then only stages.
@@ -243,8 +243,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
         o.std.size(),
         m.channels));
   }
-  m.transfer = o.device.is_cuda() ? make_cuda_transfer(o.device, o.mean, o.std)
-                                  : make_cpu_transfer(o.mean, o.std);
+  m.transfer = o.device.is_cuda()
+      ? cuda::make_cuda_transfer(o.device, o.mean, o.std)
+      : cuda::make_cpu_transfer(o.mean, o.std);
 
   const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
   // Resident mode: the device can do this augmentation, and the decoded set
@@ -291,7 +292,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
       m.augment.out_w = buffer_w;
       m.augment.eval_crop = 1.0;
     }
-    const auto [scale, shift] = normalization(o.mean, o.std, o.device);
+    const auto [scale, shift] = cuda::normalization(o.mean, o.std, o.device);
     m.zero_pixel = -shift;
   }
   // Each worker fills one buffer, `prefetch` wait ready, one is being
@@ -422,7 +423,7 @@ std::optional<Batch> Loader::next() {
         "check the data set's files there (--on-bad-sample skip skips a few bad samples, not whole batches)");
   }
   const auto count = static_cast<std::int64_t>(r.count);
-  Delivered d = m.transfer->deliver(
+  cuda::Delivered d = m.transfer->deliver(
       m.buffers[r.buffer].images.narrow(0, 0, count),
       m.buffers[r.buffer].labels.narrow(0, 0, count));
   give_back(std::move(d.buffer_reusable));

@@ -11,8 +11,8 @@
 #include <ATen/ops/tensor.h>
 #include <fmt/format.h>
 
+#include "hotloop/cuda/transfer.h"
 #include "hotloop/data/device_augment.h"
-#include "hotloop/data/transfer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -92,9 +92,9 @@ ResidentBatches::ResidentBatches(
   labels_ =
       at::tensor(labels, at::kLong).index_select(0, keep_t).to(options_.device);
   std::tie(scale_, shift_) =
-      normalization(options_.mean, options_.std, options_.device);
+      cuda::normalization(options_.mean, options_.std, options_.device);
   std::tie(host_scale_, host_shift_) =
-      normalization_factors(options_.mean, options_.std);
+      cuda::normalization_factors(options_.mean, options_.std);
 }
 
 std::size_t ResidentBatches::rows() const {

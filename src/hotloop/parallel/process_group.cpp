@@ -8,8 +8,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "hotloop/core/first_line.h"
+#include "hotloop/cuda/nccl_backend.h"
 #include "hotloop/errors.h"
-#include "hotloop/parallel/nccl_backend.h"
 
 namespace hotloop::parallel {
 
@@ -100,8 +100,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
         c10::make_intrusive<c10d::PrefixStore>("hotloop", status_store),
         env.status_file);
     if (options.backend == Backend::Nccl) {
-      m.backend =
-          make_nccl_backend(m.store, env.rank, env.world_size, options.timeout);
+      m.backend = cuda::make_nccl_backend(
+          m.store, env.rank, env.world_size, options.timeout);
     } else {
       auto o = c10d::ProcessGroupGloo::Options::create();
       o->timeout = options.timeout;

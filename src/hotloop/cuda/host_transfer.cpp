@@ -2,9 +2,9 @@
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/tensor.h>
 
-#include "hotloop/data/transfer.h"
+#include "hotloop/cuda/transfer.h"
 
-namespace hotloop::data {
+namespace hotloop::cuda {
 namespace {
 
 class CpuTransfer final : public Transfer {
@@ -102,4 +102,4 @@ std::pair<at::Tensor, at::Tensor> normalization(
       at::tensor(shift, opts).view({1, c, 1, 1}).to(device)};
 }
 
-} // namespace hotloop::data
+} // namespace hotloop::cuda

@@ -1,7 +1,8 @@
 #pragma once
-// The last step of the loader: a filled uint8 batch buffer on the host becomes
-// the float batch on the training device. CPU: normalized in place of the copy.
-// CUDA (src/hotloop/cuda/cuda_transfer.cpp): non_blocking copy from pinned
+// The last step of the loader (data/loader.h): a filled uint8 batch buffer on
+// the host becomes the float batch on the training device. CPU
+// (host_transfer.cpp): normalized in place of the copy. CUDA
+// (cuda_transfer.cpp): non_blocking copy from pinned
 // memory on a separate stream, the compute stream waits on an event, then
 // converted and normalized on the GPU.
 
@@ -12,7 +13,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-namespace hotloop::data {
+namespace hotloop::cuda {
 
 struct Delivered {
   at::Tensor images; // (B, C, H, W) float32 on the device
@@ -53,4 +54,4 @@ std::pair<at::Tensor, at::Tensor> normalization(
     const std::vector<float>& std,
     c10::Device device);
 
-} // namespace hotloop::data
+} // namespace hotloop::cuda

@@ -11,7 +11,7 @@ class Backend;
 class Store;
 } // namespace c10d
 
-namespace hotloop::parallel {
+namespace hotloop::cuda {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
     const c10::intrusive_ptr<c10d::Store>& store,
@@ -19,4 +19,4 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
     int size,
     std::chrono::milliseconds timeout);
 
-} // namespace hotloop::parallel
+} // namespace hotloop::cuda
