@@ -14,6 +14,7 @@
 #include "hotloop/bench/smoke.h"
 #include "hotloop/build_info.h"
 #include "hotloop/env/doctor.h"
+#include "run_flags.h"
 
 namespace hotloop::cli {
 
@@ -21,23 +22,21 @@ void add_run_command(CLI::App& app, Action& action) {
   struct Flags {
     bool no_color = false;
     std::string out = "runs/run";
-    std::string model = "resnet18-small";
-    std::string data = "fashion-mnist";
+    train::RunOptions run; // --model --data --steps: `hotloop train`'s flags
     bench::MatrixOptions matrix;
     env::DoctorOptions doctor;
     bool language_model_row = true;
   };
   auto f = std::make_shared<Flags>();
   f->matrix.cpu_row_seconds = 45;
+  f->run.trainer.model.name = "resnet18-small";
+  f->run.trainer.steps = f->matrix.steps;
   CLI::App* cmd = app.add_subcommand(
       "run",
       "The main job: doctor, the smoke ladder, then the bench matrix and its report, on the built-in data");
   cmd->add_option("--out", f->out, "Where the report goes")
       ->capture_default_str();
-  cmd->add_option("--model", f->model, "The model")->capture_default_str();
-  cmd->add_option("--data", f->data, "The data")->capture_default_str();
-  cmd->add_option("--steps", f->matrix.steps, "Steps per bench row")
-      ->capture_default_str();
+  add_run_flags(cmd, f->run, {"model", "data", "steps"});
   cmd->add_option(
          "--cpu-row-seconds",
          f->matrix.cpu_row_seconds,
@@ -61,6 +60,9 @@ void add_run_command(CLI::App& app, Action& action) {
       "Exit code: 1 when doctor or the smoke ladder FAILs (the job stops there), else 0.");
   cmd->callback([f, &action] {
     action = [f] {
+      const std::string& model = f->run.trainer.model.name;
+      const std::string& data = f->run.data;
+      f->matrix.steps = f->run.trainer.steps;
       const bool color = !f->no_color && stdout_wants_color();
       const BuildInfo info = build_info();
       fmt::print(
@@ -75,11 +77,11 @@ void add_run_command(CLI::App& app, Action& action) {
             "\nstopping: fix doctor's failures first (`hotloop doctor` shows them again)\n");
         return env::exit_code(report);
       }
-      fmt::print("\n[2/3] smoke: {} on {}\n", f->model, f->data);
+      fmt::print("\n[2/3] smoke: {} on {}\n", model, data);
       std::fflush(stdout);
       bench::SmokeOptions so;
-      so.model = f->model;
-      so.data = f->data;
+      so.model = model;
+      so.data = data;
       so.doctor = f->doctor;
       const bench::SmokeReport smoke =
           bench::run_smoke(so, [&](const bench::Rung& r) {
@@ -92,7 +94,7 @@ void add_run_command(CLI::App& app, Action& action) {
         return 1;
       }
       fmt::print("\n[3/3] ");
-      f->matrix.rows = bench::default_matrix(f->model, f->data);
+      f->matrix.rows = bench::default_matrix(model, data);
       if (f->language_model_row) {
         // One language-model row: gpt-nano on the built-in text corpus.
         f->matrix.rows.push_back(
