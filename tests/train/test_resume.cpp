@@ -240,6 +240,37 @@ TEST(Trainer, ResumingWithOptionsThatChangeWhatIsTrainedIsRefusedNamingThem) {
   EXPECT_EQ(Trainer(make(changed), data, nullptr, changed).fit().steps, 6);
 }
 
+// A checkpoint whose config has the layout before the option table (no
+// "options") is refused naming the version that wrote it, not compared key by
+// key against defaults.
+TEST(Trainer, ACheckpointInTheOldConfigLayoutIsRefusedNamingItsVersion) {
+  test::TempDir dir;
+  const auto data = synthetic("synthetic:128x1x8x8");
+  TrainerOptions o = small_options((dir.path() / "run").string());
+  o.steps = 2;
+  o.checkpoint_every = 2;
+  Trainer(make(o), data, nullptr, o).fit();
+  const std::string path =
+      (dir.path() / "run" / "checkpoints" / "step-00000002.safetensors")
+          .string();
+  Checkpoint c = load_checkpoint(path);
+  c.meta["config"] = {{"batch", 32}, {"model", {{"name", "mlp"}}}};
+  c.meta["hotloop"] = "0.0.9";
+  save_checkpoint((dir.path() / "old").string(), 2, c, 1);
+  TrainerOptions resumed = o;
+  resumed.out_dir = (dir.path() / "resumed").string();
+  resumed.resume = (dir.path() / "old" / "step-00000002.safetensors").string();
+  resumed.steps = 4;
+  try {
+    Trainer(make(resumed), data, nullptr, resumed).fit();
+    FAIL() << "resumed a checkpoint in the old layout";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("written by hotloop 0.0.9"), std::string::npos) << what;
+    EXPECT_NE(what.find("older layout"), std::string::npos) << what;
+  }
+}
+
 TEST(Trainer, ResumeFromAMissingOrCorruptFileStopsNamingTheFile) {
   test::TempDir dir;
   const auto data = synthetic("synthetic:128x1x8x8");
