@@ -56,6 +56,19 @@ struct Option {
   }
 };
 
+// The entry of `table` named `name`; nullptr when there is none.
+template <typename Owner>
+const Option<Owner>* find_option(
+    const std::vector<Option<Owner>>& table,
+    std::string_view name) {
+  for (const auto& o : table) {
+    if (o.name == name) {
+      return &o;
+    }
+  }
+  return nullptr;
+}
+
 using TrainerOption = Option<TrainerOptions>;
 
 // The training options (TrainerOptions and the model and loader options in

@@ -527,12 +527,7 @@ const std::vector<TrainerOption>& trainer_options() {
 }
 
 const TrainerOption* find_trainer_option(std::string_view name) {
-  for (const auto& o : trainer_options()) {
-    if (o.name == name) {
-      return &o;
-    }
-  }
-  return nullptr;
+  return find_option(trainer_options(), name);
 }
 
 } // namespace hotloop::train

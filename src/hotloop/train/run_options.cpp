@@ -167,12 +167,7 @@ const std::vector<RunOption>& run_options() {
 }
 
 const RunOption* find_run_option(std::string_view name) {
-  for (const auto& o : run_options()) {
-    if (o.name == name) {
-      return &o;
-    }
-  }
-  return nullptr;
+  return find_option(run_options(), name);
 }
 
 std::string to_toml(const RunOptions& r) {
