@@ -36,9 +36,10 @@ int inspect(const InspectFlags& f) {
   bench::InspectOptions o;
   o.model.path = f.file;
   o.model.head = f.head;
-  const TrainData data = open_train_data(f.data, 0, false);
+  const std::shared_ptr<const data::Dataset> dataset =
+      open_train_data(f.data, 0);
   if (const auto* tokens =
-          dynamic_cast<const data::TokenDataset*>(data.train.get())) {
+          dynamic_cast<const data::TokenDataset*>(dataset.get())) {
     if (f.context <= 0) {
       throw UsageError(fmt::format(
           "--data {} is token data: give --context, the sequence length the model takes",
@@ -47,13 +48,13 @@ int inspect(const InspectFlags& f) {
     o.model.context = f.context;
     o.model.vocab = tokens->max_token() + 1;
   } else {
-    const auto shape = data.train->shape();
+    const auto shape = dataset->shape();
     o.model.in_channels =
         f.in_channels > 0 ? f.in_channels : (shape ? shape->channels : 3);
     o.model.image_size = f.size > 0 ? f.size : (shape ? shape->height : 224);
     o.model.num_classes = f.num_classes > 0
         ? f.num_classes
-        : static_cast<std::int64_t>(data.train->num_classes());
+        : static_cast<std::int64_t>(dataset->num_classes());
   }
   o.cuda = f.device != "cpu" && (f.device != "auto" || cuda::state().available);
   const bench::InspectReport r = bench::inspect_model(o);

@@ -94,14 +94,18 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     }
     return 0;
   }
-  const TrainData data = open_train_data(run.data, o.seed, run.eval);
+  const std::shared_ptr<const data::Dataset> val =
+      run.eval ? open_val_data(run.data, o.seed) : nullptr;
+  const train::RunRecord record = train::record_of(run);
 
   if (talk) {
     fmt::print(
         "data: {}\nval:  {}\n",
         resolved.train->describe(),
-        data.val ? data.val->describe() : std::string("none"));
-    fmt::print("config:\n{}\n", o.to_json().dump(2));
+        val ? val->describe() : std::string("none"));
+    nlohmann::json config = o.to_json();
+    config["options"].update(record.options);
+    fmt::print("config:\n{}\n", config.dump(2));
     fmt::print("{}\n", describe_sources(run));
     if (job.group) {
       fmt::print(
@@ -116,11 +120,9 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
   train::Trainer trainer(
       model::make_model(o.model),
       resolved.train,
-      data.val,
+      val,
       o,
-      {train::standard_callbacks(run.callbacks),
-       job.group,
-       train::record_of(run)});
+      {train::standard_callbacks(run.callbacks), job.group, record});
   if (talk) {
     keep_tokenizer(run.data, trainer.run_dir());
   }

@@ -12,25 +12,25 @@
 
 namespace hotloop::cli {
 
-TrainData open_train_data(
+std::shared_ptr<const data::Dataset> open_train_data(
+    const std::string& spec,
+    std::uint64_t seed) {
+  return data::open_dataset(
+      data::parse_data_spec(spec), data::Split::Train, seed);
+}
+
+std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec_text,
-    std::uint64_t seed,
-    bool with_val) {
+    std::uint64_t seed) {
   const data::DataSpec spec = data::parse_data_spec(spec_text);
-  TrainData d;
-  d.train = data::open_dataset(spec, data::Split::Train, seed);
-  if (!with_val) {
-    return d;
-  }
   for (const data::Split split : {data::Split::Val, data::Split::Test}) {
     try {
-      d.val = data::open_dataset(spec, split, seed);
-      break;
+      return data::open_dataset(spec, split, seed);
     } catch (const DataError&) {
       // No such split: try the next.
     }
   }
-  return d;
+  return nullptr;
 }
 
 void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
@@ -107,7 +107,7 @@ train::ResolveContext resolve_context(
   train::ResolveContext c;
   const std::uint64_t seed = run.trainer.seed;
   c.open_train = [seed](const std::string& spec) {
-    return open_train_data(spec, seed, false).train;
+    return open_train_data(spec, seed);
   };
   c.group = group;
   if (progress != nullptr) {

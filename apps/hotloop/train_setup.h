@@ -19,17 +19,15 @@ class ProcessGroup;
 
 namespace hotloop::cli {
 
-struct TrainData {
-  std::shared_ptr<const data::Dataset> train;
-  std::shared_ptr<const data::Dataset> val; // null: the data has no val/test
-};
-
-// Opens the train split of `spec` and, when `with_val`, the first of its val
-// and test splits that exists.
-TrainData open_train_data(
+// The train split of `spec`.
+std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec,
-    std::uint64_t seed,
-    bool with_val);
+    std::uint64_t seed);
+
+// The first of `spec`'s val and test splits that exists; null when neither.
+std::shared_ptr<const data::Dataset> open_val_data(
+    const std::string& spec,
+    std::uint64_t seed);
 
 // A token folder's tokenizer (vocab.json + merges.txt, as `pack
 // --tokenizer bpe:` leaves them) copied into RUN/tokenizer/, so that
