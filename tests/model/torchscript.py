@@ -78,7 +78,7 @@ def fashion_mnist(n):
         images = np.frombuffer(f.read(), np.uint8, offset=16)[: n * 784].reshape(n, 1, 28, 28)
     with gzip.open(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz")) as f:
         labels = np.frombuffer(f.read(), np.uint8, offset=8)[:n]
-    # hotloop's x * scale - shift, with its float32 factors (data/transfer.h)
+    # hotloop's x * scale - shift, with its float32 factors (cuda/transfer.h)
     mean, std = np.float32(MEAN), np.float32(STD)
     scale = np.float32(1) / (np.float32(255) * std)
     shift = mean / std
