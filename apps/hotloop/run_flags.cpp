@@ -7,20 +7,27 @@ namespace hotloop::cli {
 
 namespace {
 
+// "INT", "NUMBER", "TEXT", "[true|false]", the choices ("sgd|adamw"), and
+// the words a value kind also takes ("INT|auto").
 std::string type_name(const train::RunOption& o) {
+  std::vector<std::string> words;
   switch (o.kind) {
     case train::OptionKind::Integer:
-      return o.name == "batch" || o.name == "micro-batch" ? "INT|auto" : "INT";
+      words.emplace_back("INT");
+      break;
     case train::OptionKind::Real:
-      return "NUMBER";
+      words.emplace_back("NUMBER");
+      break;
     case train::OptionKind::Boolean:
       return "[true|false]";
     case train::OptionKind::Choice:
-      return fmt::format("{}", fmt::join(o.choices, "|"));
+      break;
     case train::OptionKind::Text:
+      words.emplace_back("TEXT");
       break;
   }
-  return "TEXT";
+  words.insert(words.end(), o.choices.begin(), o.choices.end());
+  return fmt::format("{}", fmt::join(words, "|"));
 }
 
 void add_flag(

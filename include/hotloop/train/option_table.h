@@ -28,7 +28,9 @@ struct Option {
   std::string section; // --help's group: "Optimizer", "Schedule", ...
   std::string help;
   OptionKind kind = OptionKind::Text;
-  std::vector<std::string> choices; // Choice: the words it takes
+  // Choice: the words it takes; another kind: words it takes besides a
+  // value (--batch: auto).
+  std::vector<std::string> choices;
   bool recipe = false; // a model's recipe may set it (train/recipe.h)
   bool must_match = false; // a resume with another value is refused
   // The value as config.json and --print-config write it: a number, a

@@ -59,6 +59,12 @@ using RunOption = Option<RunOptions>;
 const std::vector<RunOption>& run_options();
 const RunOption* find_run_option(std::string_view name);
 
+// Sets option `name` from `value` as the flag --name=value would (parsed and
+// checked, its source "flag"): how a program that is not the command line
+// (bench rows, smoke) states what it asks for. std::logic_error for a name
+// the table lacks.
+void set_flag(RunOptions& r, std::string_view name, const std::string& value);
+
 // The options as TOML, `name = value  # source` a line, grouped by section:
 // what `hotloop train --print-config` prints; `--config` reads it back.
 std::string to_toml(const RunOptions& r);

@@ -247,8 +247,7 @@ RowResult run_row(
     const OpenData& d = data_cache[row.data];
     train::RunOptions run;
     for (const auto& [name, value] : row_train_flags(row, o)) {
-      train::find_run_option(name)->set(run, value);
-      run.sources[name] = train::kFromFlag;
+      train::set_flag(run, name, value);
     }
     train::ResolveContext resolve;
     resolve.open_train = [&d](const std::string&) { return d.train; };

@@ -84,8 +84,7 @@ model::ModelOptions model_for(
       {"seed", std::to_string(options.seed)},
       {"steps", "1"}};
   for (const auto& [name, value] : flags) {
-    train::find_run_option(name)->set(run, value);
-    run.sources[name] = train::kFromFlag;
+    train::set_flag(run, name, value);
   }
   train::ResolveContext context;
   context.open_train = [&dataset](const std::string&) { return dataset; };

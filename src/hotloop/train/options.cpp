@@ -56,8 +56,7 @@ void TrainerOptions::validate() const {
     bad("world-size",
         fmt::format("rank {} of {} is not a valid rank", rank, world_size));
   }
-  const std::int64_t micro =
-      micro_batch == 0 ? batch / world_size : micro_batch;
+  const std::int64_t micro = resolved_micro_batch();
   if (micro < 1 || batch % (micro * world_size) != 0) {
     throw UsageError(
         fmt::format(

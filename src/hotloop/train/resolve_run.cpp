@@ -1,8 +1,5 @@
 #include "hotloop/train/resolve_run.h"
 
-#include <fmt/format.h>
-
-#include "hotloop/errors.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/train/model_for_data.h"
 
@@ -36,12 +33,13 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
       : std::nullopt;
   // The recipe before the batch is known: the finder trains with its
   // optimizer (whose state takes memory).
-  const std::int64_t asked_batch = run.batch_auto ? 1 : o.batch;
   apply_recipe(
       recipe_for(o.model.name, run.batch_auto ? 64 : o.batch, chosen),
       o,
       given);
-  o.batch = asked_batch;
+  if (run.batch_auto) {
+    o.batch = 1; // until the finder decides
+  }
   if (run.micro_batch_auto) {
     o.micro_batch = 0;
   }

@@ -5,6 +5,7 @@
 #include "hotloop/train/run_options.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,7 @@ using R = RunOptions;
 // --batch / --micro-batch: the trainer's entry, or "auto".
 RunOption auto_batch(RunOption base, bool R::*is_auto, std::string help) {
   base.help = std::move(help);
+  base.choices = {"auto"};
   base.get = [g = base.get, is_auto](const R& r) {
     return r.*is_auto ? nlohmann::json("auto") : g(r);
   };
@@ -137,12 +139,6 @@ std::vector<RunOption> make_table() {
   return table;
 }
 
-// A TOML value: strings quoted (JSON's escapes are TOML's), the rest as
-// JSON writes them.
-std::string toml_value(const nlohmann::json& v) {
-  return v.dump();
-}
-
 } // namespace
 
 RunOptions::RunOptions() {
@@ -170,6 +166,15 @@ const RunOption* find_run_option(std::string_view name) {
   return find_option(run_options(), name);
 }
 
+void set_flag(RunOptions& r, std::string_view name, const std::string& value) {
+  const RunOption* o = find_run_option(name);
+  if (o == nullptr) {
+    throw std::logic_error(fmt::format("set_flag: no option '{}'", name));
+  }
+  o->set(r, value);
+  r.sources[o->name] = kFromFlag;
+}
+
 std::string to_toml(const RunOptions& r) {
   std::string out =
       "# hotloop train: the resolved options of this run, each with its source.\n"
@@ -181,7 +186,10 @@ std::string to_toml(const RunOptions& r) {
       out += fmt::format("\n# {}\n", section);
     }
     out += fmt::format(
-        "{} = {}  # {}\n", o.name, toml_value(o.get(r)), r.source(o.name));
+        "{} = {}  # {}\n",
+        o.name,
+        o.get(r).dump(), // JSON's strings, numbers and booleans are TOML's
+        r.source(o.name));
   }
   return out;
 }

@@ -133,8 +133,7 @@ void Trainer::Impl::set_up() {
         options.model.num_classes));
   }
 
-  s.micro_batch = options.micro_batch > 0 ? options.micro_batch
-                                          : options.batch / options.world_size;
+  s.micro_batch = options.resolved_micro_batch();
   s.accum_steps = options.batch / (s.micro_batch * options.world_size);
   faults = read_fault_injection();
   if (options.memory_fraction > 0) {
