@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "support/cli_run.h"
 #include "support/free_port.h"
 #include "support/temp_dir.h"

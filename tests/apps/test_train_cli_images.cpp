@@ -13,7 +13,7 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
 
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "support/cli_run.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"

@@ -105,7 +105,7 @@ TEST(GraphPolicy, EachObstacleGivesItsReason) {
   c.cuda_device = false;
   cases.push_back({"cpu", c, "the device is the CPU"});
   c = capturable();
-  c.loss_scaling = true;
+  c.precision = "fp16 loss scaling decides on the host";
   cases.push_back({"fp16", c, "fp16 loss scaling"});
   c = capturable();
   c.accum_steps = 4;

@@ -23,7 +23,7 @@ TEST(LossScaler, UnscalesGradientsAndGrowsAfterTheInterval) {
   LossScalerOptions o;
   o.init_scale = 8;
   o.growth_interval = 2;
-  LossScaler s(o, c10::Device(c10::kCPU), true);
+  LossScaler s(o, c10::Device(c10::kCPU));
   EXPECT_FLOAT_EQ(s.scale(at::ones({})).item<float>(), 8.0f);
   at::Tensor p = param_with_grad(16);
   EXPECT_FALSE(s.unscale({p}));
@@ -37,7 +37,7 @@ TEST(LossScaler, UnscalesGradientsAndGrowsAfterTheInterval) {
 TEST(LossScaler, ANonFiniteGradientSkipsTheStepAndBacksOff) {
   LossScalerOptions o;
   o.init_scale = 1024;
-  LossScaler s(o, c10::Device(c10::kCPU), true);
+  LossScaler s(o, c10::Device(c10::kCPU));
   at::Tensor good = param_with_grad(1);
   at::Tensor bad = param_with_grad(std::numeric_limits<float>::infinity());
   const bool found = s.unscale({good, bad});
@@ -55,7 +55,7 @@ TEST(LossScaler, CollapsesBelowTheFloorOrAfterTooManySkipsInARow) {
   o.init_scale = 4;
   o.min_scale = 0.5;
   o.max_consecutive_skips = 100;
-  LossScaler s(o, c10::Device(c10::kCPU), true);
+  LossScaler s(o, c10::Device(c10::kCPU));
   for (int i = 0; i < 3; ++i) {
     s.update(true);
   }
@@ -64,7 +64,7 @@ TEST(LossScaler, CollapsesBelowTheFloorOrAfterTooManySkipsInARow) {
   EXPECT_TRUE(s.collapsed()); // 0.25
   o.init_scale = 65536;
   o.max_consecutive_skips = 3;
-  LossScaler t(o, c10::Device(c10::kCPU), true);
+  LossScaler t(o, c10::Device(c10::kCPU));
   t.update(true);
   t.update(true);
   EXPECT_FALSE(t.collapsed());
@@ -73,20 +73,12 @@ TEST(LossScaler, CollapsesBelowTheFloorOrAfterTooManySkipsInARow) {
 }
 
 TEST(LossScaler, StateRoundTrips) {
-  LossScaler s({}, c10::Device(c10::kCPU), true);
+  LossScaler s({}, c10::Device(c10::kCPU));
   s.update(true);
-  LossScaler t({}, c10::Device(c10::kCPU), true);
+  LossScaler t({}, c10::Device(c10::kCPU));
   t.load_state(s.state());
   EXPECT_DOUBLE_EQ(t.current_scale(), s.current_scale());
   EXPECT_EQ(t.skipped_steps(), 1);
-}
-
-TEST(LossScaler, DisabledIsTheIdentity) {
-  LossScaler s({}, c10::Device(c10::kCPU), false);
-  at::Tensor p = param_with_grad(std::numeric_limits<float>::quiet_NaN());
-  EXPECT_FALSE(s.unscale({p}));
-  EXPECT_FALSE(s.update(true));
-  EXPECT_DOUBLE_EQ(s.current_scale(), 1.0);
 }
 
 // The scale is read every step (the collapse check, the step's record) from
@@ -100,7 +92,7 @@ TEST(LossScaler, TheHostsScaleIsTheDevicesAfterEveryUpdate) {
   o.growth_interval = 3;
   o.min_scale = 0;
   o.max_consecutive_skips = 1000;
-  LossScaler s(o, c10::Device(c10::kCPU), true);
+  LossScaler s(o, c10::Device(c10::kCPU));
   const bool pattern[] = {
       false,
       false,
@@ -123,7 +115,7 @@ TEST(LossScaler, TheHostsScaleIsTheDevicesAfterEveryUpdate) {
       ASSERT_EQ(s.current_scale(), device) << "round " << round;
     }
   }
-  LossScaler resumed(o, c10::Device(c10::kCPU), true);
+  LossScaler resumed(o, c10::Device(c10::kCPU));
   resumed.load_state(s.state());
   EXPECT_EQ(resumed.current_scale(), s.current_scale());
   for (int i = 0; i < 4; ++i) {

@@ -15,7 +15,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/fault_injection.h"
-#include "hotloop/train/oom.h"
+#include "hotloop/train/oom_recovery.h"
 #include "hotloop/train/trainer.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"

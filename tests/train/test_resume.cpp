@@ -15,7 +15,7 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/train/callback.h"
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/trainer.h"
 #include "support/cli_run.h"
 #include "support/file_size_limit.h"

@@ -22,7 +22,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/callback.h"
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/graph_policy.h"
 #include "hotloop/train/trainer.h"
 #include "support/cli_run.h"
@@ -400,6 +400,17 @@ TEST(Trainer, TheGraphStepReplaysLikeTheEagerStepAndFallsBackWhenOomSplitsIt) {
         << w1[i].first;
   }
   EXPECT_NEAR(graph.train_loss, eager.train_loss, 1e-4 * eager.train_loss);
+
+  // A precision mode that decides on the host (loss scaling skips
+  // overflowing steps) is not captured, and the run says why.
+  TrainerOptions scaled_options = o;
+  scaled_options.loss_scaling = LossScaling::On;
+  scaled_options.out_dir = (dir.path() / "scaled").string();
+  const TrainSummary scaled =
+      Trainer(make(scaled_options), data, nullptr, scaled_options).fit();
+  EXPECT_EQ(scaled.graph_replays, 0);
+  EXPECT_NE(scaled.graph_off_reason.find("loss scaling"), std::string::npos)
+      << scaled.graph_off_reason;
 
   // OOM recovery halves the micro-batch: two micro-batches per step cannot
   // be one graph, so the run goes on eagerly and says why.

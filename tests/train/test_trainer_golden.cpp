@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/model/weights.h"
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/trainer.h"
 #include "support/cli_run.h"
 #include "support/scoped_env.h"

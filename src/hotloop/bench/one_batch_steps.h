@@ -41,8 +41,9 @@ class OneBatchSteps {
       train::Precision precision,
       const train::OptimizerOptions& optimizer)
       : batches_(batch),
-        precision_(precision, train::LossScaling::Auto, device),
-        readback_(1, false, precision_.scales_loss()),
+        precision_(
+            train::make_precision(precision, train::LossScaling::Auto, device)),
+        readback_(1, false, precision_->skips_overflow()),
         optimizer_({{"all", m->parameters(), 1.0}}, optimizer) {
     options_.precision = precision;
     options_.channels_last = false;
@@ -56,7 +57,7 @@ class OneBatchSteps {
     state_.steps_per_epoch = 1;
     state_.micro_batch = batch.labels.size(0);
     train::StepParts parts;
-    parts.precision = &precision_;
+    parts.precision = precision_.get();
     parts.readback = &readback_;
     parts.events = &events_;
     parts.faults = &faults_;
@@ -73,8 +74,8 @@ class OneBatchSteps {
   // Throws StepFailure for a non-finite loss; an out-of-memory error is in
   // the result.
   train::StepResult run(double lr);
-  const train::MixedPrecision& precision() const {
-    return precision_;
+  const train::PrecisionMode& precision() const {
+    return *precision_;
   }
 
  private:
@@ -83,7 +84,7 @@ class OneBatchSteps {
   train::RunState state_;
   train::Events events_{{}};
   train::FaultInjection faults_;
-  train::MixedPrecision precision_;
+  std::unique_ptr<train::PrecisionMode> precision_;
   train::Readback readback_;
   train::Optimizer optimizer_;
   std::unique_ptr<train::EagerStep> step_;

@@ -64,7 +64,7 @@ Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
 
 std::string Checkpointer::save(
     const RunState& s,
-    const MixedPrecision& precision,
+    const PrecisionMode& precision,
     const nlohmann::json& progress,
     const nlohmann::json& last_eval) const {
   if (!writes_) {
@@ -83,7 +83,7 @@ std::string Checkpointer::save(
       {"last_eval", last_eval}};
   c.model = model::state_dict(*s.model);
   c.optimizer = s.optimizer->state();
-  c.scaler = precision.scaler().state();
+  c.scaler = precision.state();
   c.rng = rng_state(s.device);
   return save_checkpoint(
       dir_, s.step, c, s.options->keep_checkpoints, [this, &s] {
@@ -93,7 +93,7 @@ std::string Checkpointer::save(
 
 std::optional<Resumed> Checkpointer::resume(
     const RunState& s,
-    MixedPrecision& precision,
+    PrecisionMode& precision,
     const std::function<void(const std::string&)>& log) const {
   const std::string& resume = s.options->resume;
   if (s.run_dir.empty()) {
@@ -166,7 +166,7 @@ std::optional<Resumed> Checkpointer::resume(
   lo.source = path;
   model::load_state_dict(*s.model, c.model, lo);
   s.optimizer->load_state(c.optimizer);
-  precision.scaler().load_state(c.scaler);
+  precision.load_state(c.scaler);
   set_rng_state(c.rng, s.device);
 
   Resumed r;

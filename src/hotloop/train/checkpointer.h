@@ -1,7 +1,7 @@
 #pragma once
-// A run's checkpoints (checkpoint.h is the file format): made from the run's
-// state, saved when due into <run>/checkpoints (the last K kept), and, at the
-// start, the one --resume names found (auto: the newest that loads) and
+// A run's checkpoints (checkpoint_file.h is the file format): made from the
+// run's state, saved when due into <run>/checkpoints (the last K kept), and, at
+// the start, the one --resume names found (auto: the newest that loads) and
 // restored: weights, optimizer, loss scale, generators, the position in the
 // data, and what the summary needs from the part of the run before it.
 
@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/fault_injection.h"
-#include "hotloop/train/mixed_precision.h"
+#include "hotloop/train/precision.h"
 #include "hotloop/train/run_state.h"
 
 namespace hotloop::train {
@@ -53,7 +53,7 @@ class Checkpointer {
   // and `last_eval`; returns the path, or "" where this process writes none.
   std::string save(
       const RunState& s,
-      const MixedPrecision& precision,
+      const PrecisionMode& precision,
       const nlohmann::json& progress,
       const nlohmann::json& last_eval) const;
 
@@ -65,7 +65,7 @@ class Checkpointer {
   // another run's checkpoints, DataError for a file that does not load.
   std::optional<Resumed> resume(
       const RunState& s,
-      MixedPrecision& precision,
+      PrecisionMode& precision,
       const std::function<void(const std::string&)>& log) const;
 
  private:

@@ -10,6 +10,7 @@
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/errors.h"
+#include "hotloop/train/loss_scaler.h"
 #include "hotloop/train/optimizer.h"
 
 namespace hotloop::train {
@@ -121,7 +122,7 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   }
   r.skipped = parts_.precision->unscale_and_check(
       parts_.params, parts_.tensors, s.step + 1);
-  if (!parts_.precision->scales_loss() && r.loss_value &&
+  if (!parts_.precision->skips_overflow() && r.loss_value &&
       !std::isfinite(*r.loss_value)) {
     const std::string bad = first_non_finite_gradient(parts_.params);
     throw StepFailure(

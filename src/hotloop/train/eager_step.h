@@ -15,7 +15,7 @@
 #include "hotloop/train/events.h"
 #include "hotloop/train/fault_injection.h"
 #include "hotloop/train/gradients.h"
-#include "hotloop/train/mixed_precision.h"
+#include "hotloop/train/precision.h"
 #include "hotloop/train/readback.h"
 #include "hotloop/train/step.h"
 #include "hotloop/train/step_sync.h"
@@ -24,7 +24,7 @@ namespace hotloop::train {
 
 // What a step works with besides the run's state; owned by the trainer.
 struct StepParts {
-  MixedPrecision* precision = nullptr;
+  PrecisionMode* precision = nullptr;
   Readback* readback = nullptr;
   Events* events = nullptr;
   StepSync* sync = nullptr; // null: one process

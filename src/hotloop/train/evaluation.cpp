@@ -29,7 +29,7 @@ Evaluator::Evaluator(
 
 EvalResult Evaluator::run(
     const RunState& s,
-    const MixedPrecision& precision,
+    const PrecisionMode& precision,
     const std::function<void(const std::string&)>& log) {
   if (!val_) {
     return {};
@@ -57,7 +57,7 @@ EvalResult Evaluator::run(
 
 EvalResult Evaluator::run_once(
     const RunState& s,
-    const MixedPrecision& precision) {
+    const PrecisionMode& precision) {
   const TrainerOptions& o = *s.options;
   if (!loader_) {
     data::LoaderOptions lo = o.loader;
@@ -121,7 +121,7 @@ EvalResult Evaluator::run_once(
 
 void Evaluator::forward_all(
     const RunState& s,
-    const MixedPrecision& precision,
+    const PrecisionMode& precision,
     const std::function<void(const at::Tensor&, const data::Batch&)>& each) {
   s.model->eval();
   at::NoGradGuard no_grad;
@@ -143,7 +143,7 @@ void Evaluator::forward_all(
 
 EvalResult Evaluator::run_language_model(
     const RunState& s,
-    const MixedPrecision& precision) {
+    const PrecisionMode& precision) {
   at::Tensor loss_sum =
       at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(s.device));
   at::Tensor correct = at::zeros_like(loss_sum, at::kLong);

@@ -13,7 +13,7 @@
 #include "hotloop/data/dataset.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/train/fault_injection.h"
-#include "hotloop/train/mixed_precision.h"
+#include "hotloop/train/precision.h"
 #include "hotloop/train/run_state.h"
 #include "hotloop/train/summary.h"
 
@@ -36,20 +36,20 @@ class Evaluator {
   // An empty result without data.
   EvalResult run(
       const RunState& s,
-      const MixedPrecision& precision,
+      const PrecisionMode& precision,
       const std::function<void(const std::string&)>& log);
 
  private:
-  EvalResult run_once(const RunState& s, const MixedPrecision& precision);
+  EvalResult run_once(const RunState& s, const PrecisionMode& precision);
   // The validation data through the model in eval mode, without gradients,
   // under the run's autocast: `each` gets every batch's logits.
   void forward_all(
       const RunState& s,
-      const MixedPrecision& precision,
+      const PrecisionMode& precision,
       const std::function<void(const at::Tensor&, const data::Batch&)>& each);
   EvalResult run_language_model(
       const RunState& s,
-      const MixedPrecision& precision);
+      const PrecisionMode& precision);
 
   std::shared_ptr<const data::Dataset> val_;
   std::int64_t batch_;

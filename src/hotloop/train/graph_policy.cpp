@@ -24,9 +24,8 @@ GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c) {
   if (!c.cuda_device) {
     return no("the device is the CPU (CUDA graphs are a GPU feature)");
   }
-  if (c.loss_scaling) {
-    return no(
-        "fp16 loss scaling (or --loss-scaling on) decides on the host whether to skip each step (bf16 needs no loss scaling)");
+  if (!c.precision.empty()) {
+    return no(c.precision);
   }
   if (c.world_size > 1) {
     return no(

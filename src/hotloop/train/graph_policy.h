@@ -4,8 +4,9 @@
 // shapes and take no decision on the host between its kernels. What rules it
 // out, each with the reason the log gives:
 // - the CPU (graphs are a CUDA feature);
-// - loss scaling (fp16, or --loss-scaling on): the scaler decides on the host
-//   whether to skip each step (bf16 needs no scaler);
+// - a precision mode that decides on the host (loss scaling: fp16, or
+//   --loss-scaling on, skips overflowing steps;
+//   PrecisionMode::capture_blocker);
 // - gradient accumulation: the capture covers one micro-batch per step;
 // - data parallel: gradients are all-reduced from autograd hooks and the
 //   ranks agree on each step (OOM, stop) over the network;
@@ -25,7 +26,7 @@ namespace hotloop::train {
 
 struct GraphConditions {
   bool cuda_device = false;
-  bool loss_scaling = false;
+  std::string precision; // why the precision mode cannot be captured, or ""
   std::int64_t accum_steps = 1;
   int world_size = 1;
   std::int64_t steps_to_run = 0; // steps this process will still run

@@ -82,7 +82,7 @@ void GraphStep::body(const RunState& s) {
   }
   const at::Tensor loss =
       s.model->loss(logits, static_labels_, {s.options->label_smoothing});
-  loss.backward();
+  p.precision->scale(loss).backward(); // the loss: a captured mode has no scale
   at::NoGradGuard no_grad;
   static_loss_.copy_(loss.detach());
   if (s.options->clip_grad_value > 0) {
@@ -157,7 +157,7 @@ std::unique_ptr<Step> make_step(
   GraphConditions c;
   const bool fake = parts.faults != nullptr && parts.faults->fake_cuda_graph;
   c.cuda_device = s.device.is_cuda() || fake;
-  c.loss_scaling = parts.precision->scales_loss();
+  c.precision = parts.precision->capture_blocker();
   c.accum_steps = s.accum_steps;
   c.world_size = s.world_size;
   c.steps_to_run = s.total_steps - s.step;

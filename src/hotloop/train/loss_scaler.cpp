@@ -11,15 +11,15 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "hotloop/errors.h"
+#include "hotloop/train/step.h"
 
 namespace hotloop::train {
 
-LossScaler::LossScaler(
-    LossScalerOptions options,
-    const c10::Device& device,
-    bool enabled)
-    : options_(options), enabled_(enabled) {
+LossScaler::LossScaler(LossScalerOptions options, const c10::Device& device)
+    : options_(options) {
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   scale_ = at::full({1}, options_.init_scale, f32);
   host_scale_ = static_cast<float>(options_.init_scale);
@@ -28,13 +28,10 @@ LossScaler::LossScaler(
 }
 
 at::Tensor LossScaler::scale(const at::Tensor& loss) const {
-  return enabled_ ? loss * scale_.to(loss.scalar_type()) : loss;
+  return loss * scale_.to(loss.scalar_type());
 }
 
 bool LossScaler::unscale(const std::vector<at::Tensor>& params) {
-  if (!enabled_) {
-    return false;
-  }
   found_inf_.zero_();
   const at::Tensor inv_scale = at::reciprocal(scale_);
   std::vector<at::Tensor> grads;
@@ -51,9 +48,6 @@ bool LossScaler::unscale(const std::vector<at::Tensor>& params) {
 }
 
 bool LossScaler::update(bool found_inf) {
-  if (!enabled_) {
-    return false;
-  }
   found_inf_.fill_(found_inf ? 1.0 : 0.0);
   at::_amp_update_scale_(
       scale_,
@@ -87,13 +81,12 @@ bool LossScaler::update(bool found_inf) {
 }
 
 bool LossScaler::collapsed() const {
-  return enabled_ &&
-      (current_scale() < options_.min_scale ||
-       consecutive_skips_ >= options_.max_consecutive_skips);
+  return current_scale() < options_.min_scale ||
+      consecutive_skips_ >= options_.max_consecutive_skips;
 }
 
 double LossScaler::current_scale() const {
-  return enabled_ ? host_scale_ : 1.0;
+  return host_scale_;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> LossScaler::state() const {
@@ -132,6 +125,85 @@ std::string first_non_finite_gradient(
     }
   }
   return {};
+}
+
+namespace {
+
+class LossScaled final : public PrecisionMode {
+ public:
+  LossScaled(
+      std::unique_ptr<PrecisionMode> inner,
+      const c10::Device& device,
+      LossScalerOptions options)
+      : inner_(std::move(inner)), device_(device), scaler_(options, device) {}
+
+  Precision precision() const override {
+    return inner_->precision();
+  }
+  AutocastScope autocast(bool cache) const override {
+    return inner_->autocast(cache);
+  }
+  at::Tensor scale(const at::Tensor& loss) const override {
+    return scaler_.scale(inner_->scale(loss));
+  }
+  bool unscale_and_check(
+      const NamedTensors& named,
+      const std::vector<at::Tensor>& params,
+      std::int64_t step) override {
+    const bool skip = scaler_.update(scaler_.unscale(params));
+    if (scaler_.collapsed()) {
+      const std::string first = first_non_finite_gradient(named);
+      throw StepFailure(
+          fmt::format(
+              "step {}: fp16 loss scaling collapsed (scale {}, {} steps skipped in a row); first non-finite gradient: {}",
+              step,
+              scaler_.current_scale(),
+              scaler_.consecutive_skips(),
+              first.empty() ? std::string("none found") : first),
+          "lower the learning rate or enable --clip-grad-norm" + bf16_advice(),
+          false);
+    }
+    return skip || inner_->unscale_and_check(named, params, step);
+  }
+  bool skips_overflow() const override {
+    return true;
+  }
+  std::string capture_blocker() const override {
+    return "fp16 loss scaling (or --loss-scaling on) decides on the host whether to skip each step (bf16 needs no loss scaling)";
+  }
+  std::int64_t skipped_steps() const override {
+    return scaler_.skipped_steps();
+  }
+  double loss_scale() const override {
+    return scaler_.current_scale();
+  }
+  NamedTensors state() const override {
+    return scaler_.state();
+  }
+  void load_state(const NamedTensors& state) override {
+    scaler_.load_state(state);
+  }
+
+ private:
+  // "; this GPU supports bf16: ..." where it does, for the collapse's fix.
+  std::string bf16_advice() const {
+    return device_.is_cuda() && mixed_precision_for(device_) == Precision::Bf16
+        ? "; this GPU supports bf16: --precision bf16 needs no loss scaling"
+        : "";
+  }
+
+  std::unique_ptr<PrecisionMode> inner_;
+  c10::Device device_;
+  LossScaler scaler_;
+};
+
+} // namespace
+
+std::unique_ptr<PrecisionMode> with_loss_scaling(
+    std::unique_ptr<PrecisionMode> inner,
+    const c10::Device& device,
+    LossScalerOptions options) {
+  return std::make_unique<LossScaled>(std::move(inner), device, options);
 }
 
 } // namespace hotloop::train

@@ -3,14 +3,18 @@
 // no GradScaler): the loss is multiplied by a scale before backward; gradients
 // are unscaled and checked for inf/NaN in one multi-tensor kernel; a step with
 // a non-finite gradient is skipped and the scale backs off; after
-// `growth_interval` good steps in a row it grows.
+// `growth_interval` good steps in a row it grows. with_loss_scaling makes it
+// a precision mode over another one (precision.h).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+
+#include "hotloop/train/precision.h"
 
 namespace hotloop::train {
 
@@ -27,15 +31,9 @@ struct LossScalerOptions {
 
 class LossScaler {
  public:
-  LossScaler(
-      LossScalerOptions options,
-      const c10::Device& device,
-      bool enabled);
+  LossScaler(LossScalerOptions options, const c10::Device& device);
 
-  bool enabled() const {
-    return enabled_;
-  }
-  // loss * scale (the loss itself when disabled).
+  // loss * scale.
   at::Tensor scale(const at::Tensor& loss) const;
   // Divides the gradients of `params` by the scale in place and reports
   // whether any is inf or NaN: the step's one device->host read (the skip
@@ -61,7 +59,6 @@ class LossScaler {
 
  private:
   LossScalerOptions options_;
-  bool enabled_;
   at::Tensor scale_; // (1,) float32 on the device
   at::Tensor growth_tracker_; // (1,) int32 on the device
   at::Tensor found_inf_; // (1,) float32 on the device
@@ -71,6 +68,16 @@ class LossScaler {
   std::int64_t skipped_ = 0;
   std::int64_t consecutive_skips_ = 0;
 };
+
+// Loss scaling over `inner` (whose autocast region and precision it keeps):
+// the loss is scaled before backward; the gradients are unscaled and checked
+// before the update; an overflowing step is skipped; a collapsed scale stops
+// the run (StepFailure, naming the first non-finite gradient). The skip is
+// decided on the host, so a step under it cannot be captured as a graph.
+std::unique_ptr<PrecisionMode> with_loss_scaling(
+    std::unique_ptr<PrecisionMode> inner,
+    const c10::Device& device,
+    LossScalerOptions options = {});
 
 // The first parameter (by name) whose gradient holds inf or NaN, or "".
 std::string first_non_finite_gradient(

@@ -6,6 +6,7 @@
 
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/train/loss_scaler.h"
 
 namespace hotloop::train {
 
@@ -74,6 +75,80 @@ Precision mixed_precision_for(const c10::Device& device) {
     }
   }
   return Precision::Fp16;
+}
+
+bool PrecisionMode::unscale_and_check(
+    const NamedTensors& /*named*/,
+    const std::vector<at::Tensor>& /*params*/,
+    std::int64_t /*step*/) {
+  return false;
+}
+
+void PrecisionMode::load_state(const NamedTensors& /*state*/) {}
+
+namespace {
+
+// fp32 and tf32: the forward pass outside autocast.
+class FullPrecision final : public PrecisionMode {
+ public:
+  FullPrecision(Precision p, const c10::Device& device)
+      : precision_(p), device_(device) {}
+  Precision precision() const override {
+    return precision_;
+  }
+  AutocastScope autocast(bool cache) const override {
+    return AutocastScope(precision_, device_, cache); // inactive
+  }
+
+ private:
+  Precision precision_;
+  c10::Device device_;
+};
+
+// bf16 and fp16: the forward pass in autocast.
+class AutocastPrecision final : public PrecisionMode {
+ public:
+  AutocastPrecision(Precision p, const c10::Device& device)
+      : precision_(p), device_(device) {
+    if (p == Precision::Fp16 && !device.is_cuda()) {
+      throw UsageError(
+          "--precision fp16 needs a CUDA device",
+          "use --precision bf16 on the CPU");
+    }
+  }
+  Precision precision() const override {
+    return precision_;
+  }
+  AutocastScope autocast(bool cache) const override {
+    return AutocastScope(precision_, device_, cache);
+  }
+
+ private:
+  Precision precision_;
+  c10::Device device_;
+};
+
+} // namespace
+
+std::unique_ptr<PrecisionMode> make_precision(
+    Precision p,
+    LossScaling scaling,
+    const c10::Device& device) {
+  std::unique_ptr<PrecisionMode> mode;
+  switch (p) {
+    case Precision::Fp32:
+    case Precision::Tf32:
+      mode = std::make_unique<FullPrecision>(p, device);
+      break;
+    case Precision::Bf16:
+    case Precision::Fp16:
+      mode = std::make_unique<AutocastPrecision>(p, device);
+      break;
+  }
+  if (scales_loss(scaling, p)) {
+    mode = with_loss_scaling(std::move(mode), device);
+  }
+  return mode;
 }
 
 } // namespace hotloop::train

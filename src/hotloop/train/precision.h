@@ -1,9 +1,24 @@
 #pragma once
-// --precision fp32 | tf32 | bf16 | fp16, and the autocast scope a forward pass
-// runs in.
+// A run's precision as one interface: what a training step asks of it
+// (the autocast region its forward pass runs in, the tensor its backward
+// starts from, the check before its update, whether a CUDA graph can capture
+// it) and what the run keeps of it (checkpoint state, skipped steps, the
+// loss scale it logs). Each mode is one implementation; make_precision picks
+// it. The steps (eager_step, graph_step), the graph policy, evaluation and
+// checkpoints see only this interface, so a new mode is one new
+// implementation and a case in make_precision (docs/training.md).
+//
+// The modes: fp32 and tf32 (no autocast; tf32 differs in the math mode),
+// bf16 and fp16 (autocast), and loss scaling (loss_scaler.h) over any of
+// them: fp16's by default, any mode's under --loss-scaling on.
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
@@ -11,12 +26,15 @@
 
 namespace hotloop::train {
 
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
 // "Mixed precision" made concrete for `device`: bf16 on the CPU and on GPUs
 // of compute capability 8.0 and up, else fp16 (with loss scaling).
 Precision mixed_precision_for(const c10::Device& device);
 
-// Sets the process's TF32 switches for `p` on CUDA (tf32: matmul and cuDNN
-// convolutions in TF32; everything else: full fp32). No-op on the CPU.
+// Sets the process's TF32 switches for `p` on CUDA (fp32: full fp32
+// everywhere; every other mode: matmul and cuDNN convolutions left in fp32
+// run in TF32). No-op on the CPU.
 void configure_math_mode(Precision p, const c10::Device& device);
 
 // Turns autocast on for `device` in bf16 or fp16 for its lifetime (no-op for
@@ -39,5 +57,62 @@ class AutocastScope {
   bool was_caching_ = true;
   c10::ScalarType was_dtype_ = c10::kFloat;
 };
+
+class PrecisionMode {
+ public:
+  virtual ~PrecisionMode() = default;
+
+  // The --precision word this mode runs (fp16 under loss scaling is Fp16).
+  virtual Precision precision() const = 0;
+
+  // What a step asks.
+  // The region the forward pass runs in (an inactive scope where the mode
+  // computes in fp32). `cache` false for a CUDA graph capture.
+  virtual AutocastScope autocast(bool cache = true) const = 0;
+  // The tensor backward starts from: the loss, or the loss times a scale.
+  virtual at::Tensor scale(const at::Tensor& loss) const {
+    return loss;
+  }
+  // After backward, before the update, on the trainable `params` (`named`:
+  // the same with names, for messages): true when step `step` (1-based) must
+  // be skipped. May throw StepFailure (the mode cannot go on).
+  virtual bool unscale_and_check(
+      const NamedTensors& named,
+      const std::vector<at::Tensor>& params,
+      std::int64_t step);
+  // True where the mode owns an overflowing step (it skips it), so that a
+  // non-finite loss is not the run's error.
+  virtual bool skips_overflow() const {
+    return false;
+  }
+  // Why a step in this mode cannot be captured as a CUDA graph (a decision
+  // on the host between its kernels); empty when it can.
+  virtual std::string capture_blocker() const {
+    return {};
+  }
+
+  // What a run keeps.
+  // Steps skipped so far (the schedule counts only applied ones).
+  virtual std::int64_t skipped_steps() const {
+    return 0;
+  }
+  // The loss scale for the step log; 0 where the mode has none.
+  virtual double loss_scale() const {
+    return 0;
+  }
+  // For checkpoints. A mode without state writes none and ignores what a
+  // checkpoint holds (the resume check has already required the same mode).
+  virtual NamedTensors state() const {
+    return {};
+  }
+  virtual void load_state(const NamedTensors& state);
+};
+
+// The mode for --precision `p` and --loss-scaling `scaling` on `device`.
+// Throws UsageError for fp16 on the CPU.
+std::unique_ptr<PrecisionMode> make_precision(
+    Precision p,
+    LossScaling scaling,
+    const c10::Device& device);
 
 } // namespace hotloop::train

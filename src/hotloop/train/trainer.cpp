@@ -76,9 +76,7 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
     p.recovery->save(s);
     events.step_begin(s);
     const double lr = learning_rate(
-        o.schedule,
-        s.step - p.precision->scaler().skipped_steps(),
-        s.total_steps);
+        o.schedule, s.step - p.precision->skipped_steps(), s.total_steps);
     StepResult r;
     p.times.begin_step();
     try {
@@ -96,13 +94,7 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
     p.times.add(dt, r.data_wait);
     events.step_end(
         s,
-        {r.lr,
-         dt,
-         r.data_wait,
-         o.batch,
-         r.skipped,
-         p.precision->scales_loss() ? p.precision->scaler().current_scale()
-                                    : 0.0});
+        {r.lr, dt, r.data_wait, o.batch, r.skipped, p.precision->loss_scale()});
     p.readback->record(s, r.loss_value, r.loss, r.grad_norm, events);
 
     const bool epoch_end = s.step % s.steps_per_epoch == 0;

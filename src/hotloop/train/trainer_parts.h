@@ -15,10 +15,10 @@
 #include "hotloop/train/events.h"
 #include "hotloop/train/fault_injection.h"
 #include "hotloop/train/gradients.h"
-#include "hotloop/train/mixed_precision.h"
+#include "hotloop/train/oom_recovery.h"
 #include "hotloop/train/optimizer.h"
+#include "hotloop/train/precision.h"
 #include "hotloop/train/readback.h"
-#include "hotloop/train/recovery.h"
 #include "hotloop/train/step.h"
 #include "hotloop/train/step_sync.h"
 #include "hotloop/train/step_times.h"
@@ -45,7 +45,7 @@ struct Trainer::Impl {
   RunState state;
 
   std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<MixedPrecision> precision;
+  std::unique_ptr<PrecisionMode> precision;
   std::unique_ptr<StepSync> sync; // data parallel
   std::unique_ptr<data::EpochLoader> loader;
   std::size_t bad_samples_before = 0; // in loaders OOM recovery replaced

@@ -219,7 +219,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
     sum.peak_reserved_bytes = m.peak_reserved;
   }
   sum.peak_rss_bytes = peak_rss_bytes();
-  sum.skipped_steps = precision->scaler().skipped_steps();
+  sum.skipped_steps = precision->skipped_steps();
   sum.micro_batch = s.micro_batch;
   sum.accum_steps = s.accum_steps;
   sum.oom_recoveries = recovery->recoveries();

@@ -22,7 +22,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
-#include "hotloop/train/model_flops.h"
+#include "hotloop/train/mfu.h"
 #include "hotloop/train/model_for_data.h"
 #include "hotloop/train/trainer_parts.h"
 
@@ -290,8 +290,7 @@ void Trainer::Impl::set_up() {
     ro.overlap = options.overlap_allreduce;
     sync = std::make_unique<StepSync>(group, tensors, ro);
   }
-  precision = std::make_unique<MixedPrecision>(
-      options.precision, options.loss_scaling, device);
+  precision = make_precision(options.precision, options.loss_scaling, device);
 
   make_loader();
   s.steps_per_epoch =
@@ -319,7 +318,7 @@ void Trainer::Impl::set_up() {
       options.readback_every > 0 ? options.readback_every
                                  : (device.is_cuda() ? 16 : 1),
       options.clip_grad_norm > 0,
-      precision->scales_loss());
+      precision->skips_overflow());
   evaluator = std::make_unique<Evaluator>(val_data, s.micro_batch, faults);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
   checkpointer = std::make_unique<Checkpointer>(s, faults);

@@ -2,20 +2,40 @@
 // Out of memory in a step, recovered without changing the run's result: what
 // a failed attempt may have changed (BatchNorm's running statistics, the
 // generators dropout draws from) is saved at each step's start and put back;
-// the memory report is written; the step is planned again with half the
-// micro-batch and twice the accumulation (the same samples, the same
-// effective batch). oom.h has the memory report and the size rule.
+// the memory report (what the device held) is written; the step is planned
+// again with half the micro-batch and twice the accumulation (the same
+// samples, the same effective batch). fault_injection.h raises the real
+// c10::OutOfMemoryError for tests without a GPU.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <nlohmann/json.hpp>
 
 #include "hotloop/model/weights.h"
 #include "hotloop/train/run_state.h"
 
 namespace hotloop::train {
+
+// The largest micro-batch of at most half of `micro` that divides
+// `per_rank_batch` (so that micro x accumulation stays the batch): micro / 2
+// when micro is even. 0 when micro is already 1.
+std::int64_t smaller_micro_batch(
+    std::int64_t per_rank_batch,
+    std::int64_t micro);
+
+// What the device holds now: the caching allocator's allocated and reserved
+// memory (current and peak), its largest free cached block and segment count,
+// the driver's free and total memory, the other processes on the GPU (NVML),
+// and this process's resident memory. On the CPU, only the last.
+nlohmann::json memory_report(const c10::Device& device);
+
+// One line for a log or an error message: "allocated 10.2 GiB, reserved 12.0
+// GiB (peak 13.1 GiB) of 139.8 GiB; other processes: 1 (python, 3.0 GiB)".
+std::string describe_memory(const nlohmann::json& report);
 
 class OomRecovery {
  public:

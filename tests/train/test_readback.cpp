@@ -5,7 +5,7 @@
 #include <ATen/ops/scalar_tensor.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/train/step_readback.h"
+#include "hotloop/train/readback.h"
 
 namespace hotloop::train {
 

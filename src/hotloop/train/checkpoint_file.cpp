@@ -1,4 +1,4 @@
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 
 #include <algorithm>
 #include <filesystem>
