@@ -143,7 +143,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       "--decode-only",
       o.decode_only,
       "Only read and decode, the ceiling for the loader (default: off)");
-  cmd->add_flag("--json", flags->json, "Print one JSON object (default: off)");
+  add_json_flag(cmd, flags->json);
   cmd->callback([flags, &action] {
     action = [flags] {
       auto& opts = flags->options;
@@ -203,8 +203,7 @@ void add_bench_command(CLI::App& app, Action& action) {
           cf->options.repeats,
           "Timed passes per shape and algorithm (the median counts)")
       ->capture_default_str();
-  conv_cmd->add_flag(
-      "--json", cf->json, "Print one JSON object (default: off)");
+  add_json_flag(conv_cmd, cf->json);
   conv_cmd->footer(
       "Shapes: the -small stem's stages at S, S/2, S/4, S/8 pixels (64..512 channels), with each stage's strided entry and 1x1 downsample.\n"
       "Example:\n  hotloop bench conv --batch 64 --size 28 --threads 2\n"

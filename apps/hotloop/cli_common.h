@@ -34,6 +34,14 @@ void add_watch_command(CLI::App& app, Action& action);
 void add_launch_command(CLI::App& app, Action& action);
 void add_inspect_command(CLI::App& app, Action& action);
 
+// --json (`what`: what the one JSON object holds, for the help) and
+// --no-color, as every command that prints a report takes them.
+void add_json_flag(
+    CLI::App* cmd,
+    bool& json,
+    const char* what = "one JSON object instead of text");
+void add_no_color_flag(CLI::App* cmd, bool& no_color);
+
 // True when standard output is a terminal that should get colours (NO_COLOR
 // unset, TERM not "dumb").
 bool stdout_wants_color();

@@ -33,7 +33,7 @@ void add_data_command(CLI::App& app, Action& action) {
       "--threads",
       flags->options.threads,
       "Decode threads (0: one per usable CPU)");
-  cmd->add_flag("--json", flags->json, "Print one JSON object (default: off)");
+  add_json_flag(cmd, flags->json);
   cmd->footer("Exit code: 0 when every sample reads, 1 when any is bad.");
   cmd->callback([flags, &action] {
     action = [flags] {

@@ -19,10 +19,10 @@ void add_doctor_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "doctor",
       "Verdicts on the driver, CUDA, LibTorch, each GPU and the host, with the fix for each problem");
-  cmd->add_flag(
-      "--json",
+  add_json_flag(
+      cmd,
       flags->json,
-      "Print one JSON object {\"verdict\", \"checks\"} instead of text (default: off)");
+      "one JSON object {\"verdict\", \"checks\"} instead of text");
   cmd->add_option(
       "--nvml-lib",
       flags->options.nvml_library,
@@ -35,10 +35,7 @@ void add_doctor_command(CLI::App& app, Action& action) {
       "--no-kernel-probe",
       flags->no_kernel_probe,
       "Do not launch the small test kernel on each CUDA device (default: off)");
-  cmd->add_flag(
-      "--no-color",
-      flags->no_color,
-      "Plain text even on a terminal (default: off; NO_COLOR also works)");
+  add_no_color_flag(cmd, flags->no_color);
   cmd->footer(
       "Exit code: 0 when the verdict is pass, warn or cpu-only; 1 when a check FAILs.");
   cmd->callback([flags, &action] {

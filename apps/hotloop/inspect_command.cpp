@@ -99,8 +99,8 @@ void add_inspect_command(CLI::App& app, Action& action) {
       "--device",
       f->device,
       "auto (cuda when there is a GPU), cpu or cuda: cuda also checks the CUDA graph capture");
-  cmd->add_flag("--json", f->json, "One JSON object instead of text");
-  cmd->add_flag("--no-color", f->no_color, "Plain text even on a terminal");
+  add_json_flag(cmd, f->json);
+  add_no_color_flag(cmd, f->no_color);
   cmd->footer(
       "Exit code: 0 when hotloop can train it (warnings allowed), 1 when a check FAILs, 2 for bad usage.\n"
       "Example: hotloop inspect model mobilenet_v3_small.pt --data fashion-mnist");

@@ -1,5 +1,7 @@
 #include "matrix_file.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -16,30 +18,45 @@ namespace {
       "see `hotloop bench --help` for the matrix file's keys");
 }
 
+// `key` as one value or an array of them (`fallback` where absent); `what`
+// names a value in the message, `ok` checks each one.
+template <typename T>
+std::vector<T> values(
+    const std::string& path,
+    const toml::table& t,
+    const char* key,
+    std::vector<T> fallback,
+    const char* what,
+    bool (*ok)(const T&) = nullptr) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) {
+    return fallback;
+  }
+  const toml::array* a = n->as_array();
+  std::vector<T> out;
+  const auto take = [&](const toml::node& e) {
+    const std::optional<T> v = e.value_exact<T>();
+    if (!v || (ok != nullptr && !ok(*v))) {
+      bad(path, fmt::format("'{}' must be {} or an array of them", key, what));
+    }
+    out.push_back(*v);
+  };
+  if (a == nullptr) {
+    take(*n);
+  } else {
+    for (const auto& e : *a) {
+      take(e);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> strings(
     const std::string& path,
     const toml::table& t,
     const char* key,
     std::vector<std::string> fallback) {
-  const toml::node* n = t.get(key);
-  if (n == nullptr) {
-    return fallback;
-  }
-  if (const auto* s = n->as_string()) {
-    return {s->get()};
-  }
-  const auto* a = n->as_array();
-  if (a == nullptr) {
-    bad(path, fmt::format("'{}' must be a string or an array of strings", key));
-  }
-  std::vector<std::string> out;
-  for (const auto& e : *a) {
-    if (!e.is_string()) {
-      bad(path, fmt::format("'{}' must hold strings", key));
-    }
-    out.push_back(e.as_string()->get());
-  }
-  return out;
+  return values<std::string>(path, t, key, std::move(fallback), "a string");
 }
 
 std::vector<std::int64_t> integers(
@@ -47,42 +64,35 @@ std::vector<std::int64_t> integers(
     const toml::table& t,
     const char* key,
     std::vector<std::int64_t> fallback) {
-  const toml::node* n = t.get(key);
-  if (n == nullptr) {
-    return fallback;
-  }
-  if (const auto* i = n->as_integer()) {
-    return {i->get()};
-  }
-  const auto* a = n->as_array();
-  if (a == nullptr) {
-    bad(path,
-        fmt::format("'{}' must be an integer or an array of integers", key));
-  }
-  std::vector<std::int64_t> out;
-  for (const auto& e : *a) {
-    if (!e.is_integer() || e.as_integer()->get() < 1) {
-      bad(path, fmt::format("'{}' must hold positive integers", key));
-    }
-    out.push_back(e.as_integer()->get());
-  }
-  return out;
+  return values<std::int64_t>(
+      path,
+      t,
+      key,
+      std::move(fallback),
+      "a positive integer",
+      [](const std::int64_t& v) { return v >= 1; });
 }
 
-void only_keys(
+// `n` as a table that holds only `keys`; `what` names it in messages.
+const toml::table& keyed_table(
     const std::string& path,
-    const toml::table& t,
-    const std::string& where,
+    const toml::node& n,
+    const char* what,
     std::initializer_list<const char*> keys) {
-  for (const auto& [k, v] : t) {
+  const toml::table* t = n.as_table();
+  if (t == nullptr) {
+    bad(path, fmt::format("{} must be a table", what));
+  }
+  for (const auto& [k, v] : *t) {
     bool known = false;
     for (const char* key : keys) {
       known = known || k.str() == key;
     }
     if (!known) {
-      bad(path, fmt::format("unknown key '{}'{}", k.str(), where));
+      bad(path, fmt::format("unknown key '{}' in {}", k.str(), what));
     }
   }
+  return *t;
 }
 
 } // namespace
@@ -90,10 +100,10 @@ void only_keys(
 void read_matrix_file(const std::string& path, bench::MatrixOptions& options) {
   const toml::table file =
       parse_toml_file(path, "matrix file", "the matrix file must be TOML");
-  only_keys(
+  keyed_table(
       path,
       file,
-      "",
+      "the file",
       {"steps", "cpu_row_seconds", "grow_gpu_batch", "matrix", "rows"});
   if (const auto* s = file.get("steps")) {
     if (!s->is_integer() || s->as_integer()->get() < 1) {
@@ -129,14 +139,10 @@ void read_matrix_file(const std::string& path, bench::MatrixOptions& options) {
             r.precision));
   };
   if (const auto* m = file.get("matrix")) {
-    const auto* t = m->as_table();
-    if (t == nullptr) {
-      bad(path, "[matrix] must be a table");
-    }
-    only_keys(
+    const toml::table* t = &keyed_table(
         path,
-        *t,
-        " in [matrix]",
+        *m,
+        "[matrix]",
         {"devices", "precisions", "batches", "models", "data"});
     for (const auto& model : strings(path, *t, "models", {"resnet18-small"})) {
       for (const auto& data : strings(path, *t, "data", {"fashion-mnist"})) {
@@ -160,14 +166,10 @@ void read_matrix_file(const std::string& path, bench::MatrixOptions& options) {
       bad(path, "rows must be an array of tables: [[rows]]");
     }
     for (const auto& e : *a) {
-      const auto* t = e.as_table();
-      if (t == nullptr) {
-        bad(path, "each [[rows]] entry must be a table");
-      }
-      only_keys(
+      const toml::table* t = &keyed_table(
           path,
-          *t,
-          " in [[rows]]",
+          e,
+          "[[rows]]",
           {"device", "precision", "batch", "model", "data"});
       bench::BenchRow r;
       r.device = strings(path, *t, "device", {"cpu"}).front();

@@ -52,10 +52,7 @@ void add_run_command(CLI::App& app, Action& action) {
          f->language_model_row,
          "Add one language-model row: gpt-nano on text:fortunes, CPU, fp32, batch 32")
       ->capture_default_str();
-  cmd->add_flag(
-      "--no-color",
-      f->no_color,
-      "Plain text even on a terminal (default: off)");
+  add_no_color_flag(cmd, f->no_color);
   cmd->footer(
       "Exit code: 1 when doctor or the smoke ladder FAILs (the job stops there), else 0.");
   cmd->callback([f, &action] {

@@ -34,11 +34,8 @@ void add_smoke_command(CLI::App& app, Action& action) {
          o.overfit_steps,
          "Steps on one batch; the loss must fall 10x")
       ->capture_default_str();
-  cmd->add_flag("--json", f->json, "Print one JSON object (default: off)");
-  cmd->add_flag(
-      "--no-color",
-      f->no_color,
-      "Plain text even on a terminal (default: off)");
+  add_json_flag(cmd, f->json);
+  add_no_color_flag(cmd, f->no_color);
   cmd->footer(
       "Rungs: gpu, cpu-step, cuda-step, on-gpu, cpu-vs-gpu, overfit, mixed-precision.\n"
       "Without a GPU the GPU rungs are SKIP; overfit and mixed-precision (bf16) run on the CPU.\n"

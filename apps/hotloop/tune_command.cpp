@@ -78,10 +78,10 @@ void add_tune_command(CLI::App& app, Action& action) {
       "--trial-steps",
       f->finder.trial_steps,
       "Training steps per size (the first 2 are warm-up)");
-  cmd->add_flag(
-      "--json",
+  add_json_flag(
+      cmd,
       f->json,
-      "Print one JSON object (max_batch, recommended, reason, trials); progress goes to stderr");
+      "one JSON object (max_batch, recommended, reason, trials); progress goes to stderr");
   cmd->footer(
       "Examples:\n"
       "  hotloop tune batch --model resnet50 --data synthetic:2048x3x224x224 --precision bf16 --device cuda\n"

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,26 @@ TEST(BenchCli, AnUnknownMatrixKeyIsBadUsageNamingIt) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown key 'device' in [matrix]"), std::string::npos)
       << r.out;
+}
+
+// A value of the wrong kind, as one value or in an array, is bad usage naming
+// the key (a single batch of 0 was once taken).
+TEST(BenchCli, AMatrixValueOfTheWrongKindIsBadUsageNamingTheKey) {
+  test::TempDir dir;
+  const std::pair<const char*, const char*> cases[] = {
+      {"[[rows]]\nbatch = 0\n", "'batch' must be a positive integer"},
+      {"[matrix]\nbatches = [8, 0]\n", "'batches' must be a positive integer"},
+      {"[matrix]\nmodels = [\"mlp\", 3]\n", "'models' must be a string"},
+      {"[[rows]]\ndevice = 1\n", "'device' must be a string"},
+  };
+  for (const auto& [text, message] : cases) {
+    const fs::path p = dir.path() / "m.toml";
+    std::ofstream(p) << text;
+    const test::CliResult r =
+        test::run_cli("bench --matrix " + p.string(), kNoDriver);
+    EXPECT_EQ(r.exit_code, 2) << text << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << text << r.out;
+  }
 }
 
 // `bench conv` on tiny shapes: one row per shape of a ResNet -small, both
