@@ -15,7 +15,7 @@
 
 #include <ATen/ops/equal.h>
 
-#include "hotloop/train/checkpoint.h"
+#include "hotloop/train/checkpoint_file.h"
 #include "support/cli_run.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
@@ -270,6 +270,8 @@ TEST(TrainCli, TheDefaultsLearnAtBatch32AndTheOldOnesAreDiagnosedNotLearning) {
   const auto s = summary(run);
   EXPECT_GE(s["val_accuracy"].get<double>(), 0.80) << s.dump();
   EXPECT_NE(s["diagnosis"], "not-learning") << s["telemetry"].dump();
+  EXPECT_FALSE(s["telemetry"]["verdict_windows"].contains("not-learning"))
+      << s["telemetry"].dump();
   const auto config = nlohmann::json::parse(test::slurp(run / "config.json"));
   EXPECT_EQ(config["sources"]["optimizer"], "recipe");
   EXPECT_EQ(config["sources"]["batch"], "flag");
@@ -293,8 +295,16 @@ TEST(TrainCli, TheDefaultsLearnAtBatch32AndTheOldOnesAreDiagnosedNotLearning) {
            "default"}),
       0)
       << test::slurp(log);
-  EXPECT_EQ(summary(old)["diagnosis"], "not-learning")
-      << summary(old)["telemetry"].dump();
+  // Whether SGD at lr 0.1 recovers later differs between CPUs (an Intel
+  // Xeon's kernels get it to ~28% by step 400, an AMD EPYC's not at all), so
+  // what is asserted is the stall itself: windows past the warm-up diagnosed
+  // not-learning, said in the log, and a far worse end than the defaults'.
+  const auto o = summary(old);
+  EXPECT_GE(o["telemetry"]["verdict_windows"].value("not-learning", 0), 1)
+      << o["telemetry"].dump();
+  EXPECT_LT(
+      o["val_accuracy"].get<double>(), s["val_accuracy"].get<double>() - 0.2)
+      << o.dump();
   EXPECT_NE(test::slurp(log).find("diagnosis: not-learning"), std::string::npos)
       << test::slurp(log);
 }
