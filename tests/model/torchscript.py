@@ -243,7 +243,13 @@ def main():
     r = must(hotloop(*common, "--out", killed, "--resume", "auto"), "resume")
     wk = load_weights(os.path.join(killed, "model.safetensors"))
     check(all(torch.equal(wk[k], w1[k]) for k in w1),
-          "kill -9 at step 7 + --resume auto (from step 4) ends with the uninterrupted run's weights, bit for bit")
+          "kill -9 at step 7 + --resume auto ends with the uninterrupted run's weights, bit for bit")
+    # The run is deterministic, so starting again from step 0 would end with the same weights: the resume
+    # point and each step's metrics line (once: the killed part's steps 5-7 are dropped) show it resumed.
+    resumed_at = json.load(open(os.path.join(killed, "summary.json"))).get("resumed_at")
+    steps = [json.loads(l)["step"] for l in open(os.path.join(killed, "metrics.jsonl")) if '"loss"' in l]
+    check(resumed_at == 4 and steps == list(range(1, 13)),
+          f"the resume started at step 4's checkpoint ({resumed_at}) and metrics.jsonl has steps 1-12 once ({steps})")
 
     # The rest of the trainer on an exported model: bf16 autocast, OOM recovery (an injected OOM above 8
     # samples halves the micro-batch, keeping the batch), the CUDA-graph step (its CPU seam), tune batch.

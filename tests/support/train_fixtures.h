@@ -2,8 +2,14 @@
 // What the training tests build their runs from: synthetic data sets (seed
 // 7) and a model seeded from the options, so two runs start alike.
 
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <torch/utils.h>
 
@@ -44,6 +50,30 @@ inline train::TrainerOptions small_options(const std::string& out) {
   o.loader.augment = data::Augment::None;
   o.loader.resident = data::Resident::Off;
   return o;
+}
+
+// The steps a run's metrics.jsonl reports a loss for, in file order: a run
+// resumed where it stopped lists each step once (1, 2, ..., N); one that
+// started again from step 0 lists the first part's steps twice.
+inline std::vector<std::int64_t> steps_with_a_loss(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+  std::vector<std::int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) {
+      steps.push_back(j["step"].get<std::int64_t>());
+    }
+  }
+  return steps;
+}
+
+// 1, 2, ..., n.
+inline std::vector<std::int64_t> steps_one_to(std::int64_t n) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 1; i <= n; ++i) {
+    v.push_back(i);
+  }
+  return v;
 }
 
 } // namespace hotloop::test

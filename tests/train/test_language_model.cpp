@@ -90,12 +90,18 @@ TEST(LanguageModel, AStoppedRunResumesToExactlyTheUninterruptedResult) {
   const TrainSummary first =
       Trainer(test::make(split), c.train, c.val, split).fit(&stop);
   ASSERT_TRUE(first.stopped_early);
+  ASSERT_EQ(first.steps, 1);
   split.resume = "auto";
   const TrainSummary resumed =
       Trainer(test::make(split), c.train, c.val, split).fit();
   ASSERT_TRUE(resumed.eval && full.eval);
   EXPECT_EQ(resumed.steps, full.steps);
   EXPECT_EQ(resumed.eval->loss, full.eval->loss); // bit-exact on the CPU
+  // From the checkpoint, not from step 0 (which would end the same way: the
+  // run is deterministic): each step's metrics line is there once.
+  EXPECT_EQ(resumed.resumed_at, 1);
+  EXPECT_EQ(
+      test::steps_with_a_loss(split.out_dir), test::steps_one_to(full.steps));
 }
 
 TEST(LanguageModel, DataThatDoesNotFitTheModelIsRefusedBeforeTraining) {

@@ -93,17 +93,10 @@ TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
   EXPECT_EQ(resumed.steps, full.steps);
   EXPECT_EQ(resumed.eval->loss, full.eval->loss);
   EXPECT_EQ(resumed.eval->accuracy, full.eval->accuracy);
+  EXPECT_EQ(resumed.resumed_at, 13);
   // The metrics file has each step once, as if the run had never stopped.
-  std::ifstream in(std::filesystem::path(split.out_dir) / "metrics.jsonl");
-  std::int64_t last = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) {
-      EXPECT_EQ(j["step"].get<std::int64_t>(), last + 1);
-      last = j["step"].get<std::int64_t>();
-    }
-  }
-  EXPECT_EQ(last, full.steps);
+  EXPECT_EQ(
+      test::steps_with_a_loss(split.out_dir), test::steps_one_to(full.steps));
 }
 
 // The disk fills up while a checkpoint is written: the error names it, the
