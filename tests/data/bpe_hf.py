@@ -116,9 +116,16 @@ def main():
         check(vocab == 1000, f"the model's vocabulary follows the tokenizer's: {vocab}")
         check(os.path.isfile(os.path.join(run, "tokenizer", "vocab.json")), "the run kept its tokenizer")
         ckpt = sorted(glob.glob(os.path.join(run, "checkpoints", "*.safetensors")))[-1]
-        g = hotloop("generate", "--weights", ckpt, "--prompt", "The computer", "--tokens", "20", "--seed", "1")
-        check(g.stdout.startswith("The computer") and len(g.stdout) > len("The computer") + 5,
-              f"generate decodes with the run's tokenizer: {g.stdout[:80]!r}")
+        sample = ["generate", "--weights", ckpt, "--prompt", "The computer", "--tokens", "20", "--seed", "1"]
+        g = hotloop(*sample)
+        named = hotloop(*sample, "--tokenizer", "bpe:" + os.path.join(run, "tokenizer"))
+        as_bytes = subprocess.run([HOTLOOP, *sample, "--tokenizer", "bytes"], capture_output=True, text=True,
+                                  errors="replace")
+        # The prompt is echoed whatever the decoder, so what shows the run's tokenizer is used: the same
+        # text as with it named, and not the text (or the refusal) of the byte decoder.
+        check(g.stdout.startswith("The computer") and g.stdout == named.stdout and g.stdout != as_bytes.stdout,
+              f"generate decodes with the run's tokenizer: {g.stdout[:80]!r} (bytes: "
+              f"{(as_bytes.stdout or as_bytes.stderr)[:80]!r})")
     if failures:
         sys.exit(f"{len(failures)} check(s) failed")
     print("all checks passed")

@@ -126,6 +126,46 @@ TEST(TokenData, ABadFileIsAnErrorNamingTheFileAndTheOffset) {
       std::string::npos);
 }
 
+// Each refusal says what (and where) and how to fix it.
+TEST(
+    TokenData,
+    AFileTooShortOrWithANegativeCountOrNoValSplitIsRefusedWithAFix) {
+  test::TempDir dir;
+  const auto path = [&](const char* n) { return (dir.path() / n).string(); };
+  test::write_bytes(path("one.bin"), raw_bytes({7}));
+  auto bytes = llmc_bytes(iota(4));
+  const std::int32_t negative = -5;
+  std::memcpy(bytes.data() + 8, &negative, 4);
+  test::write_bytes(path("negative.bin"), bytes);
+  test::write_bytes(path("lone_train.bin"), llmc_bytes(iota(10)));
+  struct Case {
+    std::function<void()> open;
+    const char* what;
+    const char* fix;
+  };
+  const Case cases[] = {
+      {[&] { TokenDataset::open_files({path("one.bin")}, "x"); },
+       "one.bin: 1 token(s): a window needs at least 2",
+       "leave the file out"},
+      {[&] { TokenDataset::open_files({path("negative.bin")}, "x"); },
+       "negative.bin: the header's token count at byte 8 is negative (-5)",
+       "write the file again"},
+      {[&] { token_files(path("lone_train.bin"), Split::Val); },
+       "lone_train.bin: no val counterpart",
+       "--no-eval"},
+  };
+  for (const Case& c : cases) {
+    try {
+      c.open();
+      ADD_FAILURE() << "accepted: " << c.what;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.what), std::string::npos)
+          << e.what();
+      EXPECT_NE(e.hint().find(c.fix), std::string::npos) << e.hint();
+    }
+  }
+}
+
 TEST(TokenData, ATokenOutsideTheVocabularyIsNamedWithItsOffset) {
   test::TempDir dir;
   std::vector<std::uint16_t> t = iota(50);
@@ -312,6 +352,31 @@ TEST(TokenLoader, FewerWindowsThanOneBatchIsAUsageError) {
 } // namespace hotloop::data
 
 namespace hotloop::data {
+
+TEST(PackText, AShardSizeOutsideWhatTheHeaderHoldsIsBadUsage) {
+  test::TempDir dir;
+  dir.write("in/a.txt", "some text\n");
+  for (const std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1} << 31}) {
+    PackTextOptions o;
+    o.inputs = {(dir.path() / "in").string()};
+    o.out = (dir.path() / "out").string();
+    o.shard_tokens = n;
+    o.progress = false;
+    try {
+      pack_text(o);
+      ADD_FAILURE() << "--shard-tokens " << n << " was taken";
+    } catch (const UsageError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find(
+              "--shard-tokens " + std::to_string(n) +
+              ": expected 2 to 2^31 - 1"),
+          std::string::npos)
+          << e.what();
+      EXPECT_NE(e.hint().find("100000000"), std::string::npos) << e.hint();
+    }
+    EXPECT_FALSE(fs::exists(dir.path() / "out")) << n;
+  }
+}
 
 TEST(PackText, WritesLlmcShardsThatReadBackAsTheTextsBytes) {
   test::TempDir dir;

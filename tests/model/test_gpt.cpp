@@ -14,6 +14,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/generate.h"
 #include "hotloop/model/gpt.h"
+#include "support/autograd_graph.h"
 
 namespace hotloop::model {
 namespace {
@@ -94,6 +95,27 @@ TEST(Gpt, NamedSizesAndFlagsMakeTheConfiguration) {
   EXPECT_EQ(n.context, 64);
   o.heads = 3; // 128 is not a multiple of 3
   EXPECT_THROW(gpt_config(o), UsageError);
+}
+
+// --layers 0 is "the size's" (gpt-nano's 4 blocks), never a model without
+// blocks; a configuration that has none (from a weight file's config, say)
+// is refused naming the flag and the minimum.
+TEST(Gpt, ZeroLayersIsTheSizesDepthAndAConfigWithoutBlocksIsRefused) {
+  ModelOptions o;
+  o.name = "gpt-nano";
+  o.layers = 0;
+  GptConfig g = gpt_config(o);
+  EXPECT_EQ(g.layers, 4);
+  g.layers = 0;
+  try {
+    g.validate();
+    FAIL() << "a GPT without blocks was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("--layers 0: must be at least 1"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Gpt, MapsTokensToNextTokenLogitsAndRefusesALongerSequence) {
@@ -178,6 +200,11 @@ TEST(Gpt, CheckpointedBlocksGiveTheSameGradients) {
     m->set_checkpointing(
         recompute ? Checkpointing::Blocks : Checkpointing::None);
     const at::Tensor logits = m->forward(x);
+    // Each block is a recompute node when checkpointed, none otherwise (the
+    // gradients alone would be the same if checkpointing did nothing).
+    EXPECT_EQ(
+        test::count_graph_nodes(logits, "Recompute"),
+        recompute ? static_cast<std::size_t>(m->config().layers) : 0u);
     at::cross_entropy_loss(logits.reshape({-1, 64}), y.reshape({-1}))
         .backward();
     std::vector<at::Tensor> g;

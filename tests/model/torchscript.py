@@ -137,9 +137,12 @@ def parity(tmp, scripted_path, accum):
     model.load_state_dict(torch.jit.load(scripted_path).state_dict())
     py_losses = python_loop(model, steps, batch, accum)
     worst_loss = max(abs(a - b) / abs(b) for a, b in zip(hl_losses, py_losses))
-    check(len(hl_losses) == steps and worst_loss <= TOLERANCE,
+    # The same kernels on the same data: equal losses. With accumulation the step's loss is a sum of micro-batch
+    # losses, in float32 on the device for hotloop and in Python's doubles here: equal to float32 rounding.
+    loss_bound = 0 if accum == 1 else 1e-6
+    check(len(hl_losses) == steps and worst_loss <= loss_bound,
           f"accumulation {accum}: {len(hl_losses)} step losses, worst relative difference {worst_loss:.2e} "
-          f"(<= {TOLERANCE:g}); step 1 {hl_losses[0]:.6f} vs {py_losses[0]:.6f}, step {steps} "
+          f"(<= {loss_bound:g}); step 1 {hl_losses[0]:.6f} vs {py_losses[0]:.6f}, step {steps} "
           f"{hl_losses[-1]:.6f} vs {py_losses[-1]:.6f}")
     trained = load_weights(os.path.join(out, "model.safetensors"))
     theirs = model.state_dict()
@@ -147,9 +150,10 @@ def parity(tmp, scripted_path, accum):
           f"{len(theirs)} parameter and buffer names")
     worst = max((rel(trained[k], v), k) for k, v in theirs.items() if v.is_floating_point())
     ints = all(torch.equal(trained[k], v) for k, v in theirs.items() if not v.is_floating_point())
-    check(worst[0] <= TOLERANCE and ints,
-          f"accumulation {accum}: final weights within {worst[0]:.2e} relative L2 (worst: {worst[1]}), "
-          f"integer buffers equal")
+    identical = all(torch.equal(trained[k], v) for k, v in theirs.items())
+    check(identical and ints,
+          f"accumulation {accum}: final weights bit-identical to the PyTorch loop's (worst relative L2 "
+          f"{worst[0]:.2e}: {worst[1]}), integer buffers equal")
     return out, model
 
 
@@ -259,8 +263,14 @@ def main():
                      *extra, env=env), name)
         return json.load(open(os.path.join(out, "summary.json")))
 
+    fp32 = summary("fp32")
     s = summary("bf16", "--precision", "bf16")
-    check(s["precision"] == "bf16" and s["train_loss"] > 0, f"bf16 autocast trains it (train_loss {s['train_loss']:.3f})")
+    # Autocast reaches the exported module's ops: its losses are bf16's, near fp32's but not equal to them
+    # (were autocast ignored inside TorchScript, they would be fp32's to the bit).
+    gap = abs(s["train_loss"] - fp32["train_loss"]) / fp32["train_loss"]
+    check(s["precision"] == "bf16" and 0 < gap < 0.05,
+          f"bf16 autocast runs inside it: train_loss {s['train_loss']:.5f} vs fp32's {fp32['train_loss']:.5f} "
+          f"({gap:.1e} apart: not 0, under 5%)")
     s = summary("oom", env=dict(os.environ, HOTLOOP_INJECT_OOM_ABOVE="8"))
     check(s["oom_recoveries"] >= 1 and s["micro_batch"] == 8 and s["accum_steps"] == 2,
           f"OOM recovery: {s['oom_recoveries']} recovery, micro-batch {s['micro_batch']} x {s['accum_steps']}")
@@ -378,6 +388,33 @@ def main():
               f"{i.returncode}")
         if says not in r.stderr:
             print(r.stderr[-1500:])
+    # --head naming no submodule: what, where and how to find the name; no run directory.
+    out = os.path.join(tmp, "no-head")
+    r = hotloop("train", "--model", f"torchscript:{vit}", "--head", "nosuch", "--steps", "1", "--out", out)
+    check(r.returncode == 2 and f"--head nosuch: {vit} has no such submodule" in r.stderr
+          and "named_modules()" in r.stderr and not os.path.exists(out),
+          f"--head nosuch: exit 2, the file named, how to list the names ({r.returncode}: {r.stderr.strip()[-300:]})")
+
+    # A token model whose vocabulary is smaller than the data's ids (bytes go up to 255).
+    class SmallVocab(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(100, 16)
+            self.head = nn.Linear(16, 100)
+
+        def forward(self, ids):
+            return self.head(self.embed(ids))
+
+    torch.jit.script(SmallVocab()).save(f"{bad}/small_vocab.pt")
+    if os.path.exists("/usr/share/games/fortunes"):
+        out = os.path.join(tmp, "small-vocab")
+        r = hotloop("train", "--model", f"torchscript:{bad}/small_vocab.pt", "--data", "text:fortunes", "--context",
+                    "16", "--steps", "1", "--out", out)
+        check(r.returncode == 1 and "the model's vocabulary is 100 but the data's token ids go up to" in r.stderr
+              and "hint: export the model with a vocabulary" in r.stderr and not os.path.exists(out),
+              f"a vocabulary smaller than the data's ids: exit 1, both sizes, the fix ({r.returncode}: "
+              f"{r.stderr.strip()[-300:]})")
+
     r = hotloop("train", "--model", f"torchscript:{mobilenet}", "--data", "fashion-mnist", "--steps", "1",
                 "--activation-checkpointing", "stages", "--out", os.path.join(tmp, "ac"))
     check(r.returncode == 2 and "cannot split" in r.stderr,

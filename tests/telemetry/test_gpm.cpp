@@ -131,6 +131,24 @@ TEST(Gpm, SmActivityFarBelowGpuUtilizationIsLaunchBound) {
   EXPECT_NE(d.primary().fix.find("CUDA graphs"), std::string::npos);
 }
 
+// The launch-bound rule at its edge: SM activity below half the GPU's
+// utilization (96% busy: 48% is the edge, exact in doubles).
+TEST(Gpm, LaunchBoundIsStrictlyBelowHalfTheUtilization) {
+  Window w;
+  GpuWindow g;
+  g.samples = 4;
+  g.gpm_samples = 3;
+  g.util_mean = 96;
+  g.dram_bw_mean = 10;
+  g.tensor_active_mean = 50;
+  g.sm_active_mean = 48;
+  w.gpu = g;
+  EXPECT_EQ(diagnose(fed_gpu_steps(w, "bf16")).primary().verdict, "healthy");
+  w.gpu->sm_active_mean = 47.9;
+  EXPECT_EQ(
+      diagnose(fed_gpu_steps(w, "bf16")).primary().verdict, "launch-bound");
+}
+
 TEST(Gpm, BusyTensorCoresAreHealthy) {
   const Diagnosis d =
       diagnose(fed_gpu_steps(sample_fake_window("gpm_busy", 4), "bf16"));

@@ -153,6 +153,31 @@ TEST(JobDiagnosis, UnderUsedWhenNothingOnTheHostIsTheLimit) {
   EXPECT_NE(d.primary().fix.find("larger batch"), std::string::npos);
 }
 
+// The thresholds at their edges: a job's SM share of 80% is busy, 79.9% is
+// not; 95% of the GPU's memory (133 of 140 GiB, exact) is near full, 132 GiB
+// is not; a helper at 80% of a core is saturated (the job input-bound),
+// 79.9% is not.
+TEST(JobDiagnosis, EachThresholdAtItsEdge) {
+  auto w = busy_job();
+  w.job_sm_mean = 80;
+  EXPECT_EQ(verdict(w), "healthy");
+  w.job_sm_mean = 79.9;
+  EXPECT_EQ(verdict(w), "under-used");
+
+  w = busy_job();
+  w.gpu->memory_used_last = 133ull << 30;
+  EXPECT_EQ(verdict(w), "memory-near-full");
+  w.gpu->memory_used_last = 132ull << 30;
+  EXPECT_EQ(verdict(w), "healthy");
+
+  w = busy_job();
+  w.job_sm_mean = 30;
+  w.helpers = {{101, "pt_data_worker", 80, 0}};
+  EXPECT_EQ(verdict(w), "input-bound");
+  w.helpers = {{101, "pt_data_worker", 79.9, 0}};
+  EXPECT_EQ(verdict(w), "under-used");
+}
+
 TEST(JobDiagnosis, TheWholeGpusUtilizationStandsInWithoutPerProcessShares) {
   auto w = busy_job();
   w.job_sm_mean.reset();

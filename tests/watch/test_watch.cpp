@@ -17,6 +17,7 @@
 #include "hotloop/watch/process_tree.h"
 #include "hotloop/watch/step_channel.h"
 #include "hotloop/watch/watch_report.h"
+#include "support/temp_dir.h"
 
 namespace hotloop::watch {
 namespace {
@@ -135,6 +136,34 @@ TEST(StepRendezvous, LinksTheFifoByPidOnceAndReplacesOnlyAStaleLink) {
     }
   }
   fs::remove_all(dir);
+}
+
+// The rendezvous folder must be this user's alone: one others can enter or
+// write would let them read the job's steps or plant their own. Refused with
+// what, where and the fix; nothing is linked.
+TEST(StepRendezvous, AFolderThatIsNotPrivateIsRefusedNamingIt) {
+  namespace fs = std::filesystem;
+  test::TempDir tmp;
+  const fs::path shared = tmp.path() / "shared";
+  fs::create_directories(shared);
+  fs::permissions(
+      shared,
+      fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+          fs::perms::others_read | fs::perms::others_exec);
+  StepChannel ch((tmp.path() / "steps.fifo").string());
+  try {
+    StepRendezvous r(1000000000, ch.path(), shared.string());
+    FAIL() << "a folder others can read was used";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(
+        what.find(shared.string() + " is not a private folder of yours"),
+        std::string::npos)
+        << what;
+    EXPECT_NE(e.hint().find("remove " + shared.string()), std::string::npos)
+        << e.hint();
+  }
+  EXPECT_TRUE(fs::is_empty(shared));
 }
 
 TEST(ProcessTree, FindsChildrenAndGrandchildren) {

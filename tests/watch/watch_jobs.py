@@ -236,6 +236,7 @@ def main():
         rest = p.stdout.read()
         rc = p.wait(timeout=60)
         check(rc == 128 + signal.SIGKILL, f"job ignoring SIGTERM: killed after the grace period, exit 137 ({rc})")
+        check("got SIGTERM" in rest, "job ignoring SIGTERM: the signal reached the job (it said so)")
         check("SIGKILL" in rest, "job ignoring SIGTERM: watch says it sent SIGKILL")
         if os.path.exists(os.path.join(out, "summary.json")):
             with open(os.path.join(out, "summary.json")) as f:
@@ -246,10 +247,10 @@ def main():
         else:
             check(False, "job ignoring SIGTERM: the report is still written")
 
-        # Step lines written by hand, and one that is not a step.
+        # Step lines written by hand, and one that is not a step; the job exits right after its last line,
+        # which watch must still read (it drains the FIFO after the job has ended).
         sh = ('echo "step=1 loss=0.5" > "$HOTLOOP_WATCH_STEPS"; echo "not a step" > "$HOTLOOP_WATCH_STEPS"; '
-              'echo \'{"step": 2, "loss": 0.25}\' > "$HOTLOOP_WATCH_STEPS"; '
-              + PY + ' -c "import time; time.sleep(0.6)"')
+              'echo \'{"step": 2, "loss": 0.25}\' > "$HOTLOOP_WATCH_STEPS"')
         r, out, s = watch(tmp, "lines", ["sh", "-c", sh], None, ["--interval", "0.2"])
         check(s is not None and s["steps"] and s["steps"]["reported"] == 2 and s["steps"]["last_loss"] == 0.25
               and s["steps"]["lines_not_understood"] == 1,

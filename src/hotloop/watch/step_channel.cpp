@@ -158,13 +158,19 @@ std::vector<StepEvent> StepChannel::drain(double now) {
   return events;
 }
 
-std::string rendezvous_path(int pid) {
-  return fmt::format("/tmp/hotloop-watch-{}/{}", ::geteuid(), pid);
+std::string rendezvous_dir() {
+  return fmt::format("/tmp/hotloop-watch-{}", ::geteuid());
 }
 
-StepRendezvous::StepRendezvous(int pid, const std::string& fifo)
-    : path_(rendezvous_path(pid)), fifo_(fifo) {
-  const std::string dir = std::filesystem::path(path_).parent_path().string();
+std::string rendezvous_path(int pid) {
+  return fmt::format("{}/{}", rendezvous_dir(), pid);
+}
+
+StepRendezvous::StepRendezvous(
+    int pid,
+    const std::string& fifo,
+    const std::string& dir)
+    : path_(fmt::format("{}/{}", dir, pid)), fifo_(fifo) {
   const std::string fix = fmt::format(
       "remove {} (watch makes it again, private to you), or report steps by starting the job under watch",
       dir);

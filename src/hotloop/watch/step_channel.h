@@ -68,13 +68,19 @@ class StepChannel {
 // /tmp/hotloop-watch-UID/PID: where a running job finds the FIFO of the watch
 // following it (UID: the effective user, whose folder only it can enter).
 std::string rendezvous_path(int pid);
+// /tmp/hotloop-watch-UID, rendezvous_path's folder.
+std::string rendezvous_dir();
 
 // The link rendezvous_path(pid) -> `fifo` while it lives.
 class StepRendezvous {
  public:
   // Throws DataError with the reason when the folder is not a private folder
   // of this user's, or another watch of this pid holds the link already.
-  StepRendezvous(int pid, const std::string& fifo);
+  // `dir`: the folder the link goes in (another one only in tests).
+  StepRendezvous(
+      int pid,
+      const std::string& fifo,
+      const std::string& dir = rendezvous_dir());
   ~StepRendezvous(); // removes the link, if it still points to `fifo`
   StepRendezvous(const StepRendezvous&) = delete;
   StepRendezvous& operator=(const StepRendezvous&) = delete;

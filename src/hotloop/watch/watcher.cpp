@@ -137,10 +137,24 @@ WatchResult watch(const WatchOptions& o) {
         "watch: give a command after -- or --pid PID (one of them)",
         "hotloop watch -- python train.py   or   hotloop watch --pid 12345");
   }
-  if (!(o.interval_s > 0) || !(o.window_s >= o.interval_s) || o.grace_s < 0) {
+  const char* defaults = "the defaults: --interval 1 --window 10 --grace 10";
+  if (!(o.interval_s > 0)) {
     throw UsageError(
-        "watch: --interval must be positive, --window at least --interval, --grace at least 0",
-        "the defaults: --interval 1 --window 10 --grace 10");
+        fmt::format("watch: --interval {:g}: must be positive", o.interval_s),
+        defaults);
+  }
+  if (!(o.window_s >= o.interval_s)) {
+    throw UsageError(
+        fmt::format(
+            "watch: --window {:g} is shorter than --interval {:g} (a window holds whole samples)",
+            o.window_s,
+            o.interval_s),
+        defaults);
+  }
+  if (!(o.grace_s >= 0)) {
+    throw UsageError(
+        fmt::format("watch: --grace {:g}: must be at least 0", o.grace_s),
+        defaults);
   }
   const bool start = !o.command.empty();
   if (start) {
@@ -295,6 +309,32 @@ WatchResult watch(const WatchOptions& o) {
     job.signal(SIGKILL);
   };
 
+  // The step lines in the FIFO now (the lowest rank's count).
+  auto take_steps = [&] {
+    if (!steps_in) {
+      return;
+    }
+    auto events = steps_in->drain(unix_now());
+    for (const auto& e : events) {
+      if (lowest_rank < 0 || e.rank < lowest_rank) {
+        lowest_rank = e.rank;
+      }
+      if (e.rank != lowest_rank) {
+        continue;
+      }
+      ++interval_steps;
+      std::optional<double> loss;
+      if (const auto l = e.values.find("loss"); l != e.values.end()) {
+        loss = l->second;
+        last_loss = loss;
+      }
+      rec.steps.push_back(
+          {std::max(0.0, e.unix_time - rec.start_unix), e.step, loss});
+    }
+    window.add_steps(events);
+    whole.add_steps(events);
+  };
+
   while (!job.poll_exit()) {
     const double now = seconds_since(t0);
     double wait_s = std::max(0.0, next_sample - now);
@@ -363,27 +403,7 @@ WatchResult watch(const WatchOptions& o) {
       kill_tree();
       killing = false;
     }
-    if (steps_in) {
-      auto events = steps_in->drain(unix_now());
-      for (const auto& e : events) {
-        if (lowest_rank < 0 || e.rank < lowest_rank) {
-          lowest_rank = e.rank;
-        }
-        if (e.rank != lowest_rank) {
-          continue;
-        }
-        ++interval_steps;
-        std::optional<double> loss;
-        if (const auto l = e.values.find("loss"); l != e.values.end()) {
-          loss = l->second;
-          last_loss = loss;
-        }
-        rec.steps.push_back(
-            {std::max(0.0, e.unix_time - rec.start_unix), e.step, loss});
-      }
-      window.add_steps(events);
-      whole.add_steps(events);
-    }
+    take_steps();
     if (seconds_since(t0) + 1e-3 >= next_sample) {
       const double t = seconds_since(t0);
       JobSample s = sampler.sample(t);
@@ -422,6 +442,9 @@ WatchResult watch(const WatchOptions& o) {
       }
     }
   }
+  // What the job wrote just before it exited is still in the FIFO (watch
+  // holds a writer end, so it stays open): read it before the last window.
+  take_steps();
   if (tty) {
     fmt::print(stderr, "\n");
   }

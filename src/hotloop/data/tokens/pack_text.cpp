@@ -104,9 +104,11 @@ class ShardWriter {
 
 PackTextResult pack_text(const PackTextOptions& o) {
   if (o.shard_tokens < 2 || o.shard_tokens > 0x7fffffff) {
-    throw UsageError(fmt::format(
-        "--shard-tokens {}: expected 2 to 2^31 - 1 (the header's count is an int32)",
-        o.shard_tokens));
+    throw UsageError(
+        fmt::format(
+            "--shard-tokens {}: expected 2 to 2^31 - 1 (the header's count is an int32)",
+            o.shard_tokens),
+        "leave it out for llm.c's 100000000 tokens per shard");
   }
   const auto start = std::chrono::steady_clock::now();
   Tokenizer tokenizer = Tokenizer::parse(o.tokenizer);

@@ -105,10 +105,12 @@ TokenDataset::Shard open_shard(const std::string& path) {
           "re-pack the data as version 1 (hotloop pack --text writes it)");
     }
     if (header[2] < 0) {
-      throw DataError(fmt::format(
-          "{}: the header's token count at byte 8 is negative ({})",
-          path,
-          header[2]));
+      throw DataError(
+          fmt::format(
+              "{}: the header's token count at byte 8 is negative ({})",
+              path,
+              header[2]),
+          "the header is damaged or from another tool: write the file again (hotloop pack --text writes llm.c shards)");
     }
     const auto count = static_cast<std::uint64_t>(header[2]);
     const std::uint64_t expected = kLlmcHeaderBytes + 2 * count;
@@ -141,8 +143,12 @@ TokenDataset::Shard open_shard(const std::string& path) {
     s.count = size / 2;
   }
   if (s.count < 2) {
-    throw DataError(fmt::format(
-        "{}: {} token(s): a window needs at least 2", path, s.count));
+    throw DataError(
+        fmt::format(
+            "{}: {} token(s): a window needs at least 2 (an input and the token after it)",
+            path,
+            s.count),
+        "leave the file out, or pack more text into it");
   }
   s.tokens = reinterpret_cast<const std::uint16_t*>(bytes + s.header_bytes);
   s.max_token = max_of(s.tokens, s.count);
@@ -389,9 +395,11 @@ std::vector<std::string> token_files(const std::string& path, Split split) {
     }
   }
   if (files.empty()) {
-    throw DataError(fmt::format(
-        "tokens:{}: no val counterpart (the name with 'train' as 'val')",
-        path));
+    throw DataError(
+        fmt::format(
+            "tokens:{}: no val counterpart (the name with 'train' as 'val')",
+            path),
+        "put the val split beside it (llm.c: *_val_*.bin, nanoGPT: val.bin), or train without evaluation (--no-eval)");
   }
   return files;
 }
