@@ -262,6 +262,20 @@ def main():
                            capture_output=True, text=True)
         check(r.returncode == 2 and "no such command" in r.stderr and not os.path.exists(out),
               f"missing command: exit 2, said, nothing created ({r.returncode}: {r.stderr.strip()})")
+        not_executable = os.path.join(tmp, "train.py")
+        with open(not_executable, "w") as f:
+            f.write("print('hi')\n")
+        r = subprocess.run([HOTLOOP, "watch", "--out", out, "--", not_executable], capture_output=True, text=True)
+        check(r.returncode == 2 and f"cannot run '{not_executable}': not an executable file" in r.stderr
+              and "chmod +x" in r.stderr and not os.path.exists(out),
+              f"a command that is not executable: exit 2, named, the fix ({r.returncode}: {r.stderr.strip()})")
+        for flags, says in ((["--interval", "0"], "--interval 0: must be positive"),
+                            (["--interval", "2", "--window", "1"], "--window 1 is shorter than --interval 2"),
+                            (["--grace", "-1"], "--grace -1: must be at least 0")):
+            r = subprocess.run([HOTLOOP, "watch", "--out", out, *flags, "--", "true"], capture_output=True, text=True)
+            check(r.returncode == 2 and says in r.stderr and "hint: the defaults" in r.stderr
+                  and not os.path.exists(out),
+                  f"watch {' '.join(flags)}: exit 2, the value named, the defaults ({r.returncode}: {r.stderr.strip()})")
         pid_max = int(open("/proc/sys/kernel/pid_max").read())
         free = next(p for p in range(pid_max - 1, 1, -1) if not os.path.exists(f"/proc/{p}"))
         r = subprocess.run([HOTLOOP, "watch", "--pid", str(free), "--out", out], capture_output=True, text=True)
