@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,7 @@ struct State {
   json scenario;
   bool initialized = false;
   unsigned long long memory_reads = 0;
+  unsigned long long utilization_reads = 0;
 };
 
 State& state() {
@@ -184,6 +186,7 @@ FAKE_EXPORT Return nvmlInit_v2() {
   }
   state().scenario = json::parse(in);
   state().memory_reads = 0;
+  state().utilization_reads = 0;
   const int init = state().scenario.value("init_error", 0);
   state().initialized = init == 0;
   return init;
@@ -337,7 +340,16 @@ FAKE_EXPORT Return nvmlDeviceGetUtilizationRates(Device d, Utilization* out) {
   if (!g->contains("utilization")) {
     return kErrorNotSupported;
   }
-  out->gpu = (*g)["utilization"].get<unsigned int>();
+  // An array: one value per read, the last one held (a window's mean then
+  // differs from its last sample).
+  const json& u = (*g)["utilization"];
+  if (u.is_array()) {
+    const auto i = std::min<std::size_t>(
+        static_cast<std::size_t>(state().utilization_reads++), u.size() - 1);
+    out->gpu = u[i].get<unsigned int>();
+  } else {
+    out->gpu = u.get<unsigned int>();
+  }
   out->memory = g->value("utilization_memory", 0U);
   return kSuccess;
 }

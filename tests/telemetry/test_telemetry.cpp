@@ -95,6 +95,17 @@ std::string http_get(int port, const std::string& path) {
 
 } // namespace
 
+// A window's utilization is the mean of its samples (the fake reads 40%
+// once, then 99%), not its last or first value.
+TEST(Telemetry, AWindowsUtilizationIsTheMeanOfItsSamples) {
+  const Window w = sample_window("utilization_rising", 4);
+  ASSERT_TRUE(w.gpu.has_value());
+  ASSERT_GE(w.gpu->samples, 4u);
+  const double n = static_cast<double>(w.gpu->samples);
+  EXPECT_NEAR(w.gpu->util_mean, (40 + 99 * (n - 1)) / n, 1e-9)
+      << w.gpu->samples << " samples";
+}
+
 TEST(Telemetry, TheSamplerReadsEveryFactOfABusyGpu) {
   const Window w = sample_window("power_capped", 4);
   ASSERT_TRUE(w.gpu.has_value());
