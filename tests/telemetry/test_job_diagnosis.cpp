@@ -156,7 +156,7 @@ TEST(JobDiagnosis, UnderUsedWhenNothingOnTheHostIsTheLimit) {
 // The thresholds at their edges: a job's SM share of 80% is busy, 79.9% is
 // not; 95% of the GPU's memory (133 of 140 GiB, exact) is near full, 132 GiB
 // is not; a helper at 80% of a core is saturated (the job input-bound),
-// 79.9% is not.
+// 79.9% is not; the machine's I/O wait counts from 10%.
 TEST(JobDiagnosis, EachThresholdAtItsEdge) {
   auto w = busy_job();
   w.job_sm_mean = 80;
@@ -175,6 +175,13 @@ TEST(JobDiagnosis, EachThresholdAtItsEdge) {
   w.helpers = {{101, "pt_data_worker", 80, 0}};
   EXPECT_EQ(verdict(w), "input-bound");
   w.helpers = {{101, "pt_data_worker", 79.9, 0}};
+  EXPECT_EQ(verdict(w), "under-used");
+
+  w = busy_job(); // I/O wait of 10% is waiting on disk, 9.9% is not
+  w.job_sm_mean = 30;
+  w.host_iowait_mean = 10;
+  EXPECT_EQ(verdict(w), "input-bound");
+  w.host_iowait_mean = 9.9;
   EXPECT_EQ(verdict(w), "under-used");
 }
 
