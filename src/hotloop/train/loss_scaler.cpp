@@ -147,7 +147,7 @@ class LossScaled final : public PrecisionMode {
     return scaler_.scale(inner_->scale(loss));
   }
   bool unscale_and_check(
-      const NamedTensors& named,
+      const model::StateDict& named,
       const std::vector<at::Tensor>& params,
       std::int64_t step) override {
     const bool skip = scaler_.update(scaler_.unscale(params));
@@ -177,10 +177,10 @@ class LossScaled final : public PrecisionMode {
   double loss_scale() const override {
     return scaler_.current_scale();
   }
-  NamedTensors state() const override {
+  model::StateDict state() const override {
     return scaler_.state();
   }
-  void load_state(const NamedTensors& state) override {
+  void load_state(const model::StateDict& state) override {
     scaler_.load_state(state);
   }
 

@@ -78,37 +78,21 @@ Precision mixed_precision_for(const c10::Device& device) {
 }
 
 bool PrecisionMode::unscale_and_check(
-    const NamedTensors& /*named*/,
+    const model::StateDict& /*named*/,
     const std::vector<at::Tensor>& /*params*/,
     std::int64_t /*step*/) {
   return false;
 }
 
-void PrecisionMode::load_state(const NamedTensors& /*state*/) {}
+void PrecisionMode::load_state(const model::StateDict& /*state*/) {}
 
 namespace {
 
-// fp32 and tf32: the forward pass outside autocast.
-class FullPrecision final : public PrecisionMode {
+// A precision without loss scaling: the forward pass in autocast for bf16
+// and fp16, outside it for fp32 and tf32 (AutocastScope is inactive there).
+class PlainPrecision final : public PrecisionMode {
  public:
-  FullPrecision(Precision p, const c10::Device& device)
-      : precision_(p), device_(device) {}
-  Precision precision() const override {
-    return precision_;
-  }
-  AutocastScope autocast(bool cache) const override {
-    return AutocastScope(precision_, device_, cache); // inactive
-  }
-
- private:
-  Precision precision_;
-  c10::Device device_;
-};
-
-// bf16 and fp16: the forward pass in autocast.
-class AutocastPrecision final : public PrecisionMode {
- public:
-  AutocastPrecision(Precision p, const c10::Device& device)
+  PlainPrecision(Precision p, const c10::Device& device)
       : precision_(p), device_(device) {
     if (p == Precision::Fp16 && !device.is_cuda()) {
       throw UsageError(
@@ -134,17 +118,9 @@ std::unique_ptr<PrecisionMode> make_precision(
     Precision p,
     LossScaling scaling,
     const c10::Device& device) {
-  std::unique_ptr<PrecisionMode> mode;
-  switch (p) {
-    case Precision::Fp32:
-    case Precision::Tf32:
-      mode = std::make_unique<FullPrecision>(p, device);
-      break;
-    case Precision::Bf16:
-    case Precision::Fp16:
-      mode = std::make_unique<AutocastPrecision>(p, device);
-      break;
-  }
+  // A new mode (its own class, in its own file) is chosen here.
+  std::unique_ptr<PrecisionMode> mode =
+      std::make_unique<PlainPrecision>(p, device);
   if (scales_loss(scaling, p)) {
     mode = with_loss_scaling(std::move(mode), device);
   }

@@ -8,9 +8,10 @@
 // checkpoints see only this interface, so a new mode is one new
 // implementation and a case in make_precision (docs/training.md).
 //
-// The modes: fp32 and tf32 (no autocast; tf32 differs in the math mode),
-// bf16 and fp16 (autocast), and loss scaling (loss_scaler.h) over any of
-// them: fp16's by default, any mode's under --loss-scaling on.
+// The modes: fp32, tf32, bf16 and fp16 (one implementation: autocast for
+// the last two; tf32 differs in the math mode), and loss scaling
+// (loss_scaler.h) over any of them: fp16's by default, any mode's under
+// --loss-scaling on.
 
 #include <cstdint>
 #include <memory>
@@ -22,11 +23,10 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "hotloop/model/weights.h"
 #include "hotloop/train/options.h"
 
 namespace hotloop::train {
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // "Mixed precision" made concrete for `device`: bf16 on the CPU and on GPUs
 // of compute capability 8.0 and up, else fp16 (with loss scaling).
@@ -74,10 +74,10 @@ class PrecisionMode {
     return loss;
   }
   // After backward, before the update, on the trainable `params` (`named`:
-  // the same with names, for messages): true when step `step` (1-based) must
+  // the same by name, for messages): true when step `step` (1-based) must
   // be skipped. May throw StepFailure (the mode cannot go on).
   virtual bool unscale_and_check(
-      const NamedTensors& named,
+      const model::StateDict& named,
       const std::vector<at::Tensor>& params,
       std::int64_t step);
   // True where the mode owns an overflowing step (it skips it), so that a
@@ -102,10 +102,10 @@ class PrecisionMode {
   }
   // For checkpoints. A mode without state writes none and ignores what a
   // checkpoint holds (the resume check has already required the same mode).
-  virtual NamedTensors state() const {
+  virtual model::StateDict state() const {
     return {};
   }
-  virtual void load_state(const NamedTensors& state);
+  virtual void load_state(const model::StateDict& state);
 };
 
 // The mode for --precision `p` and --loss-scaling `scaling` on `device`.
