@@ -1,58 +1,54 @@
-"""hotloop's loader against torchvision's, in one run on the same machine (issue: data pipeline).
+"""hotloop's image loader against torchvision's and NVIDIA DALI's CPU pipeline, in one run (issue 38).
 
-usage: .venv/bin/python bench/data_vs_torchvision.py [--seconds 10] [--images 3000] [--out FILE.json]
+usage: .venv/bin/python bench/data_vs_torchvision.py [--sets DIR] [--rounds 5] [--seconds 6] [--out FILE.json]
+                                                      [--which small,imagenet,photo] [--variants ...]
 
-1. Photos: a folder of ~256 px photo-like JPEGs (~25 KB each); random-resized-crop 224 + flip +
-   normalize, batch 64, 2 workers. torchvision ImageFolder + DataLoader(num_workers=2) against
-   `hotloop bench data --data folder:...`, and the TurboJPEG decode rate of the same files on the same
-   threads (`--decode-only`), the ceiling.
-2. Fashion-MNIST: torchvision FashionMNIST + DataLoader(num_workers=2) with RandomCrop(28, padding=4) +
-   flip + normalize, batch 256, against hotloop's loader (threaded and resident) with the same transform.
-Every figure is images/s; ratios are against torchvision measured in the same run.
+The image sets are bench/make_image_sets.py's (made in a temporary folder unless --sets names one):
+256 x 256, ImageNet-like (~500 x 375, quality 90) and photo-size (1600 x 1200, quality 85). On each, the
+same work: random-resized crop to 224 (area 8-100%, ratio 3/4-4/3, antialiased resize) + horizontal
+flip + normalize to float, batches of 64, 2 worker threads/processes:
+- torchvision: ImageFolder (PIL decode) + DataLoader(num_workers=2, persistent);
+- dali: fn.readers.file + fn.decoders.image_random_crop (libjpeg-turbo ROI decode: only the crop's
+  region, DALI's fastest CPU path) + fn.resize(antialias) + fn.crop_mirror_normalize, num_threads=2,
+  device_id=None (CPU only);
+- hotloop auto / region / full: `hotloop bench data --decode auto|region|full --workers 2`;
+- ceiling: `hotloop bench data --decode-only --workers 2`: every image decoded whole at full size by
+  TurboJPEG, nothing else (what a full-decode loader cannot beat).
+Each variant runs in its own process for --seconds after a warm-up batch; the variants take turns in
+every round, the order rotating. A ratio is the median of the per-round ratios (both sides from the
+same round) with its min-max range. Then `hotloop data check --decode auto` compares the auto path
+with a full decode on every image of every set (PSNR of the 224 px crop, min and median).
 """
 import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
-import torchvision
-from PIL import Image
-from torch.utils.data import DataLoader
-from torchvision import transforms
-
-from bench_common import report, torchvision_fashion_mnist
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOTLOOP = os.path.join(ROOT, "build", "hotloop")
+SETS = ["small", "imagenet", "photo"]
+VARIANTS = ["torchvision", "dali", "hotloop-auto", "hotloop-region", "hotloop-full", "ceiling"]
+BATCH, SIZE, WORKERS = 64, 224, 2
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def make_photos(root, n, classes=5, seed=0):
-    """Photo-like JPEGs: smooth color fields with texture, 256x(256..320) px, quality 85 (~25 KB)."""
-    rng = np.random.default_rng(seed)
-    sizes = []
-    for i in range(n):
-        cls = f"class{i % classes}"
-        os.makedirs(os.path.join(root, "train", cls), exist_ok=True)
-        h, w = 256, int(rng.integers(256, 321))
-        yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-        img = np.zeros((h, w, 3), np.float32)
-        for c in range(3):
-            fx, fy, ph = rng.uniform(0.005, 0.05, 2).tolist() + [rng.uniform(0, 6.3)]
-            img[..., c] = 128 + 90 * np.sin(fx * xx + ph) * np.cos(fy * yy)
-        img += rng.normal(0, 12, img.shape)
-        path = os.path.join(root, "train", cls, f"{i:06d}.jpg")
-        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(path, quality=85)
-        sizes.append(os.path.getsize(path))
-    return sum(sizes) / len(sizes)
+def rate_torchvision(root, seconds):
+    import torch
+    import torchvision
+    from torch.utils.data import DataLoader
+    from torchvision import transforms
 
-
-def time_torch_loader(loader, seconds):
+    torch.set_num_threads(1)
+    ds = torchvision.datasets.ImageFolder(os.path.join(root, "train"), transform=transforms.Compose([
+        transforms.RandomResizedCrop(SIZE), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
+        transforms.Normalize(MEAN, STD)]))
+    loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=WORKERS, drop_last=True,
+                        persistent_workers=True)
     it = iter(loader)
     next(it)  # workers started, first batch done
     images, start = 0, time.perf_counter()
@@ -66,52 +62,123 @@ def time_torch_loader(loader, seconds):
     return images / (time.perf_counter() - start)
 
 
-def hotloop_bench(args):
-    out = subprocess.run([HOTLOOP, "bench", "data", "--json", *args], check=True, capture_output=True, text=True)
+def rate_dali(root, seconds):
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=BATCH, num_threads=WORKERS, device_id=None, seed=0, prefetch_queue_depth=2)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=os.path.join(root, "train"), random_shuffle=True,
+                                        name="reader")
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                               random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3],
+                                               num_attempts=10)
+        images = fn.resize(images, resize_x=SIZE, resize_y=SIZE, antialias=True)
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                          mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
+                                          mirror=fn.random.coin_flip(probability=0.5))
+        return images, labels
+
+    p = pipe()
+    p.build()
+    p.run()  # warm-up
+    images, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        out, _ = p.run()
+        images += len(out)
+    return images / (time.perf_counter() - start)
+
+
+def rate_hotloop(root, seconds, extra):
+    out = subprocess.run([HOTLOOP, "bench", "data", "--json", "--data", f"folder:{root}", "--workers",
+                          str(WORKERS), "--batch", str(BATCH), "--size", str(SIZE), "--seconds", str(seconds),
+                          *extra], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)["images_per_s"]
+
+
+def one(variant, root, seconds):
+    if variant == "torchvision":
+        return rate_torchvision(root, seconds)
+    if variant == "dali":
+        return rate_dali(root, seconds)
+    if variant == "ceiling":
+        return rate_hotloop(root, seconds, ["--decode-only"])
+    return rate_hotloop(root, seconds, ["--decode", variant.split("-", 1)[1]])
+
+
+def measure(variant, root, seconds):
+    """One measurement in a fresh process (no threads or caches left over from another variant)."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", variant, "--sets", root,
+                          "--seconds", str(seconds)], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def decode_check(root):
+    out = subprocess.run([HOTLOOP, "data", "check", "--data", f"folder:{root}", "--decode", "auto", "--json"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"hotloop data check failed on {root}:\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout)["decode_vs_full"]
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--seconds", type=float, default=10)
-    p.add_argument("--images", type=int, default=3000)
+    p.add_argument("--sets", default="", help="a bench/make_image_sets.py folder (default: made in a temp dir)")
+    p.add_argument("--which", default=",".join(SETS))
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=6)
     p.add_argument("--out", default="")
+    p.add_argument("--one", default="", help=argparse.SUPPRESS)
     a = p.parse_args()
-    torch.set_num_threads(1)
-    results = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "torch": torch.__version__,
-               "torchvision": torchvision.__version__, "seconds_per_measurement": a.seconds,
-               "command": "python bench/data_vs_torchvision.py " + " ".join(sys.argv[1:])}
-    norm = transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    if a.one:
+        print(one(a.one, a.sets, a.seconds))
+        return
+    variants = a.variants.split(",")
+    sets = a.which.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        photos = os.path.join(tmp, "photos")
-        avg = make_photos(photos, a.images)
-        tv = torchvision.datasets.ImageFolder(os.path.join(photos, "train"), transform=transforms.Compose([
-            transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), transforms.ToTensor(), norm]))
-        tv_rate = time_torch_loader(DataLoader(tv, batch_size=64, shuffle=True, num_workers=2, drop_last=True,
-                                               persistent_workers=True), a.seconds)
-        common = ["--data", f"folder:{photos}", "--workers", "2", "--seconds", str(a.seconds)]
-        hl_rate = hotloop_bench(common + ["--batch", "64", "--size", "224"])
-        decode_rate = hotloop_bench(common + ["--decode-only"])
-        results["photos"] = {"images": a.images, "avg_jpeg_bytes": round(avg), "batch": 64, "workers": 2,
-                             "torchvision_images_per_s": tv_rate, "hotloop_images_per_s": hl_rate,
-                             "turbojpeg_decode_images_per_s": decode_rate, "ratio_vs_torchvision": hl_rate / tv_rate,
-                             "fraction_of_decode_ceiling": hl_rate / decode_rate}
-
-        torchvision_fashion_mnist(tmp)
-        fm = torchvision.datasets.FashionMNIST(tmp, train=True, download=False, transform=transforms.Compose([
-            transforms.RandomCrop(28, padding=4), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
-            transforms.Normalize((0.2860,), (0.3530,))]))
-        fm_rate = time_torch_loader(DataLoader(fm, batch_size=256, shuffle=True, num_workers=2, drop_last=True,
-                                               persistent_workers=True), a.seconds)
-        fm_args = ["--data", "fashion-mnist", "--workers", "2", "--batch", "256", "--seconds", str(a.seconds)]
-        threaded = hotloop_bench(fm_args + ["--resident", "off"])
-        resident = hotloop_bench(fm_args + ["--resident", "on"])
-        results["fashion_mnist"] = {"batch": 256, "workers": 2, "torchvision_images_per_s": fm_rate,
-                                    "hotloop_threaded_images_per_s": threaded,
-                                    "hotloop_resident_images_per_s": resident,
-                                    "ratio_threaded_vs_torchvision": threaded / fm_rate,
-                                    "ratio_resident_vs_torchvision": resident / fm_rate}
-    report(results, a.out)
+        root = a.sets
+        if not root:
+            root = tmp
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_image_sets.py"), root, "--sets",
+                            ",".join(sets)], check=True)
+        with open(os.path.join(root, "sets.json")) as f:
+            made = json.load(f)
+        per_round = {s: {v: [] for v in variants} for s in sets}
+        for r in range(a.rounds):
+            for s in sets:
+                order = variants[r % len(variants):] + variants[:r % len(variants)]
+                for v in order:
+                    rate = measure(v, os.path.join(root, s), a.seconds)
+                    per_round[s][v].append(rate)
+                    print(f"round {r + 1}/{a.rounds} {s:9s} {v:15s} {rate:8.1f} images/s", file=sys.stderr,
+                          flush=True)
+        results = {
+            "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
+            "command": "python bench/data_vs_torchvision.py " + " ".join(sys.argv[1:]),
+            "workers": WORKERS, "batch": BATCH, "size": SIZE, "rounds": a.rounds, "seconds": a.seconds,
+            "sets": {}}
+        for s in sets:
+            rates = per_round[s]
+            entry = {"images": made["sets"][s]["images"], "avg_jpeg_bytes": made["sets"][s]["avg_jpeg_bytes"],
+                     "images_per_s": {v: summary(rates[v]) for v in variants},
+                     "images_per_s_per_core": {v: statistics.median(rates[v]) / WORKERS for v in variants},
+                     "per_round": rates, "ratios": {}}
+            for v in [v for v in variants if v.startswith("hotloop")]:
+                for base in ["torchvision", "dali", "ceiling", "hotloop-full"]:
+                    if base in variants and base != v:
+                        entry["ratios"][f"{v} / {base}"] = summary(
+                            [x / y for x, y in zip(rates[v], rates[base])])
+            entry["decode_vs_full"] = decode_check(os.path.join(root, s))
+            results["sets"][s] = entry
+    print(json.dumps(results, indent=2))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=2)
+            f.write("\n")
 
 
 if __name__ == "__main__":

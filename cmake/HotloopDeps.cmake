@@ -52,6 +52,15 @@ endif()
 add_library(hotloop::turbojpeg UNKNOWN IMPORTED)
 set_target_properties(hotloop::turbojpeg PROPERTIES IMPORTED_LOCATION ${HOTLOOP_TURBOJPEG_LIB}
                                                     INTERFACE_INCLUDE_DIRECTORIES ${HOTLOOP_TURBOJPEG_INCLUDE})
+# libjpeg-turbo's libjpeg API (jpeglib.h), for region and DCT-scaled decodes (TurboJPEG 2.x has neither).
+find_path(HOTLOOP_JPEG_INCLUDE jpeglib.h HINTS ${HOTLOOP_DEPS_DIR}/include)
+find_library(HOTLOOP_JPEG_LIB NAMES jpeg libjpeg.so.62 HINTS ${HOTLOOP_DEPS_DIR}/lib)
+if(NOT HOTLOOP_JPEG_INCLUDE OR NOT HOTLOOP_JPEG_LIB)
+  message(FATAL_ERROR "hotloop: libjpeg-turbo's jpeglib.h not found. Run ./scripts/setup (libjpeg62-turbo-dev), or pass -DHOTLOOP_DEPS_DIR=<dir>.")
+endif()
+add_library(hotloop::libjpeg UNKNOWN IMPORTED)
+set_target_properties(hotloop::libjpeg PROPERTIES IMPORTED_LOCATION ${HOTLOOP_JPEG_LIB}
+                                                  INTERFACE_INCLUDE_DIRECTORIES ${HOTLOOP_JPEG_INCLUDE})
 if(HOTLOOP_DEPS_DIR)
   list(APPEND CMAKE_PREFIX_PATH ${HOTLOOP_DEPS_DIR})
 endif()

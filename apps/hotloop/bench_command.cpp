@@ -134,7 +134,8 @@ void add_bench_command(CLI::App& app, Action& action) {
        "device",
        "resident",
        "augment",
-       "augment-device"});
+       "augment-device",
+       "decode"});
   cmd->get_option("--data")->required();
   cmd->add_option("--split", flags->split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}));
@@ -163,9 +164,10 @@ void add_bench_command(CLI::App& app, Action& action) {
         fmt::print("{}\n", bench::to_json(r).dump(2));
       } else {
         fmt::print(
-            "{}\n{}, {} worker(s): {:.0f} images/s, {:.1f} MB/s over {:.1f} s (setup {:.1f} s, waiting {:.0f}%)\n",
+            "{}\n{}, decode {}, {} worker(s): {:.0f} images/s, {:.1f} MB/s over {:.1f} s (setup {:.1f} s, waiting {:.0f}%)\n",
             r.source,
             r.mode,
+            r.decode,
             r.workers,
             r.images_per_s,
             r.mb_per_s,

@@ -1,11 +1,14 @@
 // `hotloop data check`: read and decode every sample of a data set before
 // training on it.
 
+#include <span>
+
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "hotloop/data/data_check.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/named.h"
 
 namespace hotloop::cli {
 
@@ -14,6 +17,7 @@ void add_data_command(CLI::App& app, Action& action) {
     std::string spec;
     std::string split = "train";
     bool json = false;
+    std::string decode = "full";
     data::DataCheckOptions options;
   };
   auto flags = std::make_shared<Flags>();
@@ -33,6 +37,16 @@ void add_data_command(CLI::App& app, Action& action) {
       "--threads",
       flags->options.threads,
       "Decode threads (0: one per usable CPU)");
+  cmd->add_option(
+         "--decode",
+         flags->decode,
+         "full: decode every image whole (the check). auto or region: also run each JPEG through the loader's crop decode (that --decode) and report its PSNR against a full decode with the same crop")
+      ->capture_default_str();
+  cmd->add_option(
+         "--size",
+         flags->options.size,
+         "With --decode auto|region: the crop's output size")
+      ->capture_default_str();
   add_json_flag(cmd, flags->json);
   cmd->footer("Exit code: 0 when every sample reads, 1 when any is bad.");
   cmd->callback([flags, &action] {
@@ -41,6 +55,11 @@ void add_data_command(CLI::App& app, Action& action) {
       const auto dataset =
           data::open_dataset(data::parse_data_spec(flags->spec), split);
       flags->options.progress = !flags->json;
+      flags->options.decode = parse_named<data::Decode>(
+          data::kDecodeNames, flags->decode, "decode");
+      if (flags->options.size <= 0) {
+        throw UsageError("--size must be positive");
+      }
       const data::DataCheckReport r =
           data::check_dataset(*dataset, flags->options);
       if (flags->json) {
@@ -62,6 +81,16 @@ void add_data_command(CLI::App& app, Action& action) {
             r.max_shape.height,
             r.max_shape.width,
             r.max_shape.channels);
+        if (r.decode) {
+          fmt::print(
+              "decode {} against full: {} JPEGs ({} as regions, {} scaled), PSNR min {:.1f} dB, median {:.1f} dB (100: identical)\n",
+              flags->decode,
+              r.decode->images,
+              r.decode->regions,
+              r.decode->scaled,
+              r.decode->psnr_min,
+              r.decode->psnr_median);
+        }
         for (const auto& b : r.bad) {
           fmt::print("  bad #{}: {}\n", b.index, b.error);
         }

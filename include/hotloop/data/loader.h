@@ -41,6 +41,17 @@ inline constexpr Named<Resident> kResidentNames[] = {
     {Resident::Auto, "auto"},
     {Resident::On, "on"},
     {Resident::Off, "off"}};
+// How the decode threads decode a JPEG whose transform is a crop and resize
+// (data/crop_decode.h). Full: the whole image at full size, then crop and
+// resize. Region: only the crop's rectangle (on the iMCU grid), at full size:
+// the same pixels as Full. Auto: the crop's rectangle at the smallest DCT
+// scale k/8 that keeps it at least the output size. PNG always decodes in
+// full.
+enum class Decode { Auto, Region, Full };
+inline constexpr Named<Decode> kDecodeNames[] = {
+    {Decode::Auto, "auto"},
+    {Decode::Region, "region"},
+    {Decode::Full, "full"}};
 // Where augmentation runs (LoaderOptions::augment_on_device).
 inline constexpr Named<bool> kAugmentDeviceNames[] = {
     {false, "cpu"},
@@ -60,6 +71,7 @@ struct LoaderOptions {
   // size/0.875, center-cropped square). Resident mode augments on the device
   // anyway.
   bool augment_on_device = false;
+  Decode decode = Decode::Auto; // JPEG photos: what the threads decode
   std::uint64_t seed = 0;
   int rank = 0;
   int world_size = 1;

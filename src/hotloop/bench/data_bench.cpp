@@ -25,6 +25,7 @@ DataBenchResult decode_only(
     unsigned int workers) {
   DataBenchResult r;
   r.mode = "decode-only";
+  r.decode = "full";
   r.workers = workers;
   std::atomic<std::size_t> images{0};
   std::atomic<std::uint64_t> bytes{0};
@@ -80,6 +81,7 @@ DataBenchResult bench_data(const DataBenchOptions& o) {
   r.mode = loader.resident()       ? "resident"
       : o.loader.augment_on_device ? "threaded, augmented on the device"
                                    : "threaded";
+  r.decode = name_of<data::Decode>(data::kDecodeNames, o.loader.decode);
   r.workers = workers;
   r.setup_seconds = since(t_open);
   std::size_t epoch = 0;
@@ -119,6 +121,7 @@ nlohmann::json to_json(const DataBenchResult& r) {
   return {
       {"source", r.source},
       {"mode", r.mode},
+      {"decode", r.decode},
       {"workers", r.workers},
       {"images", r.images},
       {"seconds", r.seconds},

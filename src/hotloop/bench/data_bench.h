@@ -1,8 +1,8 @@
 #pragma once
 // `hotloop bench data`: the loader alone (decode + augment + batch + copy), or
-// the decoder alone
-// (--decode-only, the ceiling), for a fixed time. Speed is measured here, never
-// in unit tests.
+// the decoder alone (--decode-only: every image decoded whole at full size,
+// the ceiling of a full-decode loader), for a fixed time. Speed is measured
+// here, never in unit tests.
 
 #include <string>
 
@@ -26,6 +26,7 @@ struct DataBenchResult {
   std::string source;
   std::string mode; // "threaded", "threaded, augmented on the device",
                     // "resident" or "decode-only"
+  std::string decode; // --decode: auto, region or full (decode-only: full)
   unsigned int workers = 0;
   std::size_t images = 0;
   double seconds = 0;

@@ -94,6 +94,99 @@ Taps make_taps(double x0, double extent, std::int64_t in, std::int64_t out) {
   return t;
 }
 
+// A blend of bytes to a byte: convex, so in [0, 255] up to rounding.
+inline std::uint8_t to_byte(float v) {
+  return static_cast<std::uint8_t>(
+      static_cast<std::int32_t>(std::min(std::max(v, 0.0f), 255.0f) + 0.5f));
+}
+
+// The horizontal pass of one output row: output pixel x blends the Taps
+// columns of the vertically blended row `r` (interleaved, C floats per
+// column) from col[x] with its weights, all C channels at once, and writes
+// channel ch to out[ch * plane + x].
+template <int C, int Taps>
+void emit_row(
+    const float* r,
+    const std::int64_t* col,
+    const float* weights,
+    std::int64_t stride,
+    std::uint8_t* out,
+    std::int64_t plane,
+    std::int64_t ow) {
+  for (std::int64_t x = 0; x < ow; ++x) {
+    const float* wx = weights + x * stride;
+    const float* p = r + col[x] * C;
+    float v[C] = {};
+    for (int k = 0; k < Taps; ++k) {
+      for (int ch = 0; ch < C; ++ch) {
+        v[ch] += p[k * C + ch] * wx[k];
+      }
+    }
+    for (int ch = 0; ch < C; ++ch) {
+      out[ch * plane + x] = to_byte(v[ch]);
+    }
+  }
+}
+
+// Three channels: each tap's pixel is one 4-float load (its 3 channels and
+// the next pixel's first, unused), so a pixel's channels are blended at once
+// in SSE registers (GCC's vector extensions: SSE2, no gathers). `r` has a
+// float of padding after its last pixel for the last load.
+template <int Taps>
+void emit_row_rgb(
+    const float* r,
+    const std::int64_t* col,
+    const float* weights,
+    std::int64_t stride,
+    std::uint8_t* out,
+    std::int64_t plane,
+    std::int64_t ow) {
+  using V4 = float __attribute__((vector_size(16)));
+  using I4 = std::int32_t __attribute__((vector_size(16)));
+  const V4 zero = {0, 0, 0, 0};
+  const V4 top = {255, 255, 255, 255};
+  const V4 half = {0.5f, 0.5f, 0.5f, 0.5f};
+  for (std::int64_t x = 0; x < ow; ++x) {
+    const float* wx = weights + x * stride;
+    const float* p = r + col[x] * 3;
+    V4 v = zero;
+    for (int k = 0; k < Taps; ++k) {
+      V4 px;
+      std::memcpy(&px, p + k * 3, sizeof(px));
+      v += px * wx[k];
+    }
+    v = v < zero ? zero : v;
+    v = v > top ? top : v;
+    const I4 b = __builtin_convertvector(v + half, I4);
+    out[x] = static_cast<std::uint8_t>(b[0]);
+    out[plane + x] = static_cast<std::uint8_t>(b[1]);
+    out[2 * plane + x] = static_cast<std::uint8_t>(b[2]);
+  }
+}
+
+void emit_row_generic(
+    const float* r,
+    const std::int64_t* col,
+    const float* weights,
+    std::int64_t stride,
+    std::uint8_t* out,
+    std::int64_t plane,
+    std::int64_t ow,
+    std::int64_t c,
+    std::int64_t taps) {
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    for (std::int64_t x = 0; x < ow; ++x) {
+      const float* wx = weights + x * stride;
+      const float* p = r + col[x] * c + ch;
+      float v = 0;
+      for (std::int64_t k = 0; k < taps; ++k) {
+        v += p[k * c] * wx[k];
+      }
+      out[ch * plane + x] = to_byte(v);
+    }
+  }
+}
+
 // Bilinear resize of the `box` region of a (C, H, W) plane stack into (C, oh,
 // ow), antialiased when it shrinks (make_taps). `flip` mirrors the output
 // horizontally. Vertical pass first: for each output row, its source rows
@@ -152,7 +245,8 @@ void resize_box(
       std::fill(weights, weights + shift, 0.0f);
     }
   }
-  std::vector<float> row(static_cast<std::size_t>(span * c));
+  // One float of padding: emit_row_rgb's last load reads it.
+  std::vector<float> row(static_cast<std::size_t>(span * c + 1));
   const bool interleaved = src.sx == c && src.sc == 1;
   for (std::int64_t y = 0; y < oh; ++y) {
     float* r = row.data();
@@ -180,44 +274,53 @@ void resize_box(
         }
       }
     }
-    for (std::int64_t ch = 0; ch < c; ++ch) {
-      std::uint8_t* out = dst + (ch * oh + y) * ow;
-      const float* rc = r + ch;
-      const auto emit = [&](auto taps) {
-        for (std::int64_t x = 0; x < ow; ++x) {
-          const float* wx = tx.weights.data() + x * tx.stride;
-          const float* p = rc + col[x] * c;
-          float v = 0;
-          for (std::int64_t k = 0; k < decltype(taps)::value; ++k) {
-            v += p[k * c] * wx[k];
-          }
-          // A convex blend of bytes: in [0, 255] up to rounding.
-          out[x] = static_cast<std::uint8_t>(
-              std::clamp(static_cast<std::int32_t>(v + 0.5f), 0, 255));
-        }
-      };
+    std::uint8_t* out = dst + y * ow;
+    const std::int64_t plane = oh * ow;
+    // Channels and taps known at compile time for the common cases, so the
+    // compiler unrolls both.
+    const auto emit_with = [&](auto channels, auto taps) {
+      if constexpr (decltype(channels)::value == 3) {
+        emit_row_rgb<decltype(taps)::value>(
+            r, col.data(), tx.weights.data(), tx.stride, out, plane, ow);
+      } else {
+        emit_row<decltype(channels)::value, decltype(taps)::value>(
+            r, col.data(), tx.weights.data(), tx.stride, out, plane, ow);
+      }
+    };
+    const auto emit_channels = [&](auto channels) {
       switch (kx) {
         case 2:
-          emit(std::integral_constant<std::int64_t, 2>{});
+          emit_with(channels, std::integral_constant<int, 2>{});
           break;
         case 3:
-          emit(std::integral_constant<std::int64_t, 3>{});
+          emit_with(channels, std::integral_constant<int, 3>{});
           break;
         case 4:
-          emit(std::integral_constant<std::int64_t, 4>{});
+          emit_with(channels, std::integral_constant<int, 4>{});
+          break;
+        case 5:
+          emit_with(channels, std::integral_constant<int, 5>{});
           break;
         default:
-          for (std::int64_t x = 0; x < ow; ++x) {
-            const float* wx = tx.weights.data() + x * tx.stride;
-            const float* p = rc + col[x] * c;
-            float v = 0;
-            for (std::int64_t k = 0; k < kx; ++k) {
-              v += p[k * c] * wx[k];
-            }
-            out[x] = static_cast<std::uint8_t>(
-                std::clamp(static_cast<std::int32_t>(v + 0.5f), 0, 255));
-          }
+          emit_row_generic(
+              r,
+              col.data(),
+              tx.weights.data(),
+              tx.stride,
+              out,
+              plane,
+              ow,
+              c,
+              kx);
       }
+    };
+    if (c == 3) {
+      emit_channels(std::integral_constant<int, 3>{});
+    } else if (c == 1) {
+      emit_channels(std::integral_constant<int, 1>{});
+    } else {
+      emit_row_generic(
+          r, col.data(), tx.weights.data(), tx.stride, out, plane, ow, c, kx);
     }
   }
 }
@@ -283,6 +386,48 @@ std::uint64_t sample_seed(
   return mix64(mix64(seed, epoch), index);
 }
 
+std::optional<CropBox> photo_box(
+    const AugmentSpec& spec,
+    std::uint64_t seed,
+    std::int64_t h,
+    std::int64_t w) {
+  const std::int64_t oh = spec.out_h, ow = spec.out_w;
+  if (spec.mode == AugmentSpec::Mode::Train) {
+    if (spec.small_images) {
+      return std::nullopt;
+    }
+    return photo_crop(seed, h, w, spec.flip);
+  }
+  if (h == oh && w == ow) {
+    return std::nullopt;
+  }
+  if (spec.mode == AugmentSpec::Mode::Eval && !spec.small_images) {
+    // Resize the shorter side to out/0.875, then center crop out: in source
+    // pixels, a centered box of 0.875 of the shorter side, shaped like the
+    // output.
+    const double scale =
+        std::min(static_cast<double>(h) / oh, static_cast<double>(w) / ow) *
+        spec.eval_crop;
+    const double bw = ow * scale, bh = oh * scale;
+    return CropBox{(w - bw) / 2, (h - bh) / 2, bw, bh, false};
+  }
+  return CropBox{0, 0, static_cast<double>(w), static_cast<double>(h), false};
+}
+
+void resize_box_into(
+    const std::uint8_t* pixels,
+    std::int64_t h,
+    std::int64_t w,
+    std::int64_t c,
+    std::int64_t row_bytes,
+    const CropBox& box,
+    std::uint8_t* dst,
+    std::int64_t out_h,
+    std::int64_t out_w) {
+  const Planes src{pixels, c, h, w, 1, row_bytes, c};
+  resize_box(src, {box.x0, box.y0, box.w, box.h}, dst, out_h, out_w, box.flip);
+}
+
 void augment_into(
     const at::Tensor& image,
     std::uint8_t* dst,
@@ -298,10 +443,13 @@ void augment_into(
       image.stride(1),
       image.stride(2)};
   const std::int64_t oh = spec.out_h, ow = spec.out_w;
-  Rng rng{seed};
 
-  if (spec.mode == AugmentSpec::Mode::Train && spec.small_images) {
-    // Zero padding + random crop at the native size + flip.
+  if (const auto box = photo_box(spec, seed, h, w)) {
+    resize_box(src, {box->x0, box->y0, box->w, box->h}, dst, oh, ow, box->flip);
+    return;
+  }
+  if (spec.mode == AugmentSpec::Mode::Train) {
+    // Small images: zero padding + random crop at the native size + flip.
     const SmallImageParams p =
         small_image_params(seed, spec.padding, spec.flip);
     for (std::int64_t ch = 0; ch < c; ++ch) {
@@ -317,44 +465,18 @@ void augment_into(
     }
     return;
   }
-  if (spec.mode == AugmentSpec::Mode::Train) {
-    const Box box = random_resized_crop(h, w, rng);
-    const bool flip = spec.flip && (rng.next() & 1) != 0;
-    resize_box(src, box, dst, oh, ow, flip);
+  // The image is already at the output size: copied.
+  if (image.is_contiguous()) {
+    std::memcpy(dst, src.data, static_cast<std::size_t>(c * h * w));
     return;
   }
-  if (h == oh && w == ow) {
-    if (image.is_contiguous()) {
-      std::memcpy(dst, src.data, static_cast<std::size_t>(c * h * w));
-    } else {
-      for (std::int64_t ch = 0; ch < c; ++ch) {
-        for (std::int64_t y = 0; y < h; ++y) {
-          for (std::int64_t x = 0; x < w; ++x) {
-            dst[(ch * h + y) * w + x] = src.at(ch, y, x);
-          }
-        }
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    for (std::int64_t y = 0; y < h; ++y) {
+      for (std::int64_t x = 0; x < w; ++x) {
+        dst[(ch * h + y) * w + x] = src.at(ch, y, x);
       }
     }
-    return;
   }
-  if (spec.mode == AugmentSpec::Mode::Eval && !spec.small_images) {
-    // Resize the shorter side to out/0.875, then center crop out: in source
-    // pixels, a centered box of 0.875 of the shorter side, shaped like the
-    // output.
-    const double scale =
-        std::min(static_cast<double>(h) / oh, static_cast<double>(w) / ow) *
-        spec.eval_crop;
-    const double bw = ow * scale, bh = oh * scale;
-    resize_box(src, {(w - bw) / 2, (h - bh) / 2, bw, bh}, dst, oh, ow, false);
-    return;
-  }
-  resize_box(
-      src,
-      {0, 0, static_cast<double>(w), static_cast<double>(h)},
-      dst,
-      oh,
-      ow,
-      false);
 }
 
 } // namespace hotloop::data

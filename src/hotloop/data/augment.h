@@ -17,6 +17,7 @@
 // augmentation does not depend on which thread ran it.
 
 #include <cstdint>
+#include <optional>
 
 #include <ATen/core/Tensor.h>
 
@@ -48,6 +49,31 @@ CropBox photo_crop(
     std::int64_t h,
     std::int64_t w,
     bool flip);
+
+// The source box (and flip) augment_into resizes for `seed` on an h x w photo:
+// the random-resized crop (Train), the centered crop (Eval), the whole image
+// (None); nullopt where the transform is not a resize of a box (small
+// images, or an image already at the output size outside Train). The crop
+// decode (crop_decode.h) draws its crop here, from the header's size.
+std::optional<CropBox> photo_box(
+    const AugmentSpec& spec,
+    std::uint64_t seed,
+    std::int64_t h,
+    std::int64_t w);
+
+// Resizes `box` (in the image's pixels) of an interleaved (h, w, c) uint8
+// image whose rows are `row_bytes` apart into dst ((c, out_h, out_w)),
+// mirrored if box.flip: augment_into's resize (antialiased bilinear, as PIL's).
+void resize_box_into(
+    const std::uint8_t* pixels,
+    std::int64_t h,
+    std::int64_t w,
+    std::int64_t c,
+    std::int64_t row_bytes,
+    const CropBox& box,
+    std::uint8_t* dst,
+    std::int64_t out_h,
+    std::int64_t out_w);
 
 // The random choices of the small-image train transform for one sample: shift
 // in [-padding, padding] on each axis and whether to flip. The CPU path and the

@@ -3,15 +3,51 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <thread>
 
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/progress.h"
+#include "hotloop/data/augment.h"
+#include "hotloop/data/crop_decode.h"
+#include "hotloop/data/encoded_images.h"
+#include "hotloop/data/image_decode.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
+namespace {
+
+// The PSNR in dB of the loader's crop decode of `e` against a full decode
+// with the same crop and resize; 100 for identical. Sets `how`.
+double crop_decode_psnr(
+    const EncodedSample& e,
+    int channels,
+    const AugmentSpec& spec,
+    std::uint64_t seed,
+    Decode mode,
+    CropDecoded& how) {
+  const std::size_t n =
+      static_cast<std::size_t>(channels * spec.out_h * spec.out_w);
+  std::vector<std::uint8_t> fast(n), full(n);
+  how = decode_augment_into(
+      e.bytes, e.name, channels, spec, seed, mode, fast.data());
+  decode_augment_into(
+      e.bytes, e.name, channels, spec, seed, Decode::Full, full.data());
+  double se = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(fast[i]) - full[i];
+    se += d * d;
+  }
+  if (se == 0) {
+    return 100.0;
+  }
+  return std::min(
+      100.0, 10 * std::log10(255.0 * 255.0 * static_cast<double>(n) / se));
+}
+
+} // namespace
 
 DataCheckReport check_dataset(
     const Dataset& dataset,
@@ -29,11 +65,38 @@ DataCheckReport check_dataset(
   std::mutex mu; // guards r.per_class, r.bad and the shapes
   std::int64_t min_h = std::numeric_limits<std::int64_t>::max(), min_w = min_h,
                max_h = 0, max_w = 0, channels = 0;
+  const auto* encoded = options.decode == Decode::Full
+      ? nullptr
+      : dynamic_cast<const EncodedImages*>(&dataset);
+  AugmentSpec spec;
+  spec.mode = AugmentSpec::Mode::Train;
+  spec.out_h = spec.out_w = options.size;
+  std::vector<double> psnr;
+  DecodeComparison compared;
   const auto work = [&] {
     for (std::size_t i = next++; i < r.samples; i = next++) {
       try {
         const Sample s = dataset.get(i);
+        double db = -1;
+        CropDecoded how;
+        if (encoded != nullptr) {
+          const EncodedSample e = encoded->encoded(i);
+          if (sniff_image_format(e.bytes) == ImageFormat::Jpeg) {
+            db = crop_decode_psnr(
+                e,
+                encoded->decode_channels(),
+                spec,
+                sample_seed(0, 0, i),
+                options.decode,
+                how);
+          }
+        }
         std::lock_guard<std::mutex> lock(mu);
+        if (db >= 0) {
+          psnr.push_back(db);
+          compared.regions += how.region;
+          compared.scaled += how.scale_eighths < 8;
+        }
         if (s.label >= 0 &&
             static_cast<std::size_t>(s.label) < r.per_class.size()) {
           ++r.per_class[static_cast<std::size_t>(s.label)];
@@ -70,6 +133,15 @@ DataCheckReport check_dataset(
       r.bad.begin(), r.bad.end(), [](const BadSample& a, const BadSample& b) {
         return a.index < b.index;
       });
+  if (encoded != nullptr) {
+    compared.images = psnr.size();
+    if (!psnr.empty()) {
+      std::sort(psnr.begin(), psnr.end());
+      compared.psnr_min = psnr.front();
+      compared.psnr_median = psnr[psnr.size() / 2];
+    }
+    r.decode = compared;
+  }
   if (max_h > 0) {
     r.min_shape = {channels, min_h, min_w};
     r.max_shape = {channels, max_h, max_w};
@@ -85,8 +157,18 @@ nlohmann::json to_json(const DataCheckReport& r) {
   for (const auto& b : r.bad) {
     bad.push_back({{"index", b.index}, {"error", b.error}});
   }
+  nlohmann::json decode = nullptr;
+  if (r.decode) {
+    decode = {
+        {"images", r.decode->images},
+        {"regions", r.decode->regions},
+        {"scaled", r.decode->scaled},
+        {"psnr_db_min", r.decode->psnr_min},
+        {"psnr_db_median", r.decode->psnr_median}};
+  }
   return {
       {"source", r.source},
+      {"decode_vs_full", decode},
       {"samples", r.samples},
       {"classes", r.classes},
       {"per_class", r.per_class},

@@ -9,6 +9,7 @@
 #include <ATen/ops/from_blob.h>
 #include <fmt/format.h>
 
+#include "hotloop/data/jpeg_region.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -70,6 +71,25 @@ void check_size(
   }
 }
 
+// The whole image through the libjpeg API (jpeg_region.h), which converts
+// CMYK and YCCK to RGB as PIL does.
+DecodedImage decode_jpeg_cmyk(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const DecodeOptions& o) {
+  std::vector<std::uint8_t> buffer;
+  const JpegRegion r = decode_jpeg_region(
+      bytes,
+      name,
+      [&](const JpegInfo&) {
+        return JpegRegionRequest{8, {}, o.channels};
+      },
+      buffer,
+      o.max_pixels);
+  // The whole image: rows are packed.
+  return {r.rect.h, r.rect.w, o.channels, std::move(buffer)};
+}
+
 DecodedImage decode_jpeg(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
@@ -100,8 +120,8 @@ DecodedImage decode_jpeg(
   }
   check_size(name, width, height, o);
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
-    throw bad_image(
-        name, "CMYK JPEGs are not supported; convert the image to RGB");
+    // TurboJPEG 2.x cannot convert CMYK to RGB; the libjpeg path can.
+    return decode_jpeg_cmyk(bytes, name, o);
   }
   DecodedImage img{height, width, o.channels, {}};
   img.pixels.resize(static_cast<std::size_t>(width) * height * o.channels);

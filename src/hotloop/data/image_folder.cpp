@@ -137,12 +137,16 @@ std::size_t ImageFolder::size() const {
   return files_.size();
 }
 
-Sample ImageFolder::get(std::size_t index) const {
+EncodedSample ImageFolder::encoded(std::size_t index) const {
   const File& f = files_.at(index);
-  const auto bytes = read_file(f.path);
+  return {read_file(f.path), f.path, f.label};
+}
+
+Sample ImageFolder::get(std::size_t index) const {
+  const EncodedSample e = encoded(index);
   DecodeOptions o;
   o.channels = options_.channels;
-  return {to_chw_tensor(decode_image(bytes, f.path, o)), f.label};
+  return {to_chw_tensor(decode_image(e.bytes, e.name, o)), e.label};
 }
 
 const std::vector<std::string>& ImageFolder::class_names() const {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/encoded_images.h"
 
 namespace hotloop::data {
 
@@ -14,7 +15,7 @@ struct ImageFolderOptions {
   int channels = 3; // decode every image to this many channels (1 or 3)
 };
 
-class ImageFolder final : public Dataset {
+class ImageFolder final : public Dataset, public EncodedImages {
  public:
   // Scans the split. Throws DataError before any decoding for: a missing or
   // unreadable folder, no class folders, a class folder without images (in
@@ -31,6 +32,10 @@ class ImageFolder final : public Dataset {
   std::optional<ImageShape> shape()
       const override; // nullopt: photos differ in size
   std::string describe() const override;
+  EncodedSample encoded(std::size_t index) const override; // reads, no decode
+  int decode_channels() const override {
+    return options_.channels;
+  }
 
   const std::string& path(std::size_t index) const {
     return files_.at(index).path;

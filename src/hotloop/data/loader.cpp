@@ -14,7 +14,9 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/cuda/transfer.h"
 #include "hotloop/data/augment.h"
+#include "hotloop/data/crop_decode.h"
 #include "hotloop/data/device_augment.h"
+#include "hotloop/data/encoded_images.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
 #include "hotloop/errors.h"
@@ -71,6 +73,9 @@ struct Loader::Impl {
   AugmentSpec device_augment;
   at::Tensor zero_pixel; // (1, C, 1, 1): a black pixel, normalized
   std::int64_t channels = 0;
+  // The data set's encoded files, when the threads decode them themselves
+  // (crop_decode.h: only what the crop needs); null: Dataset::get().
+  const EncodedImages* encoded = nullptr;
 
   mutable std::mutex mu;
   std::condition_variable work_cv; // workers wait for a job and a free buffer
@@ -124,31 +129,51 @@ void Loader::Impl::fill(
       static_cast<std::size_t>(channels * augment.out_h * augment.out_w);
   auto* images = buf.images.data_ptr<std::uint8_t>();
   auto* labels = buf.labels.data_ptr<std::int64_t>();
+  const auto check_label = [&](std::size_t index, std::int64_t label) {
+    if (label < 0 ||
+        static_cast<std::size_t>(label) >= dataset->num_classes()) {
+      throw DataError(fmt::format(
+          "sample {} of {}: label {} outside 0..{}",
+          index,
+          dataset->describe(),
+          label,
+          dataset->num_classes() - 1));
+    }
+  };
   for (const std::size_t index : indices) {
     try {
-      const Sample s = dataset->get(index);
-      if (s.image.dim() != 3 || s.image.size(0) != channels ||
-          s.image.scalar_type() != at::kByte) {
-        throw DataError(fmt::format(
-            "sample {} of {}: image of shape {} and type {}, expected ({}, H, W) uint8",
-            index,
-            dataset->describe(),
-            c10::str(s.image.sizes()),
-            c10::toString(s.image.scalar_type()),
-            channels));
-      }
-      if (s.label < 0 ||
-          static_cast<std::size_t>(s.label) >= dataset->num_classes()) {
-        throw DataError(fmt::format(
-            "sample {} of {}: label {} outside 0..{}",
-            index,
-            dataset->describe(),
-            s.label,
-            dataset->num_classes() - 1));
-      }
       const std::uint64_t seed = sample_seed(options.seed, job_epoch, index);
-      augment_into(s.image, images + out.count * slot_bytes, augment, seed);
-      labels[out.count] = s.label;
+      std::uint8_t* slot = images + out.count * slot_bytes;
+      std::int64_t label = 0;
+      if (encoded != nullptr) {
+        EncodedSample e = encoded->encoded(index);
+        check_label(index, e.label);
+        decode_augment_into(
+            e.bytes,
+            e.name,
+            static_cast<int>(channels),
+            augment,
+            seed,
+            options.decode,
+            slot);
+        label = e.label;
+      } else {
+        const Sample s = dataset->get(index);
+        if (s.image.dim() != 3 || s.image.size(0) != channels ||
+            s.image.scalar_type() != at::kByte) {
+          throw DataError(fmt::format(
+              "sample {} of {}: image of shape {} and type {}, expected ({}, H, W) uint8",
+              index,
+              dataset->describe(),
+              c10::str(s.image.sizes()),
+              c10::toString(s.image.scalar_type()),
+              channels));
+        }
+        check_label(index, s.label);
+        augment_into(s.image, slot, augment, seed);
+        label = s.label;
+      }
+      labels[out.count] = label;
       out.seeds.push_back(seed);
       ++out.count;
     } catch (const DataError& e) {
@@ -294,6 +319,13 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
     }
     const auto [scale, shift] = cuda::normalization(o.mean, o.std, o.device);
     m.zero_pixel = -shift;
+  }
+  // Folders and shards: the threads decode the files, only what each crop
+  // needs (Decode::Full: the whole image, as Dataset::get() would).
+  const auto* encoded = dynamic_cast<const EncodedImages*>(m.dataset.get());
+  if (o.decode != Decode::Full && encoded != nullptr &&
+      encoded->decode_channels() == m.channels) {
+    m.encoded = encoded;
   }
   // Each worker fills one buffer, `prefetch` wait ready, one is being
   // delivered.

@@ -173,12 +173,19 @@ std::string WebDataset::sample_name(std::size_t index) const {
   return fmt::format("{}:{}", shards_[it.shard], it.key);
 }
 
-Sample WebDataset::get(std::size_t index) const {
+EncodedSample WebDataset::encoded(std::size_t index) const {
   const Item& it = items_.at(index);
-  const auto bytes = read_file_range(shards_[it.shard], it.offset, it.size);
+  return {
+      read_file_range(shards_[it.shard], it.offset, it.size),
+      sample_name(index),
+      it.label};
+}
+
+Sample WebDataset::get(std::size_t index) const {
+  const EncodedSample e = encoded(index);
   DecodeOptions o;
   o.channels = options_.channels;
-  return {to_chw_tensor(decode_image(bytes, sample_name(index), o)), it.label};
+  return {to_chw_tensor(decode_image(e.bytes, e.name, o)), e.label};
 }
 
 const std::vector<std::string>& WebDataset::class_names() const {

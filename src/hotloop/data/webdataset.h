@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/encoded_images.h"
 
 namespace hotloop::data {
 
@@ -17,7 +18,7 @@ struct WebDatasetOptions {
   int channels = 3;
 };
 
-class WebDataset final : public Dataset {
+class WebDataset final : public Dataset, public EncodedImages {
  public:
   // Lists every shard's members and reads every label. Throws DataError for no
   // matching shards, a damaged or truncated shard, a sample without an image or
@@ -32,6 +33,10 @@ class WebDataset final : public Dataset {
   const std::vector<std::string>& class_names() const override;
   std::optional<ImageShape> shape() const override;
   std::string describe() const override;
+  EncodedSample encoded(std::size_t index) const override; // reads, no decode
+  int decode_channels() const override {
+    return options_.channels;
+  }
 
   const std::vector<std::string>& shards() const {
     return shards_;

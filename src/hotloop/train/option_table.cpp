@@ -480,6 +480,12 @@ std::vector<TrainerOption> make_table() {
           field(&O::loader, &L::augment_on_device),
           data::kAugmentDeviceNames,
           "cpu (per sample, in the decode threads) or gpu (the whole batch on the GPU; needs --device cuda)"),
+      choice<O, data::Decode>(
+          "decode",
+          load,
+          field(&O::loader, &L::decode),
+          data::kDecodeNames,
+          "JPEG photos: auto (only the crop's region, at the smallest DCT scale that keeps it at least the output size), region (the crop's region at full size: a full decode's pixels) or full (the whole image)"),
       choice<O, data::Resident>(
           "resident",
           load,
