@@ -15,6 +15,7 @@
 
 #include "support/cli_run.h"
 #include "support/doctor_fixtures.h"
+#include "support/image_files.h"
 #include "support/temp_dir.h"
 
 namespace hotloop {
@@ -274,6 +275,37 @@ TEST(Cli, BatchFlagsRejectWhatIsNeitherACountNorAuto) {
       run("train --model mlp --data synthetic:64x1x8x8 --batch many");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("--batch many"), std::string::npos) << r.out;
+}
+
+// `data check --decode auto`: each JPEG through the loader's crop decode and
+// a full decode with the same crop; the PSNR between them is reported.
+TEST(Cli, DataCheckDecodeAutoReportsThePsnrAgainstAFullDecode) {
+  test::TempDir dir;
+  for (int i = 0; i < 3; ++i) {
+    test::write_bytes(
+        dir.path() / "train" / "a" / (std::to_string(i) + ".jpg"),
+        test::jpeg_file(test::textured_image(600, 800, 3, i), 600, 800, 3));
+  }
+  const auto r = test::run_cli(
+      "data check --json --decode auto --data folder:" + dir.path().string(),
+      "",
+      false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out)["decode_vs_full"];
+  EXPECT_EQ(j["images"], 3);
+  EXPECT_EQ(j["regions"], 3);
+  EXPECT_GE(j["scaled"].get<int>(), 1);
+  EXPECT_GE(j["psnr_db_min"].get<double>(), 32.0);
+  EXPECT_TRUE(test::run_cli(
+                  "data check --json --data folder:" + dir.path().string(),
+                  "",
+                  false)
+                  .out.find("\"decode_vs_full\": null") != std::string::npos);
+  EXPECT_EQ(
+      test::run_cli(
+          "data check --decode fast --data folder:" + dir.path().string())
+          .exit_code,
+      2);
 }
 
 } // namespace hotloop

@@ -3,9 +3,9 @@
 // is drawn first from the header's size (photo_box: the same draw a full
 // decode makes), then only the rectangle the resize reads is decoded (the
 // crop, its filter's support around it, widened to the iMCU grid; rows below
-// it never), with Decode::Auto at the smallest DCT scale k/8 whose decoded
-// crop is still at least the output size, so the resize that follows only
-// shrinks. The resize, flip and write into the batch slot read the decoded
+// it never), with Decode::Auto at the smallest DCT scale k/8 (k = 1, 2, 4, 8)
+// whose decoded crop is still at least the output size, so the resize that
+// follows only shrinks. The resize, flip and write into the batch slot read the decoded
 // region directly: no full-size image exists. PNG, and Decode::Full, decode
 // the whole image and run augment_into.
 
@@ -25,8 +25,8 @@ struct CropDecodePlan {
   CropBox box; // the crop, in the scaled image's pixels
 };
 
-// The smallest k in 1..8 whose k/8 keeps `box` at least out_h x out_w (8 when
-// even the full size is smaller).
+// The smallest k in 1, 2, 4, 8 whose k/8 keeps `box` at least out_h x out_w
+// (8 when even the full size is smaller).
 int crop_scale_eighths(
     const CropBox& box,
     std::int64_t out_h,
