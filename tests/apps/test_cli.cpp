@@ -296,11 +296,10 @@ TEST(Cli, DataCheckDecodeAutoReportsThePsnrAgainstAFullDecode) {
   EXPECT_EQ(j["regions"], 3);
   EXPECT_GE(j["scaled"].get<int>(), 1);
   EXPECT_GE(j["psnr_db_min"].get<double>(), 32.0);
-  EXPECT_TRUE(test::run_cli(
-                  "data check --json --data folder:" + dir.path().string(),
-                  "",
-                  false)
-                  .out.find("\"decode_vs_full\": null") != std::string::npos);
+  EXPECT_TRUE(
+      test::run_cli(
+          "data check --json --data folder:" + dir.path().string(), "", false)
+          .out.find("\"decode_vs_full\": null") != std::string::npos);
   EXPECT_EQ(
       test::run_cli(
           "data check --decode fast --data folder:" + dir.path().string())

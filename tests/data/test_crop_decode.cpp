@@ -519,11 +519,12 @@ TEST(CropDecode, TheLoadersDecodeModesGiveTheFullDecodesBatchWithinTolerance) {
   test::TempDir dir;
   for (int i = 0; i < 8; ++i) {
     test::write_bytes(
-        dir.path() / "train" / (i % 2 ? "b" : "a") / (std::to_string(i) + ".jpg"),
+        dir.path() / "train" / (i % 2 ? "b" : "a") /
+            (std::to_string(i) + ".jpg"),
         textured_jpeg(1200, 1600, 3, 40 + i));
   }
-  const auto folder = std::make_shared<ImageFolder>(
-      dir.path().string(), Split::Train);
+  const auto folder =
+      std::make_shared<ImageFolder>(dir.path().string(), Split::Train);
   const auto batch = [&](Decode mode) {
     LoaderOptions o;
     o.batch_size = 8;

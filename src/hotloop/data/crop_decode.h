@@ -5,9 +5,9 @@
 // crop, its filter's support around it, widened to the iMCU grid; rows below
 // it never), with Decode::Auto at the smallest DCT scale k/8 (k = 1, 2, 4, 8)
 // whose decoded crop is still at least the output size, so the resize that
-// follows only shrinks. The resize, flip and write into the batch slot read the decoded
-// region directly: no full-size image exists. PNG, and Decode::Full, decode
-// the whole image and run augment_into.
+// follows only shrinks. The resize, flip and write into the batch slot read the
+// decoded region directly: no full-size image exists. PNG, and Decode::Full,
+// decode the whole image and run augment_into.
 
 #include <cstdint>
 #include <span>

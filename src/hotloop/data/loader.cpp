@@ -146,7 +146,7 @@ void Loader::Impl::fill(
       std::uint8_t* slot = images + out.count * slot_bytes;
       std::int64_t label = 0;
       if (encoded != nullptr) {
-        EncodedSample e = encoded->encoded(index);
+        const EncodedSample e = encoded->encoded(index);
         check_label(index, e.label);
         decode_augment_into(
             e.bytes,
