@@ -156,7 +156,10 @@ def main():
                     per_round[s][v].append(rate)
                     print(f"round {r + 1}/{a.rounds} {s:9s} {v:15s} {rate:8.1f} images/s", file=sys.stderr,
                           flush=True)
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
         results = {
+            "commit": commit,
             "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
             "command": "python bench/data_vs_torchvision.py " + " ".join(sys.argv[1:]),
             "workers": WORKERS, "batch": BATCH, "size": SIZE, "rounds": a.rounds, "seconds": a.seconds,
