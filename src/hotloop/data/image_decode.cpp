@@ -13,13 +13,13 @@
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
-namespace {
-
 DataError bad_image(const std::string& name, const std::string& what) {
   return DataError(
       fmt::format("{}: {}", name, what),
       "the file is damaged or not an image: replace or delete it (bad samples are skipped by default)");
 }
+
+namespace {
 
 // One TurboJPEG decompressor per thread, destroyed with the thread. After a
 // failed decode it is made anew: TurboJPEG 2.x leaves a handle whose header

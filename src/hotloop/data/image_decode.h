@@ -11,9 +11,15 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "hotloop/errors.h"
+
 namespace hotloop::data {
 
 enum class ImageFormat { Jpeg, Png, Unknown };
+
+// The error for an image file that cannot be decoded: "NAME: WHAT", with the
+// hint every decoder gives (replace or delete it; bad samples are skipped).
+DataError bad_image(const std::string& name, const std::string& what);
 
 // By the file's magic bytes, not its name.
 ImageFormat sniff_image_format(std::span<const std::uint8_t> bytes);

@@ -11,16 +11,11 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/data/image_decode.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
 namespace {
-
-DataError bad_jpeg(const std::string& name, const std::string& what) {
-  return DataError(
-      fmt::format("{}: {}", name, what),
-      "the file is damaged or not an image: replace or delete it (bad samples are skipped by default)");
-}
 
 // libjpeg reports errors through error_exit, which must not return: it jumps
 // back to decode_jpeg_region's setjmp with the message kept here.
@@ -149,7 +144,7 @@ void decode_protected(
   jpeg_read_header(&c, TRUE);
   const std::size_t scan_start = bytes.size() - c.src->bytes_in_buffer;
   if (!has_end_marker(bytes, scan_start)) {
-    throw bad_jpeg(
+    throw bad_image(
         name, "truncated JPEG: the file ends before its end-of-image marker");
   }
   JpegInfo info;
@@ -159,11 +154,11 @@ void decode_protected(
   info.progressive = c.progressive_mode != 0;
   info.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
   if (info.width <= 0 || info.height <= 0) {
-    throw bad_jpeg(
+    throw bad_image(
         name, fmt::format("invalid size {}x{}", info.width, info.height));
   }
   if (static_cast<std::int64_t>(info.width) * info.height > max_pixels) {
-    throw bad_jpeg(
+    throw bad_image(
         name,
         fmt::format(
             "{}x{} pixels is more than the {} hotloop accepts",
@@ -282,7 +277,7 @@ JpegRegion decode_jpeg_region(
     if (setjmp(d.errors().jump) != 0) {
       const std::string why = d.errors().message;
       d.reset();
-      throw bad_jpeg(name, fmt::format("corrupt JPEG data: {}", why));
+      throw bad_image(name, fmt::format("corrupt JPEG data: {}", why));
     }
     decode_protected(d, bytes, name, plan, buffer, max_pixels, out);
   } catch (...) {
