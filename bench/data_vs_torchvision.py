@@ -147,6 +147,10 @@ def main():
                             ",".join(sets)], check=True)
         with open(os.path.join(root, "sets.json")) as f:
             made = json.load(f)
+        missing = [s for s in sets if s not in made["sets"]]
+        if missing:
+            raise SystemExit(f"{root} has no set {', '.join(missing)}: make it with bench/make_image_sets.py "
+                             f"{root} --sets {','.join(sets)}, or pass --which {','.join(made['sets'])}")
         per_round = {s: {v: [] for v in variants} for s in sets}
         for r in range(a.rounds):
             for s in sets:

@@ -100,6 +100,9 @@ def main():
     rng = np.random.default_rng(a.seed)
     bases = textures(rng, 4, 2048)
     summary = {}
+    unknown = [n for n in a.sets.split(",") if n not in SETS]
+    if unknown:
+        p.error(f"unknown set {', '.join(unknown)}: the sets are {', '.join(SETS)}")
     for name in a.sets.split(","):
         count, quality, sizes = SETS[name]
         count = max(CLASSES, int(count * a.scale))
