@@ -5,9 +5,9 @@ Run by ctest (model.gpt_hf) as: gpt_hf.py HOTLOOP_BINARY. No download: the test 
 random GPT2LMHeadModel (2 layers, 2 heads, width 32, context 16, vocabulary 100: hotloop pads it to 128),
 with every parameter perturbed so that biases and LayerNorms are not at their initial values.
 1. HF -> hotloop: save_pretrained's model.safetensors (no lm_head.weight: it is tied) into
-   `hotloop predict`; logits within 1e-6 relative L2 of HF's (fp32 CPU: measured 1.6e-7 and 4.8e-8, the
-   same math summed in another order). Tight on purpose: exact GELU in place of GPT-2's tanh form moves
-   them by 6.7e-5 and 2.4e-6, so a looser bound would not see it.
+   `hotloop predict`; logits within 2e-5 relative L2 of HF's (fp32 CPU: measured 1.6e-7 and 4.8e-8
+   alone, the same math summed in another order, and once 3.9e-6 in a full `ctest -j2` run). Tight on
+   purpose: exact GELU in place of GPT-2's tanh form moves the first by 6.7e-5, so 1e-4 would not see it.
 2. hotloop -> HF: a few steps of `hotloop train`, `hotloop weights export-hf` of its checkpoint, and
    GPT2LMHeadModel.from_pretrained on that folder gives hotloop's logits within the same tolerance.
 """
@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
 HOTLOOP = sys.argv[1]
-TOLERANCE = 1e-6
+TOLERANCE = 2e-5
 failures = []
 
 
