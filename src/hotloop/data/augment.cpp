@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 namespace hotloop::data {
@@ -94,95 +93,64 @@ Taps make_taps(double x0, double extent, std::int64_t in, std::int64_t out) {
   return t;
 }
 
-// A blend of bytes to a byte: convex, so in [0, 255] up to rounding.
-inline std::uint8_t to_byte(float v) {
-  return static_cast<std::uint8_t>(
-      static_cast<std::int32_t>(std::min(std::max(v, 0.0f), 255.0f) + 0.5f));
-}
+// The horizontal pass of one output row: output pixel x blends `taps`
+// columns of the vertically blended row `r` (interleaved, c floats per
+// column) from col[x] with weights[x * stride ...], and channel ch goes to
+// out[ch * plane + x].
+struct RowPass {
+  const float* r;
+  const std::int64_t* col;
+  const float* weights;
+  std::int64_t stride;
+  std::uint8_t* out;
+  std::int64_t plane;
+  std::int64_t ow;
+};
 
-// The horizontal pass of one output row: output pixel x blends the Taps
-// columns of the vertically blended row `r` (interleaved, C floats per
-// column) from col[x] with its weights, all C channels at once, and writes
-// channel ch to out[ch * plane + x].
-template <int C, int Taps>
-void emit_row(
-    const float* r,
-    const std::int64_t* col,
-    const float* weights,
-    std::int64_t stride,
-    std::uint8_t* out,
-    std::int64_t plane,
-    std::int64_t ow) {
-  for (std::int64_t x = 0; x < ow; ++x) {
-    const float* wx = weights + x * stride;
-    const float* p = r + col[x] * C;
-    float v[C] = {};
-    for (int k = 0; k < Taps; ++k) {
-      for (int ch = 0; ch < C; ++ch) {
-        v[ch] += p[k * C + ch] * wx[k];
-      }
-    }
-    for (int ch = 0; ch < C; ++ch) {
-      out[ch * plane + x] = to_byte(v[ch]);
-    }
-  }
-}
-
-// Three channels: each tap's pixel is one 4-float load (its 3 channels and
-// the next pixel's first, unused), so a pixel's channels are blended at once
-// in SSE registers (GCC's vector extensions: SSE2, no gathers). `r` has a
-// float of padding after its last pixel for the last load.
+// Three channels, Taps known at compile time: each tap's pixel is one 4-float
+// load (its 3 channels and the next pixel's first, unused), so a pixel's
+// channels are blended at once in SSE registers (GCC's vector extensions:
+// SSE2, no gathers). `r` has a float of padding after its last pixel for the
+// last load.
 template <int Taps>
-void emit_row_rgb(
-    const float* r,
-    const std::int64_t* col,
-    const float* weights,
-    std::int64_t stride,
-    std::uint8_t* out,
-    std::int64_t plane,
-    std::int64_t ow) {
+void emit_row_rgb(const RowPass& p) {
   using V4 = float __attribute__((vector_size(16)));
   using I4 = std::int32_t __attribute__((vector_size(16)));
   const V4 zero = {0, 0, 0, 0};
   const V4 top = {255, 255, 255, 255};
   const V4 half = {0.5f, 0.5f, 0.5f, 0.5f};
-  for (std::int64_t x = 0; x < ow; ++x) {
-    const float* wx = weights + x * stride;
-    const float* p = r + col[x] * 3;
+  for (std::int64_t x = 0; x < p.ow; ++x) {
+    const float* wx = p.weights + x * p.stride;
+    const float* px = p.r + p.col[x] * 3;
     V4 v = zero;
     for (int k = 0; k < Taps; ++k) {
-      V4 px;
-      std::memcpy(&px, p + k * 3, sizeof(px));
-      v += px * wx[k];
+      V4 tap;
+      std::memcpy(&tap, px + k * 3, sizeof(tap));
+      v += tap * wx[k];
     }
     v = v < zero ? zero : v;
     v = v > top ? top : v;
     const I4 b = __builtin_convertvector(v + half, I4);
-    out[x] = static_cast<std::uint8_t>(b[0]);
-    out[plane + x] = static_cast<std::uint8_t>(b[1]);
-    out[2 * plane + x] = static_cast<std::uint8_t>(b[2]);
+    p.out[x] = static_cast<std::uint8_t>(b[0]);
+    p.out[p.plane + x] = static_cast<std::uint8_t>(b[1]);
+    p.out[2 * p.plane + x] = static_cast<std::uint8_t>(b[2]);
   }
 }
 
-void emit_row_generic(
-    const float* r,
-    const std::int64_t* col,
-    const float* weights,
-    std::int64_t stride,
-    std::uint8_t* out,
-    std::int64_t plane,
-    std::int64_t ow,
-    std::int64_t c,
-    std::int64_t taps) {
+// Any channel count and number of taps, one channel at a time.
+void emit_row(const RowPass& p, std::int64_t c, std::int64_t taps) {
   for (std::int64_t ch = 0; ch < c; ++ch) {
-    for (std::int64_t x = 0; x < ow; ++x) {
-      const float* wx = weights + x * stride;
-      const float* p = r + col[x] * c + ch;
+    for (std::int64_t x = 0; x < p.ow; ++x) {
+      const float* wx = p.weights + x * p.stride;
+      const float* px = p.r + p.col[x] * c + ch;
       float v = 0;
       for (std::int64_t k = 0; k < taps; ++k) {
-        v += p[k * c] * wx[k];
+        v += px[k * c] * wx[k];
       }
-      out[ch * plane + x] = to_byte(v);
+      // A convex blend of bytes: in [0, 255] up to rounding.
+      p.out[ch * p.plane + x] =
+          static_cast<std::uint8_t>(static_cast<std::int32_t>(
+              std::min(std::max(v, 0.0f), 255.0f) + 0.5f));
     }
   }
 }
@@ -274,53 +242,27 @@ void resize_box(
         }
       }
     }
-    std::uint8_t* out = dst + y * ow;
-    const std::int64_t plane = oh * ow;
-    // Channels and taps known at compile time for the common cases, so the
-    // compiler unrolls both.
-    const auto emit_with = [&](auto channels, auto taps) {
-      if constexpr (decltype(channels)::value == 3) {
-        emit_row_rgb<decltype(taps)::value>(
-            r, col.data(), tx.weights.data(), tx.stride, out, plane, ow);
-      } else {
-        emit_row<decltype(channels)::value, decltype(taps)::value>(
-            r, col.data(), tx.weights.data(), tx.stride, out, plane, ow);
-      }
-    };
-    const auto emit_channels = [&](auto channels) {
-      switch (kx) {
-        case 2:
-          emit_with(channels, std::integral_constant<int, 2>{});
-          break;
-        case 3:
-          emit_with(channels, std::integral_constant<int, 3>{});
-          break;
-        case 4:
-          emit_with(channels, std::integral_constant<int, 4>{});
-          break;
-        case 5:
-          emit_with(channels, std::integral_constant<int, 5>{});
-          break;
-        default:
-          emit_row_generic(
-              r,
-              col.data(),
-              tx.weights.data(),
-              tx.stride,
-              out,
-              plane,
-              ow,
-              c,
-              kx);
-      }
-    };
-    if (c == 3) {
-      emit_channels(std::integral_constant<int, 3>{});
-    } else if (c == 1) {
-      emit_channels(std::integral_constant<int, 1>{});
-    } else {
-      emit_row_generic(
-          r, col.data(), tx.weights.data(), tx.stride, out, plane, ow, c, kx);
+    const RowPass pass{
+        r, col.data(), tx.weights.data(), tx.stride, dst + y * ow, oh * ow, ow};
+    if (c != 3) {
+      emit_row(pass, c, kx);
+      continue;
+    }
+    switch (kx) { // taps known at compile time: the compiler unrolls them
+      case 2:
+        emit_row_rgb<2>(pass);
+        break;
+      case 3:
+        emit_row_rgb<3>(pass);
+        break;
+      case 4:
+        emit_row_rgb<4>(pass);
+        break;
+      case 5:
+        emit_row_rgb<5>(pass);
+        break;
+      default:
+        emit_row(pass, c, kx);
     }
   }
 }
