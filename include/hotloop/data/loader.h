@@ -79,11 +79,18 @@ struct LoaderOptions {
       0; // output height and width; 0: the data set's native size, else 224
   int channels = 0; // 0: the data set's
   BadSamplePolicy on_bad_sample = BadSamplePolicy::Skip;
+  // Skipped samples are warned about on stderr, each once (the Python
+  // package turns this off: its stats() names them).
+  bool warn_bad_samples = true;
   Resident resident = Resident::Auto;
   c10::Device device = c10::Device(c10::kCPU);
   std::vector<float> mean; // per channel; empty: Fashion-MNIST's for 1 channel,
                            // ImageNet's for 3
   std::vector<float> std;
+  // false: image batches stay uint8 (B, C, H, W), as decoded and augmented,
+  // for a caller that normalizes itself (not with resident mode or
+  // augment_on_device, whose device work produces floats).
+  bool normalize = true;
   // Token data (data/token_data.h): tokens per sample (the model's context;
   // each sample reads one more for the targets), and at most this many
   // samples per epoch, evenly spaced (evaluation; 0: all).
@@ -108,10 +115,18 @@ struct LoaderStats {
   std::size_t samples = 0;
   std::size_t bad_samples =
       0; // skipped so far (each logged once, with its name)
+  // The first kMaxBadSampleNames skipped, each once: what was wrong and where.
+  std::vector<std::string> bad_sample_names;
+  static constexpr std::size_t kMaxBadSampleNames = 100;
   double wait_seconds =
       0; // time next() spent waiting for a batch (the trainer's "data wait")
   std::size_t buffers_allocated =
       0; // batch buffers in the pool; constant across epochs
+  // The decode threads' busy time (summed over threads) and the samples they
+  // built in it (batches dropped by a new epoch included): samples per
+  // thread-second, the decode rate. 0 for resident and token data.
+  double decode_seconds = 0;
+  std::size_t decoded_samples = 0;
 };
 
 // Where a training step takes its batches from: the Loader, or one batch

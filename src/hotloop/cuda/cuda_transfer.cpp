@@ -17,10 +17,12 @@ class CudaTransfer final : public Transfer {
   CudaTransfer(
       c10::Device device,
       std::vector<float> mean,
-      std::vector<float> std)
+      std::vector<float> std,
+      bool normalize)
       : device_(device),
         mean_(std::move(mean)),
         std_(std::move(std)),
+        normalize_(normalize),
         copy_stream_(c10::cuda::getStreamFromPool(
             /*isHighPriority=*/false,
             device.index())) {}
@@ -50,6 +52,11 @@ class CudaTransfer final : public Transfer {
     // caching allocator.
     images.record_stream(compute);
     gpu_labels.record_stream(compute);
+    if (!normalize_) {
+      return {std::move(images), std::move(gpu_labels), [copied] {
+                copied->synchronize();
+              }};
+    }
     at::Tensor normalized = images.to(at::kFloat)
                                 .mul_(scale_)
                                 .sub_(shift_); // (uint8 -> float) on the GPU
@@ -65,6 +72,7 @@ class CudaTransfer final : public Transfer {
  private:
   c10::Device device_;
   std::vector<float> mean_, std_;
+  bool normalize_ = true;
   c10::cuda::CUDAStream copy_stream_;
   at::Tensor scale_, shift_;
 };
@@ -74,7 +82,8 @@ class CudaTransfer final : public Transfer {
 std::unique_ptr<Transfer> make_cuda_transfer(
     c10::Device device,
     std::vector<float> mean,
-    std::vector<float> std) {
+    std::vector<float> std,
+    bool normalize) {
   if (!torch::cuda::is_available()) {
     throw EnvError(
         fmt::format(
@@ -86,7 +95,7 @@ std::unique_ptr<Transfer> make_cuda_transfer(
     device = c10::Device(c10::kCUDA, 0);
   }
   return std::make_unique<CudaTransfer>(
-      device, std::move(mean), std::move(std));
+      device, std::move(mean), std::move(std), normalize);
 }
 
 } // namespace hotloop::cuda

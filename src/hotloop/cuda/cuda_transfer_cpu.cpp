@@ -9,7 +9,8 @@ namespace hotloop::cuda {
 std::unique_ptr<Transfer> make_cuda_transfer(
     c10::Device device,
     std::vector<float>,
-    std::vector<float>) {
+    std::vector<float>,
+    bool) {
   throw EnvError(
       fmt::format(
           "cannot deliver batches to {}: LibTorch was built without CUDA",

@@ -9,11 +9,14 @@ namespace {
 
 class CpuTransfer final : public Transfer {
  public:
-  CpuTransfer(std::vector<float> mean, std::vector<float> std)
-      : mean_(std::move(mean)), std_(std::move(std)) {}
+  CpuTransfer(std::vector<float> mean, std::vector<float> std, bool normalize)
+      : mean_(std::move(mean)), std_(std::move(std)), normalize_(normalize) {}
 
   Delivered deliver(const at::Tensor& images_u8, const at::Tensor& labels)
       override {
+    if (!normalize_) {
+      return {images_u8.clone(), labels.clone(), {}};
+    }
     // One pass per channel computing x * scale - shift in float, the same
     // two rounded float operations as normalization() applies on a GPU (so
     // CPU and GPU batches are equal). The compiler vectorizes it, which a
@@ -67,6 +70,7 @@ class CpuTransfer final : public Transfer {
 
   static constexpr std::size_t kPool = 4;
   std::vector<float> mean_, std_;
+  bool normalize_ = true;
   std::vector<at::Tensor> pool_;
   std::size_t next_evict_ = 0;
 };
@@ -75,8 +79,10 @@ class CpuTransfer final : public Transfer {
 
 std::unique_ptr<Transfer> make_cpu_transfer(
     std::vector<float> mean,
-    std::vector<float> std) {
-  return std::make_unique<CpuTransfer>(std::move(mean), std::move(std));
+    std::vector<float> std,
+    bool normalize) {
+  return std::make_unique<CpuTransfer>(
+      std::move(mean), std::move(std), normalize);
 }
 
 std::pair<std::vector<float>, std::vector<float>> normalization_factors(

@@ -32,14 +32,18 @@ class Transfer {
   virtual bool wants_pinned_buffers() const = 0;
 };
 
+// `normalize` false: the batch stays uint8, as decoded (copied out of the
+// buffer, to the device on a GPU).
 std::unique_ptr<Transfer> make_cpu_transfer(
     std::vector<float> mean,
-    std::vector<float> std);
+    std::vector<float> std,
+    bool normalize = true);
 // Throws EnvError when CUDA cannot be used (LibTorch without CUDA, no device).
 std::unique_ptr<Transfer> make_cuda_transfer(
     c10::Device device,
     std::vector<float> mean,
-    std::vector<float> std);
+    std::vector<float> std,
+    bool normalize = true);
 
 // Per-channel scale and shift so that x * scale - shift == (x / 255 - mean) /
 // std.

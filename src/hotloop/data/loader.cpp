@@ -218,9 +218,15 @@ void Loader::Impl::worker_loop() {
     }
     Ready r;
     r.buffer = buffer;
+    const auto t0 = std::chrono::steady_clock::now();
     fill(buffer, job_epoch, indices, r);
+    const double busy =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     {
       std::lock_guard<std::mutex> lock(mu);
+      stats.decode_seconds += busy;
+      stats.decoded_samples += indices.size();
       if (gen != generation) {
         free_buffers.push_back(
             buffer); // a new epoch started meanwhile: drop this batch
@@ -268,9 +274,14 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
         o.std.size(),
         m.channels));
   }
+  if (!o.normalize && (o.augment_on_device || o.resident == Resident::On)) {
+    throw UsageError(
+        "uint8 batches (no normalization) cannot come from resident mode or --augment-device gpu, whose device work makes float batches",
+        "normalize, or use the CPU's augmentation and resident off");
+  }
   m.transfer = o.device.is_cuda()
-      ? cuda::make_cuda_transfer(o.device, o.mean, o.std)
-      : cuda::make_cpu_transfer(o.mean, o.std);
+      ? cuda::make_cuda_transfer(o.device, o.mean, o.std, o.normalize)
+      : cuda::make_cpu_transfer(o.mean, o.std, o.normalize);
 
   const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
   // Resident mode: the device can do this augmentation, and the decoded set
@@ -286,8 +297,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   // beat batched gathers (hotloop bench data on Fashion-MNIST, 2 cores: 278k
   // images/s threaded vs 135k resident).
   const bool resident = o.resident == Resident::On ||
-      (o.resident == Resident::Auto && o.device.is_cuda() && shape &&
-       device_augment && resident_bytes <= (1ULL << 30));
+      (o.resident == Resident::Auto && o.normalize && o.device.is_cuda() &&
+       shape && device_augment && resident_bytes <= (1ULL << 30));
   if (resident) {
     if (!device_augment) {
       throw UsageError(
@@ -437,8 +448,13 @@ std::optional<Batch> Loader::next() {
   for (const auto& message : r.bad) {
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.logged_bad.insert(message).second) {
-      fmt::print(
-          stderr, "hotloop: warning: skipping a bad sample: {}\n", message);
+      if (m.options.warn_bad_samples) {
+        fmt::print(
+            stderr, "hotloop: warning: skipping a bad sample: {}\n", message);
+      }
+      if (m.stats.bad_sample_names.size() < LoaderStats::kMaxBadSampleNames) {
+        m.stats.bad_sample_names.push_back(message);
+      }
     }
   }
   if (r.count == 0 && !r.bad.empty()) {
