@@ -230,6 +230,21 @@ TEST(Cli, TrainBatchAutoTrainsWithTheFindersRecommendation) {
   EXPECT_EQ(summary["oom_recoveries"], 0);
 }
 
+TEST(Cli, TrainWritesAReportWithTheVerdictAndCharts) {
+  test::TempDir dir;
+  const Result r = run(
+      "train --model mlp --data synthetic:256x1x8x8 --device cpu --threads 1 --workers 1 --steps 12 --diagnosis-window 5 --no-eval --out " +
+      (dir.path() / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = test::slurp(dir.path() / "run" / "report.html");
+  const auto summary =
+      nlohmann::json::parse(test::slurp(dir.path() / "run" / "summary.json"));
+  EXPECT_NE(report.find("<svg"), std::string::npos);
+  EXPECT_NE(report.find("Step time"), std::string::npos);
+  EXPECT_NE(
+      report.find(summary["diagnosis"].get<std::string>()), std::string::npos);
+}
+
 TEST(Cli, TrainMicroBatchAutoKeepsTheEffectiveBatch) {
   test::TempDir dir;
   const Result r = run(

@@ -40,6 +40,9 @@ struct StepEnd {
   std::int64_t samples = 0; // the global batch
   bool skipped = false; // loss scaling found inf/NaN gradients
   double loss_scale = 0; // 0: no loss scaling
+  // An on_loss for this step follows (always, from the trainer; a loop
+  // driven from Python says so per step).
+  bool loss_follows = true;
 };
 
 // A step's loss as read back from the device.

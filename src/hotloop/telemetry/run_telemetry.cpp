@@ -176,6 +176,12 @@ void RunTelemetry::enter_phase(Phase p) {
   current_ = p;
 }
 
+void RunTelemetry::add_phase_seconds(Phase p, double seconds) {
+  if (const auto slot = slot_of(p); slot && in_step_) {
+    cpu_phase_[*slot] += seconds;
+  }
+}
+
 void RunTelemetry::add_gpu_phases(const std::vector<cuda::TimedStep>& done) {
   for (const cuda::TimedStep& t : done) {
     for (std::size_t i = kCopy; i < kPhases; ++i) {

@@ -89,6 +89,9 @@ class RunTelemetry {
   // Phase `p` begins: the interval since the previous one counts as that
   // one's. Phases outside a step (evaluation, checkpoint) are not timed.
   void enter_phase(Phase p);
+  // Adds `seconds` to phase `p` of the step being timed: a phase its caller
+  // timed itself (hotloop.Run: the loader's wait, before the step began).
+  void add_phase_seconds(Phase p, double seconds);
   StepOutput end_step(const StepRecord& r);
   // A step's loss, read back at or after its end_step (every N steps on
   // CUDA): the diagnosis's learning check averages them per window.

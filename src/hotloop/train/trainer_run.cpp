@@ -1,6 +1,6 @@
 // What the loop (trainer.cpp) calls between its steps: the run's start
 // (config.json, resume, the step chosen), OOM recovery applied, checkpoints,
-// evaluation, failures, and the end (summary.json).
+// evaluation, failures, and the end (summary.json, report.html).
 
 #include <sys/resource.h>
 
@@ -14,6 +14,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/graph_step.h"
+#include "hotloop/train/run_report.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
@@ -241,6 +242,9 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   }
   sum.callbacks = events.fit_end(s, sum);
   write_json(s, "summary.json", sum.to_json());
+  if (s.rank == 0 && !s.run_dir.empty()) {
+    write_run_report(s.run_dir); // report.html, from the files just written
+  }
   return sum;
 }
 

@@ -77,7 +77,7 @@ void MetricsFile::on_step_end(const RunState& s, const StepEnd& e) {
       line["phases_of_step"] = t->phases_step;
     }
   }
-  pending_.push_back({std::move(line), s.step, true});
+  pending_.push_back({std::move(line), s.step, e.loss_follows});
   if (t != nullptr && t->window) {
     pending_.push_back({*t->window, s.step, false});
   }
@@ -135,6 +135,9 @@ void MetricsFile::on_oom_recovery(
 }
 
 nlohmann::json MetricsFile::on_fit_end(const RunState&, const TrainSummary&) {
+  for (auto& p : pending_) {
+    p.needs_loss = false; // a loss that never came: the line without it
+  }
   write_ready();
   if (out_.is_open()) {
     out_.flush();

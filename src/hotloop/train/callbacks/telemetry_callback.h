@@ -41,6 +41,10 @@ class TelemetryCallback final : public Callback {
   const telemetry::RunTelemetry* run() const {
     return run_.get();
   }
+  // For a loop that times a phase itself (train/loop_run.h).
+  telemetry::RunTelemetry* run() {
+    return run_.get();
+  }
 
  private:
   TelemetryOptions options_;
