@@ -1,13 +1,17 @@
 // `hotloop data check`: read and decode every sample of a data set before
-// training on it.
+// training on it. `hotloop data batch`: one batch as the loader delivers it,
+// to a file (to look at, or to compare with the Python package's).
 
 #include <span>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli_common.h"
 #include "hotloop/data/data_check.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/data/loader.h"
+#include "hotloop/model/weights.h"
 #include "hotloop/named.h"
 
 namespace hotloop::cli {
@@ -96,6 +100,102 @@ void add_data_command(CLI::App& app, Action& action) {
         }
       }
       return r.bad.empty() ? 0 : 1;
+    };
+  });
+  add_data_batch_command(*data_cmd, action);
+}
+
+void add_data_batch_command(CLI::App& data_cmd, Action& action) {
+  struct Flags {
+    std::string spec;
+    std::string split = "train";
+    std::string out;
+    std::string decode = "auto";
+    std::string augment = "default";
+    bool eval = false;
+    std::size_t index = 0;
+    std::size_t epoch = 0;
+    data::LoaderOptions options;
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* cmd = data_cmd.add_subcommand(
+      "batch",
+      "Write one batch as the loader delivers it (decoded, augmented, normalized) to a safetensors file: 'images' and 'labels'");
+  cmd->add_option("--data", flags->spec, "A data spec, as train's --data")
+      ->required();
+  cmd->add_option("--split", flags->split, "train, val or test")
+      ->check(CLI::IsMember({"train", "val", "test"}))
+      ->capture_default_str();
+  cmd->add_option("--out", flags->out, "The file to write (.safetensors)")
+      ->required();
+  cmd->add_option("--batch-size", flags->options.batch_size, "Samples")
+      ->capture_default_str();
+  cmd->add_option(
+         "--seed",
+         flags->options.seed,
+         "The order's and the augmentation's seed")
+      ->capture_default_str();
+  cmd->add_option("--epoch", flags->epoch, "Which epoch")
+      ->capture_default_str();
+  cmd->add_option("--index", flags->index, "Which batch of the epoch")
+      ->capture_default_str();
+  cmd->add_option(
+         "--size",
+         flags->options.size,
+         "Output size (0: the data set's; photos: 224)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--decode", flags->decode, "auto, region or full (JPEG photos)")
+      ->capture_default_str();
+  cmd->add_option("--augment", flags->augment, "default or none")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--eval",
+      flags->eval,
+      "The eval transform, in order (else training's augmentation, shuffled)");
+  cmd->add_option(
+         "--workers",
+         flags->options.workers,
+         "Decode threads (0: one per usable CPU)")
+      ->capture_default_str();
+  cmd->footer(
+      "Exit code: 0 when the batch was written, 1 when the data cannot be read, 2 for bad usage.");
+  cmd->callback([flags, &action] {
+    action = [flags] {
+      data::LoaderOptions o = flags->options;
+      o.train = !flags->eval;
+      o.shuffle = o.train;
+      o.drop_last = o.train;
+      o.decode = parse_named<data::Decode>(
+          data::kDecodeNames, flags->decode, "decode");
+      o.augment = parse_named<data::Augment>(
+          data::kAugmentNames, flags->augment, "augment");
+      const std::shared_ptr<const data::Dataset> dataset = data::open_dataset(
+          data::parse_data_spec(flags->spec),
+          data::parse_split(flags->split),
+          o.seed);
+      const auto loader = data::make_loader(dataset, o);
+      if (flags->index >= loader->batches_per_epoch()) {
+        throw UsageError(fmt::format(
+            "--index {}: an epoch has {} batches of {}",
+            flags->index,
+            loader->batches_per_epoch(),
+            o.batch_size));
+      }
+      loader->start_epoch(flags->epoch, flags->index);
+      const std::optional<data::Batch> b = loader->next();
+      model::write_weights(
+          flags->out,
+          {{"images", b->images.contiguous()},
+           {"labels", b->labels.contiguous()}});
+      fmt::print(
+          "{}: batch {} of epoch {}: images {}, labels {}\n",
+          flags->out,
+          flags->index,
+          flags->epoch,
+          fmt::join(b->images.sizes(), "x"),
+          b->labels.numel());
+      return 0;
     };
   });
 }
