@@ -7,6 +7,10 @@
 # Sets HOTLOOP_TORCH_HAS_CUDA and HOTLOOP_TORCH_CUDA_ARCH_LIST (the SM list LibTorch was compiled for,
 # which LibTorch's C++ API does not expose; doctor compares the GPU's compute capability against it).
 
+if(NOT HOTLOOP_PYTHON AND SKBUILD AND Python3_EXECUTABLE)
+  # `pip install .` (pyproject.toml): the torch of the Python that runs pip.
+  set(HOTLOOP_PYTHON ${Python3_EXECUTABLE})
+endif()
 if(NOT HOTLOOP_PYTHON)
   if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
     set(HOTLOOP_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python)
