@@ -1,4 +1,4 @@
-"""hotloop's image loader against torchvision's and NVIDIA DALI's CPU pipeline, in one run (issue 38).
+"""hotloop's image loader against torchvision's and NVIDIA DALI's CPU pipeline, in one run (issues 38, 39).
 
 usage: .venv/bin/python bench/data_vs_torchvision.py [--sets DIR] [--rounds 5] [--seconds 6] [--out FILE.json]
                                                       [--which small,imagenet,photo] [--variants ...]
@@ -12,6 +12,8 @@ flip + normalize to float, batches of 64, 2 worker threads/processes:
   region, DALI's fastest CPU path) + fn.resize(antialias) + fn.crop_mirror_normalize, num_threads=2,
   device_id=None (CPU only);
 - hotloop auto / region / full: `hotloop bench data --decode auto|region|full --workers 2`;
+- hotloop-python: the Python package's hotloop.Loader (decode auto, workers=2) in the same Python loop
+  as torchvision's and DALI's;
 - ceiling: `hotloop bench data --decode-only --workers 2`: every image decoded whole at full size by
   TurboJPEG, nothing else (what a full-decode loader cannot beat).
 Each variant runs in its own process for --seconds after a warm-up batch; the variants take turns in
@@ -32,7 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOTLOOP = os.path.join(ROOT, "build", "hotloop")
 SETS = ["small", "imagenet", "photo"]
-VARIANTS = ["torchvision", "dali", "hotloop-auto", "hotloop-region", "hotloop-full", "ceiling"]
+VARIANTS = ["torchvision", "dali", "hotloop-python", "hotloop-auto", "hotloop-region", "hotloop-full", "ceiling"]
 BATCH, SIZE, WORKERS = 64, 224, 2
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -88,6 +90,27 @@ def rate_dali(root, seconds):
     return images / (time.perf_counter() - start)
 
 
+def rate_hotloop_python(root, seconds):
+    try:
+        import hotloop
+    except ImportError:  # a checkout without scripts/setup's hotloop.pth
+        sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "build", "python")]
+        import hotloop
+
+    loader = hotloop.Loader(f"folder:{root}", batch_size=BATCH, size=SIZE, workers=WORKERS, mean=MEAN, std=STD)
+    it = iter(loader)
+    next(it)  # threads started, first batch done
+    images, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        try:
+            x, _ = next(it)
+        except StopIteration:
+            it = iter(loader)
+            continue
+        images += x.shape[0]
+    return images / (time.perf_counter() - start)
+
+
 def rate_hotloop(root, seconds, extra):
     out = subprocess.run([HOTLOOP, "bench", "data", "--json", "--data", f"folder:{root}", "--workers",
                           str(WORKERS), "--batch", str(BATCH), "--size", str(SIZE), "--seconds", str(seconds),
@@ -102,6 +125,8 @@ def one(variant, root, seconds):
         return rate_dali(root, seconds)
     if variant == "ceiling":
         return rate_hotloop(root, seconds, ["--decode-only"])
+    if variant == "hotloop-python":
+        return rate_hotloop_python(root, seconds)
     return rate_hotloop(root, seconds, ["--decode", variant.split("-", 1)[1]])
 
 

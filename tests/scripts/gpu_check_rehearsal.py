@@ -17,7 +17,7 @@ import tempfile
 
 BUILD, CTEST = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STAGES = ["build", "gpu-tests", "uncapturable", "doctor", "watch", "gpm-mfu-profile", "telemetry-overhead",
+STAGES = ["build", "gpu-tests", "uncapturable", "doctor", "watch", "python", "gpm-mfu-profile", "telemetry-overhead",
           "vs-pytorch", "lm-vs-pytorch", "exported", "training", "nccl", "tune-batch", "smoke", "bench",
           "bench-data"]
 failures = []
@@ -45,6 +45,8 @@ with tempfile.TemporaryDirectory() as out:
     check(res["rehearsal"] is True, "results.json says it is a rehearsal")
     check(set(res["watch"]) == {"input-bound", "fixed"} and all(w["verdict"] for w in res["watch"].values()),
           f"both watch runs have a verdict ({ {k: w['verdict'] for k, w in res['watch'].items()} })")
+    check((res.get("python") or {}).get("steps", 0) > 0 and res["python"]["telemetry"]["enabled"],
+          f"the Python loop ran inside hotloop.Run ({res.get('python')})")
     check("resnet18-small-profiled" in res["train"] and res["train"]["resnet18-small-profiled"]["profile"],
           "the profiled run's summary names its trace")
     for key in ("telemetry_overhead", "vs_pytorch", "lm_vs_pytorch", "tune_batch", "smoke", "bench_data",
