@@ -13,7 +13,7 @@ def _load():
         raise ImportError(
             f"hotloop was built against torch {_build.TORCH_VERSION} but this Python has torch {have}: "
             f"install torch=={_build.TORCH_VERSION}, or rebuild hotloop in this environment "
-            f"(pip install --no-build-isolation <hotloop checkout>)"
+            f"(pip install <hotloop checkout>; with --no-build-isolation it builds against the torch installed here)"
         )
     from . import _hotloop  # noqa: PLC0415 (after the check, on purpose)
 

@@ -5,10 +5,12 @@ run folder.
     trainer = transformers.Trainer(..., callbacks=[HotloopTrainerCallback("runs/exp1")])
 
 Each optimizer step is a step: it begins at on_step_begin and ends at on_step_end (the data phase is the
-time between steps: the Trainer fetches the step's batches there). Losses come from the Trainer's own
-logs (on_log, every logging_steps: the mean since the last log, given to the step it was logged at):
-the callback never reads a loss itself.
+time between steps, where the Trainer fetches the step's batches, less its evaluations and saves).
+Losses come from the Trainer's own logs (on_log, when the Trainer logs: the mean since the last log,
+given to the step it was logged at): the callback never reads a loss itself.
 """
+
+import time
 
 from transformers import TrainerCallback
 
@@ -33,6 +35,7 @@ class HotloopTrainerCallback(TrainerCallback):
         self.out_dir = None if out_dir is None else str(out_dir)
         self.run_options = run_options
         self.run = None
+        self._since = None  # when the time outside steps last stopped being the data's
 
     def on_train_begin(self, args, state, control, **kwargs):
         options = dict(self.run_options)
@@ -44,23 +47,33 @@ class HotloopTrainerCallback(TrainerCallback):
         self.run = Run(self.out_dir or f"{args.output_dir}/hotloop", **options)
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self.run.begin_step()
+        if self.run is None or self.run._native.in_step():
+            return
+        self.run.begin_step(data_wait_s=None if self._since is None else time.perf_counter() - self._since)
+        self._since = None
 
     def on_step_end(self, args, state, control, **kwargs):
+        if self.run is None or not self.run._native.in_step():
+            return
         samples = args.per_device_train_batch_size * args.gradient_accumulation_steps
         lr = 0.0
         optimizer = kwargs.get("optimizer")
         if optimizer is not None and optimizer.param_groups:
             lr = float(optimizer.param_groups[0].get("lr", 0.0))
-        # The Trainer logs the loss after this call at every logging_steps-th step: its metrics line waits.
-        every = args.logging_steps
-        logs_now = (str(getattr(args.logging_strategy, "value", args.logging_strategy)) == "steps"
-                    and every >= 1 and state.global_step % int(every) == 0)
-        self.run.end_step(samples, lr=lr, loss_follows=logs_now)
+        # The Trainer's flow callback (first in its list) has decided whether it logs after this step:
+        # if so, the step's metrics line waits for that loss.
+        self.run.end_step(samples, lr=lr, loss_follows=bool(control.should_log))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs and self.run is not None and self.run.steps > 0:
             self.run.loss(float(logs["loss"]), step=self.run.steps)
+
+    # Evaluations and saves between steps are not the data's time.
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._since = time.perf_counter()
+
+    def on_save(self, args, state, control, **kwargs):
+        self._since = time.perf_counter()
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.run is not None:

@@ -4,9 +4,13 @@
     trainer = lightning.Trainer(callbacks=[HotloopCallback("runs/exp1")])
 
 Each training batch is a step: it begins at on_train_batch_start (the batch is in hand: the data phase
-is the time since the previous batch ended) and ends at on_train_batch_end, with the batch's loss (read
-without a sync per step). Works with `lightning` and with `pytorch_lightning`.
+is the time since the previous batch ended, or since validation or a checkpoint save ended) and ends at
+on_train_batch_end, with the batch's loss (read without a sync per step; under gradient accumulation the
+loss as the module returned it, not Lightning's accumulated share). Works with `lightning` and with
+`pytorch_lightning`.
 """
+
+import time
 
 try:
     from lightning.pytorch.callbacks import Callback
@@ -32,6 +36,7 @@ class HotloopCallback(Callback):
         self.out_dir = str(out_dir)
         self.run_options = run_options
         self.run = None
+        self._since = None  # when the time outside steps last stopped being the data's
 
     def on_fit_start(self, trainer, pl_module):
         options = dict(self.run_options)
@@ -44,14 +49,28 @@ class HotloopCallback(Callback):
         self.run = Run(self.out_dir, **options)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self.run.begin_step()
+        if self.run is None or self.run._native.in_step():  # the module skipped the last batch's end
+            return
+        self.run.begin_step(data_wait_s=None if self._since is None else time.perf_counter() - self._since)
+        self._since = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.run is None or not self.run._native.in_step() or batch is None:
+            return
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None and getattr(pl_module, "automatic_optimization", True):
+            loss = loss * trainer.accumulate_grad_batches  # Lightning divided it for accumulation
         lr = 0.0
         if trainer.optimizers:
             lr = float(trainer.optimizers[0].param_groups[0].get("lr", 0.0))
         self.run.end_step(_batch_samples(batch), loss=loss, lr=lr)
+
+    # Validation and checkpoint saves between steps are not the data's time.
+    def on_validation_end(self, trainer, pl_module):
+        self._since = time.perf_counter()
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        self._since = time.perf_counter()
 
     def on_fit_end(self, trainer, pl_module):
         if self.run is not None:

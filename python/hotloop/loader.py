@@ -10,6 +10,13 @@ _DTYPES = {torch.float32: torch.float32, torch.bfloat16: torch.bfloat16, torch.u
            "float32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "uint8": torch.uint8}
 
 
+def _with_index(device):
+    """torch.device("cuda") as the device it means now: cuda:<current device>."""
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def _env_int(name, default):
     value = os.environ.get(name)
     if value is None or value == "":
@@ -41,7 +48,7 @@ class Loader:
     on_bad_sample: "skip" (count and name them in stats()) or "fail" (raise hotloop.DataError naming the
       file).
     device: where batches are delivered ("cpu", "cuda", "cuda:1"; "cuda" under torchrun means
-      cuda:$LOCAL_RANK). On a GPU: pinned buffers, an async copy on a side stream the current stream waits
+      cuda:$LOCAL_RANK, else the current CUDA device). On a GPU: pinned buffers, an async copy on a side stream the current stream waits
       on, normalization there.
     resident: "auto" (small fixed-size data sets decoded once onto the GPU), "on" or "off".
     mean, std: per channel; default: ImageNet's for 3 channels, Fashion-MNIST's for 1.
@@ -69,6 +76,7 @@ class Loader:
         device = str(device)
         if device == "cuda" and "LOCAL_RANK" in os.environ:
             device = f"cuda:{_env_int('LOCAL_RANK', 0)}"
+        device = str(_with_index(torch.device(device)))
         self.device = torch.device(device)
         self._native = native.Loader(
             spec=data, split=split, batch_size=batch_size, workers=workers, prefetch=prefetch,

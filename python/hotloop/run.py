@@ -8,6 +8,7 @@ from collections import namedtuple
 import torch
 
 from ._native import native
+from .loader import _with_index
 
 Finding = namedtuple("Finding", ["verdict", "evidence", "fix"])
 Finding.__doc__ = """One finding of a diagnosis window: the verdict's name (input-bound, throttled-thermal, not-learning,
@@ -53,7 +54,7 @@ class Run:
                  loss_every=10):
         if device is None:
             device = loader.device if loader is not None and hasattr(loader, "device") else "cpu"
-        self.device = torch.device(device)
+        self.device = _with_index(torch.device(device))
         if not isinstance(precision, str):
             precision = _PRECISIONS.get(precision, str(precision))
         self.out_dir = str(out_dir)
@@ -107,11 +108,14 @@ class Run:
 
     @contextlib.contextmanager
     def step(self, samples, lr=0.0):
-        """`with run.step(samples) as s: ...; s.loss = loss`: one step (begin and end)."""
+        """`with run.step(samples) as s: ...; s.loss = loss`: one step (begin and end; an exception in the
+        body ends it too, so that a loop that catches it can go on)."""
         self.begin_step()
         holder = _StepLoss()
-        yield holder
-        self.end_step(samples, loss=holder.loss, lr=lr)
+        try:
+            yield holder
+        finally:
+            self.end_step(samples, loss=holder.loss, lr=lr)
 
     def track(self, batches, samples=None):
         """Yields `batches`' items, each a step: it begins when the batch arrives and ends when the loop
@@ -177,7 +181,8 @@ class Run:
             if value.numel() != 1:
                 raise ValueError(f"hotloop.Run: a loss has one value, this tensor has {value.numel()}")
             if value.device.type == "cuda":
-                self._pending.append((step, value.reshape(())))
+                # A copy (one small kernel, no sync): a CUDA graph's output is overwritten by its next replay.
+                self._pending.append((step, value.reshape(()).clone()))
                 return
             value = value.item()
         self._flush_in_order()
@@ -195,7 +200,8 @@ class Run:
             host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
             host.copy_(values, non_blocking=True)
             event = torch.cuda.Event()
-            event.record()
+            with torch.cuda.device(values.device):  # the losses' device's stream, not the current device's
+                event.record()
             self._copies.append((steps, host, event))
             self._pending = []
         while self._copies and (force or self._copies[0][2].query()):

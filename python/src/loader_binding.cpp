@@ -2,6 +2,8 @@
 // for a Python loop. Batches cross as torch tensors without copies; the GIL is
 // released while the loader opens data, decodes and waits.
 
+#include <mutex>
+
 #include <ATen/ops/alias.h>
 #include <fmt/format.h>
 
@@ -44,24 +46,42 @@ class Loader {
     return loader_->batches_per_epoch();
   }
 
+  // The epoch the next pass reads. A loaded state for this very epoch keeps
+  // its position (load_state_dict, then set_epoch(saved epoch) in a loop).
   void set_epoch(std::size_t epoch) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (!(loaded_ && epoch == epoch_)) {
+      start_batch_ = 0;
+      loaded_ = false;
+    }
     epoch_ = epoch;
-    start_batch_ = 0;
     in_epoch_ = false;
   }
 
-  // Begins the epoch (at a loaded state's batch, else 0).
+  // Begins a pass: at a loaded state's position, else at the start of the
+  // epoch set. A pass left before its end (a break) counts as its epoch done:
+  // the next pass begins the next epoch.
   void start() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (in_epoch_) {
+      ++epoch_;
+      start_batch_ = 0;
+    }
     loader_->start_epoch(epoch_, start_batch_);
     start_batch_ = 0;
+    loaded_ = false;
     in_epoch_ = true;
   }
 
   // (images or inputs, labels or targets), or nullopt at the epoch's end
   // (the next start() is the next epoch's, unless set_epoch says otherwise).
   std::optional<std::pair<at::Tensor, at::Tensor>> next() {
+    const std::lock_guard<std::mutex> lock(mu_);
     if (!in_epoch_) {
-      start();
+      loader_->start_epoch(epoch_, start_batch_);
+      start_batch_ = 0;
+      loaded_ = false;
+      in_epoch_ = true;
     }
     std::optional<data::Batch> b = loader_->next();
     if (!b) {
@@ -91,12 +111,19 @@ class Loader {
   }
 
   py::dict state_dict() const {
-    // Inside an epoch: the next batch of it; between epochs: the next
-    // epoch's start.
+    // Inside an epoch: the next batch of it; between epochs, or after an
+    // epoch's last batch: the next epoch's start.
     std::size_t epoch = epoch_;
     std::size_t next_batch = start_batch_;
-    if (in_epoch_) {
-      std::tie(epoch, next_batch) = loader_->position();
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (in_epoch_) {
+        std::tie(epoch, next_batch) = loader_->position();
+      }
+    }
+    if (next_batch >= size()) {
+      ++epoch;
+      next_batch = 0;
     }
     py::dict d;
     d["epoch"] = epoch;
@@ -140,8 +167,10 @@ class Loader {
           next_batch,
           size()));
     }
+    const std::lock_guard<std::mutex> lock(mu_);
     epoch_ = epoch;
     start_batch_ = next_batch;
+    loaded_ = true;
     in_epoch_ = false;
   }
 
@@ -187,8 +216,12 @@ class Loader {
   std::size_t batch_size_ = 0;
   int rank_ = 0;
   int world_size_ = 1;
+  // The pass's state; next() holds it while it waits (without the GIL), so
+  // that a state_dict() from another thread sees a batch's boundary.
+  mutable std::mutex mu_;
   std::size_t epoch_ = 0;
   std::size_t start_batch_ = 0;
+  bool loaded_ = false; // start_batch_ is a loaded state's
   bool in_epoch_ = false;
 };
 

@@ -141,6 +141,41 @@ def test_state_dict_resumes_mid_epoch_with_the_same_batches(image_folder):
     assert b.state_dict()["epoch"] == 3 and b.state_dict()["next_batch"] == 0
 
 
+def test_a_pass_left_early_is_followed_by_the_next_epoch(image_folder):
+    spec = f"folder:{image_folder}"
+    a = hotloop.Loader(spec, batch_size=8, size=32, seed=7)
+    for i, _ in enumerate(a):
+        if i == 1:
+            break
+    assert (a.state_dict()["epoch"], a.state_dict()["next_batch"]) == (0, 2)
+    after_break = torch.cat([y for _, y in a])
+    b = hotloop.Loader(spec, batch_size=8, size=32, seed=7)
+    b.set_epoch(1)
+    assert torch.equal(after_break, torch.cat([y for _, y in b]))
+
+
+def test_set_epoch_of_the_saved_epoch_keeps_a_loaded_position(image_folder):
+    spec = f"folder:{image_folder}"
+    a = hotloop.Loader(spec, batch_size=8, size=32, seed=7)
+    a.set_epoch(3)
+    it = iter(a)
+    next(it)
+    state = a.state_dict()
+    rest = torch.cat([y for _, y in it])
+    b = hotloop.Loader(spec, batch_size=8, size=32, seed=7)
+    b.load_state_dict(state)
+    b.set_epoch(3)  # a training loop's own call, at the top of the resumed epoch
+    assert torch.equal(torch.cat([y for _, y in b]), rest)
+
+
+def test_a_state_after_the_last_batch_is_the_next_epochs_start(image_folder):
+    a = hotloop.Loader(f"folder:{image_folder}", batch_size=8, size=32, seed=7)
+    it = iter(a)
+    for _ in range(len(a)):
+        next(it)  # the last batch taken; the pass has not seen its end yet
+    assert (a.state_dict()["epoch"], a.state_dict()["next_batch"]) == (1, 0)
+
+
 def test_a_state_from_other_options_is_refused_with_the_reason(image_folder):
     a = hotloop.Loader(f"folder:{image_folder}", batch_size=8, size=32, seed=7)
     b = hotloop.Loader(f"folder:{image_folder}", batch_size=4, size=32, seed=7)
@@ -194,6 +229,20 @@ def test_bad_arguments_are_usage_errors():
 def test_a_cuda_device_without_cuda_is_an_env_error():
     with pytest.raises(hotloop.EnvError):
         hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_uint8_bf16_and_channels_last_batches_on_the_gpu(image_folder):
+    spec = f"folder:{image_folder}"
+    raw = hotloop.Loader(spec, batch_size=8, size=40, seed=2, dtype=torch.uint8, device="cuda")
+    cpu_raw = hotloop.Loader(spec, batch_size=8, size=40, seed=2, dtype=torch.uint8)
+    (xg, _), (xc, _) = next(iter(raw)), next(iter(cpu_raw))
+    assert xg.is_cuda and xg.dtype == torch.uint8 and torch.equal(xg.cpu(), xc)
+    bf = hotloop.Loader(spec, batch_size=8, size=40, seed=2, dtype=torch.bfloat16, channels_last=True,
+                        device="cuda")
+    x, _ = next(iter(bf))
+    assert x.is_cuda and x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)
+    assert x.device.index == torch.cuda.current_device()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

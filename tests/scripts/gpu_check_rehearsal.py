@@ -45,7 +45,8 @@ with tempfile.TemporaryDirectory() as out:
     check(res["rehearsal"] is True, "results.json says it is a rehearsal")
     check(set(res["watch"]) == {"input-bound", "fixed"} and all(w["verdict"] for w in res["watch"].values()),
           f"both watch runs have a verdict ({ {k: w['verdict'] for k, w in res['watch'].items()} })")
-    check((res.get("python") or {}).get("steps", 0) > 0 and res["python"]["telemetry"]["enabled"],
+    py = res.get("python") or {}
+    check((py.get("steps") or 0) > 0 and (py.get("telemetry") or {}).get("enabled") is True,
           f"the Python loop ran inside hotloop.Run ({res.get('python')})")
     check("resnet18-small-profiled" in res["train"] and res["train"]["resnet18-small-profiled"]["profile"],
           "the profiled run's summary names its trace")

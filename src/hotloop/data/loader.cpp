@@ -373,7 +373,12 @@ Loader::~Loader() {
   }
   for (auto& buf : impl_->buffers) {
     if (buf.reusable) {
-      buf.reusable(); // no copy may still read a buffer we free
+      try {
+        buf.reusable(); // no copy may still read a buffer we free
+      } catch (...) {
+        // A CUDA error already reported elsewhere (a poisoned context): a
+        // destructor cannot throw it again.
+      }
     }
   }
 }

@@ -89,6 +89,9 @@ LoopRun::LoopRun(LoopRunOptions o) : impl_(std::make_unique<Impl>()) {
         o.world_size - 1,
         o.world_size));
   }
+  if (o.device.is_cuda() && o.device.index() < 0) {
+    o.device = c10::Device(c10::kCUDA, 0); // as the trainer reads "cuda"
+  }
   Impl& m = *impl_;
   m.options = std::move(o);
   const LoopRunOptions& opt = m.options;
