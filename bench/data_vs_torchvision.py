@@ -39,6 +39,22 @@ BATCH, SIZE, WORKERS = 64, 224, 2
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
+def python_loop_rate(loader, seconds):
+    """Images/s of a Python loop taking `loader`'s batches for `seconds`, after a first batch (workers or
+    threads started), passes restarting at each epoch's end."""
+    it = iter(loader)
+    next(it)
+    images, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        try:
+            x, _ = next(it)
+        except StopIteration:
+            it = iter(loader)
+            continue
+        images += x.shape[0]
+    return images / (time.perf_counter() - start)
+
+
 def rate_torchvision(root, seconds):
     import torch
     import torchvision
@@ -51,17 +67,7 @@ def rate_torchvision(root, seconds):
         transforms.Normalize(MEAN, STD)]))
     loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=WORKERS, drop_last=True,
                         persistent_workers=True)
-    it = iter(loader)
-    next(it)  # workers started, first batch done
-    images, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        try:
-            x, _ = next(it)
-        except StopIteration:
-            it = iter(loader)
-            continue
-        images += x.shape[0]
-    return images / (time.perf_counter() - start)
+    return python_loop_rate(loader, seconds)
 
 
 def rate_dali(root, seconds):
@@ -98,17 +104,7 @@ def rate_hotloop_python(root, seconds):
         import hotloop
 
     loader = hotloop.Loader(f"folder:{root}", batch_size=BATCH, size=SIZE, workers=WORKERS, mean=MEAN, std=STD)
-    it = iter(loader)
-    next(it)  # threads started, first batch done
-    images, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        try:
-            x, _ = next(it)
-        except StopIteration:
-            it = iter(loader)
-            continue
-        images += x.shape[0]
-    return images / (time.perf_counter() - start)
+    return python_loop_rate(loader, seconds)
 
 
 def rate_hotloop(root, seconds, extra):
