@@ -297,3 +297,31 @@ def test_the_gil_is_released_while_the_loader_waits(image_folder):
         t.join()
         sys.setswitchinterval(interval)
     assert during > 0
+
+
+def test_the_device_reaches_the_native_loader_as_the_device_meant(monkeypatch):
+    # The seam: the extension module's Loader, replaced by a recorder; torch's CUDA queries, by answers.
+    import hotloop.loader as loader_module
+
+    seen = {}
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setattr(loader_module.native, "Loader", Recorder)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device="cuda")
+    assert seen["device"] == "cuda:2"  # "cuda" is the current device, as torch means it
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device="cuda")
+    assert seen["device"] == "cuda:1"  # under torchrun: this rank's GPU
+    hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device=torch.device("cuda", 3))
+    assert seen["device"] == "cuda:3"
+    assert loader_module._with_index(torch.device("cpu")) == torch.device("cpu")
+    import hotloop.run as run_module
+
+    monkeypatch.setattr(run_module.native, "Run", Recorder)
+    hotloop.Run("unused", device="cuda")
+    assert seen["device"] == "cuda:2"  # LoopRun's allocator statistics need an index
