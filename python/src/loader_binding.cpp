@@ -113,10 +113,12 @@ class Loader {
   py::dict state_dict() const {
     // Inside an epoch: the next batch of it; between epochs, or after an
     // epoch's last batch: the next epoch's start.
-    std::size_t epoch = epoch_;
-    std::size_t next_batch = start_batch_;
+    std::size_t epoch = 0;
+    std::size_t next_batch = 0;
     {
       const std::lock_guard<std::mutex> lock(mu_);
+      epoch = epoch_;
+      next_batch = start_batch_;
       if (in_epoch_) {
         std::tie(epoch, next_batch) = loader_->position();
       }
