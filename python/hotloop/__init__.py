@@ -18,9 +18,9 @@ from .doctor import Check, DoctorReport, doctor  # noqa: E402
 from .errors import ConfigError, DataError, EnvError, Error, OutOfMemoryError, UsageError  # noqa: E402
 from .loader import Loader  # noqa: E402
 from .run import Finding, Run  # noqa: E402
-from ._native import native as _native  # noqa: E402
+from ._native import native as _core  # noqa: E402
 
-__version__ = _native.hotloop_version
+__version__ = _core.hotloop_version
 __all__ = [
     "Check",
     "ConfigError",

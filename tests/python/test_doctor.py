@@ -39,3 +39,13 @@ def test_a_hot_gpu_is_a_warning_with_its_fix(monkeypatch):
     assert thermal in report.problems
     # (The verdict is "fail" here: the fake GPU is not one torch's CUDA can open.)
     assert report.verdict in ("warn", "fail")
+
+
+def test_a_module_built_for_another_torch_is_refused_at_import(monkeypatch):
+    import torch
+
+    from hotloop import _native
+
+    monkeypatch.setattr(torch, "__version__", "2.10.0+cu130")
+    with pytest.raises(ImportError, match=r"built against torch 2\.11\.0 but this Python has torch 2\.10\.0"):
+        _native._load()
