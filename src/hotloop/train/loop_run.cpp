@@ -320,7 +320,12 @@ TrainSummary LoopRun::finish(std::size_t bad_samples, bool stopped_early) {
     const std::filesystem::path dir(s.run_dir);
     write_text_atomic(
         (dir / "summary.json").string(), sum.to_json().dump(2) + "\n");
-    write_run_report(s.run_dir);
+    try {
+      write_run_report(s.run_dir);
+    } catch (const std::exception& e) {
+      // summary.json is written: a page less is not a failure of the run.
+      s.log(fmt::format("report.html not written: {}", e.what()));
+    }
   }
   return sum;
 }

@@ -243,7 +243,12 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.callbacks = events.fit_end(s, sum);
   write_json(s, "summary.json", sum.to_json());
   if (s.rank == 0 && !s.run_dir.empty()) {
-    write_run_report(s.run_dir); // report.html, from the files just written
+    try {
+      write_run_report(s.run_dir); // report.html, from the files just written
+    } catch (const std::exception& e) {
+      // The run is done and its files are there: a page less is not a failure.
+      log(fmt::format("report.html not written: {}", e.what()));
+    }
   }
   return sum;
 }
