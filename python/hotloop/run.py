@@ -2,24 +2,18 @@
 
 import contextlib
 import json
-import os
 from collections import namedtuple
 
 import torch
 
 from ._native import native
-from .loader import _with_index
+from .loader import _env_int, _with_index
 
 Finding = namedtuple("Finding", ["verdict", "evidence", "fix"])
 Finding.__doc__ = """One finding of a diagnosis window: the verdict's name (input-bound, throttled-thermal, not-learning,
 under-used, healthy, ...), the figures behind it, and what to do ("" when nothing)."""
 
 _PRECISIONS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-
-
-def _env_int(name, default):
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else default
 
 
 class Run:

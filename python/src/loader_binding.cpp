@@ -67,10 +67,7 @@ class Loader {
       ++epoch_;
       start_batch_ = 0;
     }
-    loader_->start_epoch(epoch_, start_batch_);
-    start_batch_ = 0;
-    loaded_ = false;
-    in_epoch_ = true;
+    begin_pass();
   }
 
   // (images or inputs, labels or targets), or nullopt at the epoch's end
@@ -78,10 +75,7 @@ class Loader {
   std::optional<std::pair<at::Tensor, at::Tensor>> next() {
     const std::lock_guard<std::mutex> lock(mu_);
     if (!in_epoch_) {
-      loader_->start_epoch(epoch_, start_batch_);
-      start_batch_ = 0;
-      loaded_ = false;
-      in_epoch_ = true;
+      begin_pass();
     }
     std::optional<data::Batch> b = loader_->next();
     if (!b) {
@@ -218,6 +212,14 @@ class Loader {
   std::size_t batch_size_ = 0;
   int rank_ = 0;
   int world_size_ = 1;
+  // Starts epoch_ at start_batch_ (under mu_).
+  void begin_pass() {
+    loader_->start_epoch(epoch_, start_batch_);
+    start_batch_ = 0;
+    loaded_ = false;
+    in_epoch_ = true;
+  }
+
   // The pass's state; next() holds it while it waits (without the GIL), so
   // that a state_dict() from another thread sees a batch's boundary.
   mutable std::mutex mu_;

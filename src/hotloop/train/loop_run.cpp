@@ -1,7 +1,5 @@
 #include "hotloop/train/loop_run.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/events.h"
 #include "hotloop/train/mfu.h"
+#include "hotloop/train/run_figures.h"
 #include "hotloop/train/run_report.h"
 #include "hotloop/train/run_state.h"
 #include "hotloop/train/step_times.h"
@@ -48,12 +47,6 @@ class OutsideModel final : public model::Model {
 };
 
 constexpr std::size_t kRecentLosses = 50; // train_loss: their mean
-
-std::uint64_t peak_rss_bytes() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024; // Linux: KiB
-}
 
 } // namespace
 
@@ -294,13 +287,7 @@ TrainSummary LoopRun::finish(std::size_t bad_samples, bool stopped_early) {
   }
   m.times.fill(
       sum, m.samples_per_step * s.world_size, nlohmann::json::object());
-  sum.tokens_per_s =
-      sum.images_per_s * static_cast<double>(m.options.tokens_per_sample);
-  sum.model_flops_per_s = sum.images_per_s * s.flops_per_sample;
-  if (s.peak_flops_per_s > 0 && sum.model_flops_per_s > 0) {
-    sum.mfu = sum.model_flops_per_s / s.peak_flops_per_s;
-    sum.mfu_peak_source = s.peak_source;
-  }
+  fill_model_flops(sum, s);
   if (s.device.is_cuda()) {
     const cuda::MemoryStats mem = cuda::memory_stats(s.device.index());
     sum.peak_allocated_bytes = mem.peak_allocated;

@@ -87,8 +87,6 @@ struct Trainer::Impl {
   // After the last step (or a stop): the final evaluation a resumed run
   // still owes, on_fit_end, summary.json.
   TrainSummary finish(double wall_s, bool stopped_early);
-  // Tokens/s, model FLOP/s and MFU from the summary's samples/s.
-  void fill_model_flops(TrainSummary& sum) const;
 };
 
 } // namespace hotloop::train

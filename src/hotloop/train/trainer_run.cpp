@@ -2,8 +2,6 @@
 // (config.json, resume, the step chosen), OOM recovery applied, checkpoints,
 // evaluation, failures, and the end (summary.json, report.html).
 
-#include <sys/resource.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -14,18 +12,13 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/graph_step.h"
+#include "hotloop/train/run_figures.h"
 #include "hotloop/train/run_report.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
 
 namespace {
-
-std::uint64_t peak_rss_bytes() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024; // Linux: KiB
-}
 
 void write_json(const RunState& s, const char* name, const nlohmann::json& j) {
   if (s.rank == 0 && !s.run_dir.empty()) {
@@ -175,17 +168,6 @@ EvalResult Trainer::Impl::evaluate() {
   return r;
 }
 
-void Trainer::Impl::fill_model_flops(TrainSummary& sum) const {
-  const RunState& s = state;
-  sum.tokens_per_s =
-      sum.images_per_s * static_cast<double>(model->tokens_per_sample());
-  sum.model_flops_per_s = sum.images_per_s * s.flops_per_sample;
-  if (s.peak_flops_per_s > 0 && sum.model_flops_per_s > 0) {
-    sum.mfu = sum.model_flops_per_s / s.peak_flops_per_s;
-    sum.mfu_peak_source = s.peak_source;
-  }
-}
-
 TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   RunState& s = state;
   const TrainerOptions& o = options;
@@ -210,7 +192,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.train_loss = readback->train_loss();
   sum.eval = final_eval;
   times.fill(sum, o.batch, before);
-  fill_model_flops(sum);
+  fill_model_flops(sum, s);
   if (s.resumed_at >= 0 && s.step > 0 && s.step - s.resumed_at < 50) {
     sum.from_before_resume.emplace_back("train_loss"); // the last 50 steps'
   }
