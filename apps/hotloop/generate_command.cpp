@@ -1,15 +1,15 @@
-// `hotloop generate`: text from a trained GPT (gpt_options.h says how its
+// `hotloop generate`: text from a language model (lm_options.h says how its
 // size is found).
 
 #include <ATen/Context.h>
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "gpt_options.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/generate.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
+#include "lm_options.h"
 #include "option_sources.h"
 
 namespace hotloop::cli {
@@ -28,15 +28,15 @@ struct GenerateFlags {
 
 int generate(const GenerateFlags& f, const CLI::App& cmd) {
   const model::ModelOptions options =
-      resolve_gpt(f.model, f.weights, given_options(cmd));
+      resolve_lm(f.model, f.weights, given_options(cmd));
   const c10::Device device(f.device);
   if (device.is_cuda() && !at::hasCUDA()) {
     throw EnvError(
         "--device cuda: CUDA is not available here", "run `hotloop doctor`");
   }
-  auto gpt = std::make_shared<model::Gpt>(model::gpt_config(options));
-  model::load_initial_weights(*gpt, {f.weights, true});
-  gpt->to(device);
+  auto lm = model::make_language_model(options);
+  model::load_initial_weights(*lm, {f.weights, true});
+  lm->to(device);
   // The prompt's tokens in; each new token's bytes out as it comes.
   data::Tokenizer tokenizer =
       resolve_tokenizer(f.tokenizer, f.weights, options);
@@ -45,7 +45,7 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   model::GenerateOptions g = f.generate;
   g.use_cache = !f.no_cache;
   std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
-  model::generate(*gpt, prompt, g, [&tokenizer](std::int64_t t) {
+  model::generate(*lm, prompt, g, [&tokenizer](std::int64_t t) {
     const std::string bytes = tokenizer.decode(t);
     std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     std::fflush(stdout);
@@ -60,13 +60,14 @@ void add_generate_command(CLI::App& app, Action& action) {
   auto f = std::make_shared<GenerateFlags>();
   f->model.name.clear();
   CLI::App* cmd = app.add_subcommand(
-      "generate", "Sample text from a trained GPT, with a KV cache");
+      "generate",
+      "Sample text from a language model (GPT, Llama family), with a KV cache");
   cmd->add_option(
          "--weights",
          f->weights,
-         "A checkpoint (RUN/checkpoints/step-N.safetensors) or a .safetensors/torch.save file")
+         "A checkpoint (RUN/checkpoints/step-N.safetensors), a .safetensors/torch.save file, or a Hugging Face model folder")
       ->required();
-  add_gpt_flags(cmd, f->model);
+  add_lm_flags(cmd, f->model);
   cmd->add_option("--prompt", f->prompt, "The text to continue")
       ->capture_default_str();
   cmd->add_option("--tokens", f->generate.tokens, "New tokens to sample")

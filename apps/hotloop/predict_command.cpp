@@ -7,13 +7,14 @@
 #include <torch/nn/module.h>
 
 #include "cli_common.h"
-#include "gpt_options.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/exported.h"
 #include "hotloop/model/fine_tune.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/weights.h"
+#include "lm_options.h"
 #include "option_sources.h"
 
 namespace hotloop::cli {
@@ -39,8 +40,8 @@ c10::Device device_of(const std::string& text) {
   return device;
 }
 
-// A GPT: (B, T) token ids -> (B, T, vocabulary) logits.
-int predict_gpt(const PredictFlags& f, const CLI::App& cmd) {
+// A language model: (B, T) token ids -> (B, T, vocabulary) logits.
+int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
   const model::StateDict inputs = model::read_weights(f.input);
   if (inputs.size() != 1 || inputs.front().second.dim() != 2 ||
       at::isFloatingType(inputs.front().second.scalar_type())) {
@@ -49,16 +50,16 @@ int predict_gpt(const PredictFlags& f, const CLI::App& cmd) {
         f.input));
   }
   const model::ModelOptions options =
-      resolve_gpt(f.model, f.weights, given_options(cmd));
+      resolve_lm(f.model, f.weights, given_options(cmd));
   const c10::Device device = device_of(f.device);
-  auto gpt = std::make_shared<model::Gpt>(model::gpt_config(options));
-  model::load_initial_weights(*gpt, {f.weights, true});
-  gpt->to(device);
-  gpt->eval();
+  auto lm = model::make_language_model(options);
+  model::load_initial_weights(*lm, {f.weights, true});
+  lm->to(device);
+  lm->eval();
   at::NoGradGuard no_grad;
   const at::Tensor logits =
-      gpt->forward(inputs.front().second.to(device, at::kLong))
-          .narrow(2, 0, gpt->config().vocab)
+      lm->forward(inputs.front().second.to(device, at::kLong))
+          .narrow(2, 0, lm->vocab())
           .to(at::kCPU);
   model::write_weights(f.output, {{"logits", logits}});
   fmt::print(
@@ -75,8 +76,11 @@ int predict_gpt(const PredictFlags& f, const CLI::App& cmd) {
 }
 
 int predict(const PredictFlags& f, const CLI::App& cmd) {
-  if (f.model.name.empty() || model::is_gpt(f.model.name)) {
-    return predict_gpt(f, cmd); // no --model: a GPT run's config.json
+  if (f.model.name.empty() || model::is_language_model(f.model.name) ||
+      model::is_hf_folder(f.weights)) {
+    // No --model: a Hugging Face folder's or a language model run's
+    // config.json says which.
+    return predict_lm(f, cmd);
   }
   const model::StateDict inputs = model::read_weights(f.input);
   if (inputs.size() != 1) {
@@ -156,7 +160,7 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--model",
       flags->model.name,
-      "Model: mlp, cnn-small, resnet18|34|50[-small], torchscript:FILE (with the weights a run wrote: RUN/model.safetensors), or a GPT (gpt-nano, gpt-mini, gpt2, gpt2-medium: token ids in, (B, T, V) logits out; default: the GPT run's config.json beside --weights)");
+      "Model: mlp, cnn-small, resnet18|34|50[-small], torchscript:FILE (with the weights a run wrote: RUN/model.safetensors), or a language model (gpt-*, llama-nano and the Llama shapes, hf:DIR: token ids in, (B, T, V) logits out; default: --weights' own config.json when it is a Hugging Face folder, else the run's beside it)");
   cmd->add_option(
          "--weights",
          flags->weights,
@@ -183,7 +187,7 @@ void add_predict_command(CLI::App& app, Action& action) {
       "--head",
       flags->model.head,
       "torchscript: the head's module name, as in training; default: the module owning the last 2-D weight");
-  add_gpt_flags(cmd, flags->model, false);
+  add_lm_flags(cmd, flags->model, false);
   cmd->footer(
       "Example: hotloop predict --model resnet18 --weights resnet18.pt --input x.safetensors --output logits.safetensors");
   cmd->callback([flags, cmd, &action] {

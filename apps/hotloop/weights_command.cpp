@@ -8,11 +8,12 @@
 #include <fstream>
 
 #include "cli_common.h"
-#include "gpt_options.h"
 #include "hotloop/core/units.h"
 #include "hotloop/model/fine_tune.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/weights.h"
+#include "lm_options.h"
 #include "option_sources.h"
 
 namespace hotloop::cli {
@@ -78,24 +79,25 @@ void add_weights_command(CLI::App& app, Action& action) {
   auto hf = std::make_shared<ExportHf>();
   CLI::App* export_hf = cmd->add_subcommand(
       "export-hf",
-      "Write a GPT's weights as Hugging Face GPT2LMHeadModel's model.safetensors + config.json (from_pretrained loads the folder)");
-  export_hf->add_option("IN", hf->in, "A GPT checkpoint or weight file")
+      "Write a language model's weights as a Hugging Face folder: model.safetensors + config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM: from_pretrained loads it)");
+  export_hf
+      ->add_option("IN", hf->in, "A language model's checkpoint or weight file")
       ->required();
   export_hf->add_option("OUT", hf->out, "The folder to write")->required();
-  add_gpt_flags(export_hf, hf->model);
+  add_lm_flags(export_hf, hf->model);
   export_hf->callback([hf, export_hf, &action] {
     action = [hf, export_hf] {
       const model::ModelOptions options =
-          resolve_gpt(hf->model, hf->in, given_options(*export_hf));
-      auto gpt = std::make_shared<model::Gpt>(model::gpt_config(options));
-      model::load_initial_weights(*gpt, {hf->in, true});
-      std::filesystem::create_directories(hf->out);
-      const std::string weights = hf->out + "/model.safetensors";
-      model::write_weights(
-          weights, model::hf_gpt2_weights(*gpt), {{"format", "pt"}});
-      const std::string config = hf->out + "/config.json";
-      std::ofstream(config) << model::hf_gpt2_config(gpt->config());
-      fmt::print("{} ({}) -> {}, {}\n", hf->in, options.name, weights, config);
+          resolve_lm(hf->model, hf->in, given_options(*export_hf));
+      auto lm = model::make_language_model(options);
+      model::load_initial_weights(*lm, {hf->in, true});
+      const std::string weights = model::write_hf_folder(hf->out, *lm);
+      fmt::print(
+          "{} ({}) -> {}, {}/config.json\n",
+          hf->in,
+          options.name,
+          weights,
+          hf->out);
       return 0;
     };
   });

@@ -11,6 +11,7 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/gpt.h"
+#include "hotloop/model/llama.h"
 #include "hotloop/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
@@ -76,6 +77,22 @@ TEST(LanguageModel, LearnsTextAndReportsTokensFlopsAndBitsPerByte) {
   EXPECT_DOUBLE_EQ(
       s.model_flops_per_s, s.images_per_s * g.training_flops_per_token() * 16);
   EXPECT_FALSE(s.mfu); // the CPU has no peak in the table
+}
+
+TEST(LanguageModel, ALlamaLearnsTextAndReportsItsFlops) {
+  Corpus c;
+  TrainerOptions o = gpt_options((c.dir.path() / "run").string());
+  o.model.name = "llama-nano"; // 2 heads sharing the size's 2 K/V heads
+  o.steps = 60;
+  o.eval_every = 60;
+  const TrainSummary s = Trainer(test::make(o), c.train, c.val, o).fit();
+  ASSERT_TRUE(s.eval);
+  // The GPT's bar above: far below a uniform guess's 5.55 nats.
+  EXPECT_LT(s.eval->loss, 2.0);
+  const model::LlamaConfig l = model::llama_config(o.model);
+  EXPECT_EQ(l.kv_heads, 2);
+  EXPECT_DOUBLE_EQ(
+      s.model_flops_per_s, s.images_per_s * l.training_flops_per_token() * 16);
 }
 
 TEST(LanguageModel, AStoppedRunResumesToExactlyTheUninterruptedResult) {

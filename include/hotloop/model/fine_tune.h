@@ -14,7 +14,9 @@
 namespace hotloop::model {
 
 struct InitOptions {
-  std::string path; // .safetensors, torch.save() file, or a hotloop checkpoint
+  // .safetensors, torch.save() file, a hotloop checkpoint, or a Hugging Face
+  // model folder (model/hf_checkpoint.h)
+  std::string path;
   bool strict = true; // --init-strict
 };
 

@@ -1,15 +1,16 @@
 #pragma once
-// Sampling text from a GPT: the prompt's tokens go through the model once,
-// then one token at a time with the keys and values of the earlier positions
-// kept (KvCache), so each new token costs one position's forward instead of
-// the whole sequence's. Past the model's context the window slides (the last
-// `context` tokens are run again, as the uncached path does).
+// Sampling text from a language model (GPT, the Llama family): the prompt's
+// tokens go through the model once, then one token at a time with the keys and
+// values of the earlier positions kept (KvCache), so each new token costs one
+// position's forward instead of the whole sequence's. Past the model's context
+// the window slides (the last `context` tokens are run again, as the uncached
+// path does).
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
 
 namespace hotloop::model {
 
@@ -26,7 +27,7 @@ struct GenerateOptions {
 // runs. `on_token` (optional) sees each new token as it is made. Throws
 // UsageError for an empty prompt or a token outside the vocabulary.
 std::vector<std::int64_t> generate(
-    Gpt& model,
+    LanguageModel& model,
     const std::vector<std::int64_t>& prompt,
     const GenerateOptions& options,
     const std::function<void(std::int64_t)>& on_token = {});

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "hotloop/model/model.h"
+#include "hotloop/model/language_model.h"
 
 namespace hotloop::model {
 
@@ -46,32 +46,22 @@ bool is_gpt(const std::string& model_name);
 // small sizes take their vocabulary from options.vocab (the data's).
 GptConfig gpt_config(const ModelOptions& options);
 
-// Keys and values of every layer, for generation: one forward per new token
-// instead of one over the whole sequence.
-struct KvCache {
-  std::vector<at::Tensor> keys; // per layer (B, heads, capacity, head width)
-  std::vector<at::Tensor> values;
-  std::int64_t length = 0; // positions filled
-};
-
-class Gpt : public Model {
+class Gpt : public LanguageModel {
  public:
   explicit Gpt(GptConfig config);
 
   at::Tensor forward(const at::Tensor& tokens) override;
-  // The logits of `tokens` (B, T) continuing what `cache` holds (positions
-  // cache.length ..): fills the cache. The first call takes the prompt.
-  at::Tensor forward(const at::Tensor& tokens, KvCache& cache);
-  KvCache new_cache(std::int64_t batch) const;
+  at::Tensor forward(const at::Tensor& tokens, KvCache& cache) override;
+  KvCache new_cache(std::int64_t batch) const override;
+  std::int64_t context() const override {
+    return config_.context;
+  }
+  std::int64_t vocab() const override {
+    return config_.vocab;
+  }
 
   std::string head_name() const override {
     return "lm_head"; // tied to transformer.wte: there is no separate head
-  }
-  at::Tensor loss(
-      const at::Tensor& logits,
-      const at::Tensor& targets,
-      const LossOptions& options) const override {
-    return next_token_loss(logits, targets, options);
   }
   // Any mode but none recomputes each block in backward.
   void set_checkpointing(Checkpointing mode) override;
@@ -82,9 +72,6 @@ class Gpt : public Model {
   void adapt_weights(
       std::vector<std::pair<std::string, at::Tensor>>& weights) const override;
   double training_flops_per_sample() const override;
-  std::int64_t tokens_per_sample() const override {
-    return config_.context;
-  }
   const GptConfig& config() const {
     return config_;
   }

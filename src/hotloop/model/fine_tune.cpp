@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/hf_checkpoint.h"
 
 namespace hotloop::model {
 
@@ -19,7 +20,12 @@ bool in_head(const std::string& name, const std::string& head) {
 } // namespace
 
 InitResult load_initial_weights(Model& model, const InitOptions& options) {
-  WeightFile weights = read_weight_file(options.path);
+  WeightFile weights;
+  if (is_hf_folder(options.path)) {
+    weights.tensors = read_hf_weights(options.path); // save_pretrained's
+  } else {
+    weights = read_weight_file(options.path);
+  }
   StateDict file;
   if (weights.metadata.contains("hotloop.checkpoint")) {
     // A training checkpoint: its model part.

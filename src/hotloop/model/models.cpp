@@ -5,7 +5,7 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/exported.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/resnet.h"
 #include "hotloop/model/small_models.h"
@@ -32,25 +32,29 @@ void Model::set_checkpointing(Checkpointing mode) {
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> kNames = {
-      "mlp",
-      "cnn-small",
-      "resnet18",
-      "resnet34",
-      "resnet50",
-      "resnet18-small",
-      "resnet34-small",
-      "resnet50-small",
-      "gpt-nano",
-      "gpt-mini",
-      "gpt2",
-      "gpt2-medium"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> n = {
+        "mlp",
+        "cnn-small",
+        "resnet18",
+        "resnet34",
+        "resnet50",
+        "resnet18-small",
+        "resnet34-small",
+        "resnet50-small"};
+    n.insert(
+        n.end(), language_model_names().begin(), language_model_names().end());
+    return n;
+  }();
   return kNames;
 }
 
 void ModelOptions::validate() const {
   if (is_exported(name)) {
     exported_path(name); // names a file
+  } else if (name.starts_with("hf:")) {
+    resolve_language_model(*this); // a folder hotloop can run
+    return;
   } else if (!head.empty()) {
     throw UsageError(
         fmt::format("--head {}: only exported models take a head name", head),
@@ -61,11 +65,11 @@ void ModelOptions::validate() const {
     throw UsageError(
         fmt::format("--model {}: no such model", name),
         fmt::format(
-            "choose one of: {}, or torchscript:FILE (a module exported from Python)",
+            "choose one of: {}, hf:DIR (a Hugging Face model folder), or torchscript:FILE (a module exported from Python)",
             fmt::join(model_names(), ", ")));
   }
-  if (is_gpt(name)) {
-    gpt_config(*this).validate(); // the image fields do not apply
+  if (is_language_model(name)) {
+    resolve_language_model(*this); // the image fields do not apply
     return;
   }
   if (num_classes < 1) {
@@ -97,8 +101,8 @@ std::shared_ptr<Model> make_model(const ModelOptions& options) {
     }
     return load_exported_model(e);
   }
-  if (is_gpt(options.name)) {
-    return std::make_shared<Gpt>(gpt_config(options));
+  if (is_language_model(options.name)) {
+    return make_language_model(options);
   }
   if (options.name == "mlp") {
     return std::make_shared<Mlp>(

@@ -8,7 +8,7 @@
 #include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/exported.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
 
 namespace hotloop::train {
 
@@ -25,7 +25,7 @@ void check_model_takes(
             data.describe()),
         fmt::format(
             "train a language model on it: --model {}",
-            fmt::join(model::gpt_names(), ", --model ")));
+            fmt::join(model::language_model_names(), ", --model ")));
   }
   if (!tokens && language_model) {
     throw UsageError(
@@ -41,7 +41,7 @@ void fit_model_to_data(
     TrainerOptions& o,
     const data::Dataset& train,
     const DataFit& fit) {
-  const bool gpt = model::is_gpt(o.model.name);
+  const bool lm = model::is_language_model(o.model.name);
   const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
   if (tokens) {
     // A token model has no image input or classes: those left at 0 ("the
@@ -67,19 +67,17 @@ void fit_model_to_data(
     }
     o.model.context = 0;
   } else {
-    check_model_takes(o.model.name, gpt, train);
+    check_model_takes(o.model.name, lm, train);
   }
-  if (gpt) {
-    if (o.model.vocab == 0) {
-      o.model.vocab =
-          std::max(model::gpt_config(o.model).vocab, tokens->vocabulary_hint());
+  if (lm) {
+    // A named size takes the data's vocabulary when it is larger; a
+    // folder's is its own.
+    if (o.model.vocab == 0 && model::hf_folder_of(o.model.name).empty()) {
+      o.model.vocab = std::max(
+          model::resolve_language_model(o.model).vocab,
+          tokens->vocabulary_hint());
     }
-    const model::GptConfig c = model::gpt_config(o.model);
-    o.model.layers = c.layers;
-    o.model.heads = c.heads;
-    o.model.width = c.width;
-    o.model.context = c.context;
-    o.model.vocab = c.vocab;
+    o.model = model::resolve_language_model(o.model);
     return;
   }
   const auto shape = train.shape();

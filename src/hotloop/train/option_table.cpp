@@ -70,7 +70,7 @@ std::vector<TrainerOption> make_table() {
           "model",
           model,
           field(&O::model, &M::name),
-          "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium; torchscript:FILE (a module exported from Python: docs/bring-your-own-model.md)")
+          "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium, llama-nano, smollm2-135m, qwen2.5-0.5b, llama3.2-1b, hf:DIR (a Hugging Face folder: Llama, Qwen2, Mistral, GPT-2); torchscript:FILE (a module exported from Python: docs/bring-your-own-model.md)")
           .kept_on_resume(),
       text<O>(
           "head",
@@ -102,35 +102,35 @@ std::vector<TrainerOption> make_table() {
           "layers",
           model,
           field(&O::model, &M::layers),
-          "GPT: transformer blocks; 0: the size's",
+          "Language models: transformer blocks; 0: the size's",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "heads",
           model,
           field(&O::model, &M::heads),
-          "GPT: attention heads; 0: the size's",
+          "Language models: attention heads; 0: the size's (Llama: the size's key/value heads when they divide it, else as many)",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "width",
           model,
           field(&O::model, &M::width),
-          "GPT: embedding width; 0: the size's",
+          "Language models: embedding width; 0: the size's (Llama: the MLP 8/3 of it)",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "context",
           model,
           field(&O::model, &M::context),
-          "GPT: tokens per sequence (the longest it reads); 0: the size's. torchscript on token data: required",
+          "Language models: tokens per sequence (the longest it reads); 0: the size's (hf:DIR: the model's positions up to 1024). torchscript on token data: required",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "vocab",
           model,
           field(&O::model, &M::vocab),
-          "GPT: vocabulary (padded to a multiple of 64 inside); 0: the size's or the data's, the larger",
+          "Language models: vocabulary (GPT pads it to a multiple of 64 inside); 0: the size's or the data's, the larger",
           at_least(0))
           .kept_on_resume(),
 
@@ -404,7 +404,7 @@ std::vector<TrainerOption> make_table() {
           "init",
           tune,
           field(&O::init),
-          "Start from these weights (.safetensors or torch.save state_dict)"),
+          "Start from these weights: .safetensors, a torch.save state_dict, or a Hugging Face model folder (without --model: that folder's model, hf:DIR)"),
       boolean<O>(
           "init-strict",
           tune,

@@ -7,7 +7,7 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/exported.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/train/option_table.h"
 
 namespace hotloop::train {
@@ -93,7 +93,7 @@ void TrainerOptions::validate() const {
 namespace {
 
 nlohmann::json model_json(const model::ModelOptions& model) {
-  if (model::is_gpt(model.name)) {
+  if (model::is_language_model(model.name)) {
     return {
         {"name", model.name},
         {"layers", model.layers},

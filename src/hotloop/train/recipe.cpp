@@ -5,30 +5,65 @@
 #include <fmt/format.h>
 
 #include "hotloop/model/exported.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/train/option_table.h"
 
 namespace hotloop::train {
 
 namespace {
 
-// nanoGPT's and llm.c's GPT-2 settings: AdamW with beta2 0.95 and weight
-// decay 0.1 (on matrices only: Model::decays), a linear warm-up then cosine
-// down to a tenth, gradients clipped at norm 1.
-Recipe gpt_recipe(
+// The learning rate of each named size. gpt-nano and llama-nano: measured on
+// text:fortunes (docs/language-models.md); gpt-mini: nanoGPT's
+// character-level Shakespeare; gpt2*: GPT-3's table; the Llama-family
+// shapes trained from scratch: their size's row of the same table.
+double language_model_lr(const std::string& model) {
+  if (model == "gpt-nano" || model == "llama-nano") {
+    return 1e-2;
+  }
+  if (model == "gpt-mini" || model == "smollm2-135m") {
+    return 1e-3;
+  }
+  return model == "gpt2" ? 6e-4 : 3e-4;
+}
+
+// Fine-tuning a Hugging Face folder's pretrained weights: AdamW at 2e-5 (the
+// usual full fine-tuning rate), no weight decay, a short warm-up, cosine down
+// to a tenth, gradients clipped at norm 1.
+Recipe fine_tune_recipe(
     const std::string& model,
     std::optional<OptimizerKind> optimizer) {
   Recipe r;
   r.model = model;
-  const bool small = !model.starts_with("gpt2");
   const OptimizerKind kind = optimizer.value_or(OptimizerKind::AdamW);
   r.values.push_back({"optimizer", to_string(kind)});
   if (kind == OptimizerKind::AdamW) {
-    // gpt-nano: measured on text:fortunes (docs/language-models.md);
-    // gpt-mini: nanoGPT's character-level Shakespeare; gpt2*: GPT-3's table.
-    const double lr = model == "gpt-nano"
-        ? 1e-2
-        : (model == "gpt-mini" ? 1e-3 : (model == "gpt2" ? 6e-4 : 3e-4));
+    r.values.push_back({"lr", "2e-05"});
+    r.values.push_back({"min-lr", "2e-06"});
+    r.values.push_back({"weight-decay", "0"});
+  }
+  r.values.push_back({"schedule", "cosine"});
+  r.values.push_back({"warmup-steps", "20"});
+  r.values.push_back({"clip-grad-norm", "1"});
+  return r;
+}
+
+// nanoGPT's and llm.c's GPT-2 settings: AdamW with beta2 0.95 and weight
+// decay 0.1 (on matrices only: Model::decays), a linear warm-up then cosine
+// down to a tenth, gradients clipped at norm 1. The Llama family's named
+// sizes train from scratch the same way.
+Recipe lm_recipe(
+    const std::string& model,
+    std::optional<OptimizerKind> optimizer) {
+  if (!model::hf_folder_of(model).empty()) {
+    return fine_tune_recipe(model, optimizer);
+  }
+  Recipe r;
+  r.model = model;
+  const bool small = model.ends_with("-nano") || model == "gpt-mini";
+  const OptimizerKind kind = optimizer.value_or(OptimizerKind::AdamW);
+  r.values.push_back({"optimizer", to_string(kind)});
+  if (kind == OptimizerKind::AdamW) {
+    const double lr = language_model_lr(model);
     r.values.push_back({"lr", fmt::format("{:g}", lr)});
     r.values.push_back({"min-lr", fmt::format("{:g}", lr / 10)});
     r.values.push_back({"beta2", "0.95"});
@@ -51,8 +86,8 @@ Recipe recipe_for(
     std::optional<OptimizerKind> optimizer) {
   Recipe r;
   r.model = model;
-  if (model::is_gpt(model)) {
-    return gpt_recipe(model, optimizer);
+  if (model::is_language_model(model)) {
+    return lm_recipe(model, optimizer);
   }
   const bool resnet = model.starts_with("resnet");
   const bool exported = model::is_exported(model);

@@ -1,6 +1,7 @@
 #include "hotloop/train/resolve_run.h"
 
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/train/model_for_data.h"
 
 namespace hotloop::train {
@@ -23,7 +24,14 @@ std::set<std::string> given_options(const RunOptions& run) {
 ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   TrainerOptions& o = run.trainer;
   ResolvedRun out;
-  if (model::is_gpt(o.model.name) && !run.given("data")) {
+  // --init of a Hugging Face folder without --model: the folder's model.
+  if (!run.given("model") && model::is_hf_folder(o.init)) {
+    o.model.name = "hf:" + o.init;
+  }
+  // The built-in corpus for the named sizes (their vocabulary grows to the
+  // data's); a folder's model needs data in its own tokens.
+  if (model::is_language_model(o.model.name) &&
+      model::hf_folder_of(o.model.name).empty() && !run.given("data")) {
     run.data = "text:fortunes";
   }
   out.train = context.open_train(run.data);

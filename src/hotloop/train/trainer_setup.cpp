@@ -18,7 +18,7 @@
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/model/exported.h"
 #include "hotloop/model/fine_tune.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
@@ -51,8 +51,8 @@ void check_data_fits(
     const TrainerOptions& o) {
   check_model_takes(o.model.name, model.tokens_per_sample() > 0, data);
   const auto* tokens = dynamic_cast<const data::TokenDataset*>(&data);
-  if (const auto* gpt = dynamic_cast<const model::Gpt*>(&model)) {
-    tokens->check_vocabulary(gpt->config().vocab);
+  if (const auto* lm = dynamic_cast<const model::LanguageModel*>(&model)) {
+    tokens->check_vocabulary(lm->vocab());
   }
 }
 

@@ -36,20 +36,21 @@ std::int64_t sample(
 } // namespace
 
 std::vector<std::int64_t> generate(
-    Gpt& model,
+    LanguageModel& model,
     const std::vector<std::int64_t>& prompt,
     const GenerateOptions& o,
     const std::function<void(std::int64_t)>& on_token) {
-  const GptConfig& c = model.config();
+  const std::int64_t vocab = model.vocab();
+  const std::int64_t context_length = model.context();
   if (prompt.empty()) {
     throw UsageError("generate: the prompt has no tokens");
   }
   for (const std::int64_t t : prompt) {
-    if (t < 0 || t >= c.vocab) {
+    if (t < 0 || t >= vocab) {
       throw UsageError(fmt::format(
           "generate: prompt token {} is outside the vocabulary of {}",
           t,
-          c.vocab));
+          vocab));
     }
   }
   model.eval();
@@ -68,13 +69,13 @@ std::vector<std::int64_t> generate(
         .view({1, -1})
         .to(device);
   };
-  const auto context = static_cast<std::size_t>(c.context);
+  const auto context = static_cast<std::size_t>(context_length);
   KvCache cache;
   at::Tensor logits;
   for (std::int64_t i = 0; i < o.tokens; ++i) {
     if (!o.use_cache) {
       logits = model.forward(window(context));
-    } else if (i == 0 || cache.length >= c.context) {
+    } else if (i == 0 || cache.length >= context_length) {
       // The prompt, or the window slid past the context: all of it again.
       cache = model.new_cache(1);
       logits = model.forward(window(context), cache);
@@ -83,7 +84,7 @@ std::vector<std::int64_t> generate(
     }
     const at::Tensor last = logits.select(0, 0)
                                 .select(0, -1)
-                                .narrow(0, 0, c.vocab)
+                                .narrow(0, 0, vocab)
                                 .to(at::kCPU, at::kFloat);
     const std::int64_t next = sample(last, o, gen);
     seq.push_back(next);

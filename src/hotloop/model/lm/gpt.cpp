@@ -19,6 +19,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 
+#include "attention_cache.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
 
@@ -76,36 +77,11 @@ class AttentionImpl : public torch::nn::Module {
       return y.view({b, t, heads_, d}).transpose(1, 2);
     };
     const at::Tensor q = heads(qkv[0]);
-    at::Tensor k = heads(qkv[1]);
-    at::Tensor v = heads(qkv[2]);
-    bool causal = true;
-    std::optional<at::Tensor> mask;
-    if (cache != nullptr) {
-      const std::int64_t start = cache->length;
-      at::Tensor& ck = cache->keys[layer];
-      at::Tensor& cv = cache->values[layer];
-      if (!ck.defined() || ck.scalar_type() != k.scalar_type()) {
-        const std::int64_t capacity = ck.defined() ? ck.size(2) : 0;
-        ck = at::empty({b, heads_, capacity, d}, k.options());
-        cv = at::empty({b, heads_, capacity, d}, v.options());
-      }
-      ck.narrow(2, start, t).copy_(k);
-      cv.narrow(2, start, t).copy_(v);
-      k = ck.narrow(2, 0, start + t);
-      v = cv.narrow(2, 0, start + t);
-      if (start > 0) {
-        causal = false;
-        if (t > 1) {
-          // Query i (position start + i) sees keys 0 .. start + i.
-          mask = at::ones(
-                     {t, start + t},
-                     at::TensorOptions().dtype(at::kBool).device(x.device()))
-                     .tril(start);
-        }
-      }
-    }
-    const at::Tensor y =
-        at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal);
+    const at::Tensor k = heads(qkv[1]);
+    const at::Tensor v = heads(qkv[2]);
+    const lm::AttentionInputs in = lm::with_cache(cache, layer, k, v);
+    const at::Tensor y = at::scaled_dot_product_attention(
+        q, in.keys, in.values, in.mask, 0.0, in.causal);
     return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
   }
 
@@ -276,33 +252,18 @@ Gpt::Gpt(GptConfig config)
 }
 
 KvCache Gpt::new_cache(std::int64_t batch) const {
-  KvCache cache;
-  const std::int64_t d = config_.width / config_.heads;
-  const auto& device = parts_->wte->weight.device();
-  for (std::int64_t i = 0; i < config_.layers; ++i) {
-    cache.keys.push_back(at::empty(
-        {batch, config_.heads, config_.context, d},
-        at::TensorOptions().device(device)));
-    cache.values.push_back(at::empty_like(cache.keys.back()));
-  }
-  return cache;
+  return lm::empty_cache(
+      config_.layers,
+      batch,
+      config_.heads,
+      config_.context,
+      config_.width / config_.heads,
+      parts_->wte->weight.device());
 }
 
 at::Tensor Gpt::forward(const at::Tensor& tokens) {
-  if (tokens.dim() != 2) {
-    throw UsageError(fmt::format(
-        "GPT: expected (batch, sequence) token ids, got a tensor of {} dimension(s)",
-        tokens.dim()));
-  }
+  lm::check_tokens(tokens, config_.context, "GPT");
   const std::int64_t t = tokens.size(1);
-  if (t > config_.context) {
-    throw UsageError(
-        fmt::format(
-            "a sequence of {} tokens is longer than the model's context of {}",
-            t,
-            config_.context),
-        "train with --context at least as long, or feed shorter sequences");
-  }
   const at::Tensor pos = at::arange(
       t, at::TensorOptions().dtype(at::kLong).device(tokens.device()));
   at::Tensor x = parts_->wte(tokens) + parts_->wpe(pos);
@@ -315,22 +276,9 @@ at::Tensor Gpt::forward(const at::Tensor& tokens) {
 }
 
 at::Tensor Gpt::forward(const at::Tensor& tokens, KvCache& cache) {
-  if (static_cast<std::int64_t>(cache.keys.size()) != config_.layers ||
-      cache.values.size() != cache.keys.size() || tokens.dim() != 2 ||
-      tokens.size(0) != cache.keys.front().size(0)) {
-    throw UsageError(
-        "GPT: the KV cache does not fit this model and batch",
-        "make it with new_cache(batch) of the same model");
-  }
+  lm::check_cache(cache, tokens, config_.layers, config_.context, "GPT");
   const std::int64_t t = tokens.size(1);
   const std::int64_t start = cache.length;
-  if (start + t > config_.context) {
-    throw UsageError(fmt::format(
-        "{} cached + {} new tokens are longer than the model's context of {}",
-        start,
-        t,
-        config_.context));
-  }
   const at::Tensor pos = at::arange(
       start,
       start + t,

@@ -1,4 +1,4 @@
-#include "gpt_options.h"
+#include "lm_options.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/language_model.h"
 
 namespace hotloop::cli {
 
@@ -36,14 +37,14 @@ std::optional<nlohmann::json> run_config(const std::string& weights) {
 
 } // namespace
 
-void add_gpt_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
+void add_lm_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
   if (with_model) {
     cmd->add_option(
         "--model",
         m.name,
         fmt::format(
-            "GPT size ({}); default: the run's config.json",
-            fmt::join(model::gpt_names(), ", ")));
+            "Language model ({}, or hf:DIR); default: --weights' own config.json (a Hugging Face folder) or its run's",
+            fmt::join(model::language_model_names(), ", ")));
   }
   cmd->add_option("--layers", m.layers, "Default: the run's or the size's");
   cmd->add_option("--heads", m.heads, "Default: the run's or the size's");
@@ -52,11 +53,15 @@ void add_gpt_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
   cmd->add_option("--vocab", m.vocab, "Default: the run's or the size's");
 }
 
-model::ModelOptions resolve_gpt(
+model::ModelOptions resolve_lm(
     model::ModelOptions m,
     const std::string& weights,
     const std::set<std::string>& given) {
-  if (const std::optional<nlohmann::json> saved = run_config(weights)) {
+  if (model::is_hf_folder(weights)) {
+    if (!given.contains("model")) {
+      m.name = "hf:" + weights;
+    }
+  } else if (const std::optional<nlohmann::json> saved = run_config(weights)) {
     if (!given.contains("model")) {
       m.name = saved->value("name", m.name);
     }
@@ -78,12 +83,14 @@ model::ModelOptions resolve_gpt(
             weights),
         "pass --model (and --layers/--heads/--width/--context/--vocab when not the named size's)");
   }
-  if (!model::is_gpt(m.name)) {
+  if (!model::is_language_model(m.name)) {
     throw UsageError(
         fmt::format("--model {}: this needs a language model", m.name),
-        fmt::format("one of {}", fmt::join(model::gpt_names(), ", ")));
+        fmt::format(
+            "one of {}, or hf:DIR",
+            fmt::join(model::language_model_names(), ", ")));
   }
-  return m;
+  return model::resolve_language_model(m);
 }
 
 data::Tokenizer resolve_tokenizer(
@@ -101,7 +108,14 @@ data::Tokenizer resolve_tokenizer(
       return data::Tokenizer::parse("bpe:" + p.string());
     }
   }
-  const model::GptConfig c = model::gpt_config(m);
+  if (!model::hf_folder_of(m.name).empty()) {
+    throw UsageError(
+        fmt::format(
+            "--weights {}: a Hugging Face model's tokenizer.json is not read by hotloop yet",
+            weights),
+        "pass --tokenizer bpe:DIR when the folder's vocab.json + merges.txt are GPT-2's (GPT-2 checkpoints)");
+  }
+  const model::ModelOptions c = model::resolve_language_model(m);
   if (c.vocab > 256) {
     throw UsageError(
         fmt::format(

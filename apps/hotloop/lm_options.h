@@ -1,7 +1,8 @@
 #pragma once
-// Which GPT a weight file holds, for the commands that load one (generate,
-// predict, weights export-hf): the flags the user gave, then the run's
-// config.json next to the file (RUN/config.json for
+// Which language model a weight file holds, for the commands that load one
+// (generate, predict, weights export-hf): the flags the user gave, then a
+// Hugging Face folder's own config.json (--weights DIR: the model hf:DIR),
+// then the run's config.json next to the file (RUN/config.json for
 // RUN/checkpoints/step-N.safetensors), then the named size.
 
 #include <set>
@@ -16,13 +17,15 @@ namespace hotloop::cli {
 
 // Adds --layers --heads --width --context --vocab (and --model unless the
 // command has its own), filling `m`.
-void add_gpt_flags(
+void add_lm_flags(
     CLI::App* cmd,
     model::ModelOptions& m,
     bool with_model = true);
 
-// UsageError when no GPT size can be found, or the model is not a GPT.
-model::ModelOptions resolve_gpt(
+// The model's options with every size field resolved
+// (model::resolve_language_model). UsageError when nothing says which model
+// it is, or it is not a language model.
+model::ModelOptions resolve_lm(
     model::ModelOptions flags,
     const std::string& weights,
     const std::set<std::string>& given);
@@ -30,7 +33,8 @@ model::ModelOptions resolve_gpt(
 // The tokenizer for a weight file: `spec` when given ("bytes", "bpe:DIR"),
 // else the run's own (RUN/tokenizer/, kept by `hotloop train` from token
 // data packed with a BPE tokenizer), else bytes. UsageError when that is bytes
-// but the model's vocabulary is larger than 256.
+// but the model's vocabulary is larger than 256, or the model is a Hugging
+// Face folder's (whose tokenizer.json hotloop does not read yet).
 data::Tokenizer resolve_tokenizer(
     const std::string& spec,
     const std::string& weights,

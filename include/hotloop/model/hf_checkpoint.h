@@ -1,0 +1,49 @@
+#pragma once
+// Hugging Face model folders, as save_pretrained writes them: config.json and
+// the weights in model.safetensors, or in shards named by
+// model.safetensors.index.json (pytorch_model.bin and its index too).
+// Read: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM (model/llama.h)
+// and GPT2LMHeadModel (model/gpt.h). Written: config.json + model.safetensors
+// that from_pretrained loads.
+
+#include <string>
+
+#include "hotloop/model/gpt.h"
+#include "hotloop/model/llama.h"
+#include "hotloop/model/weights.h"
+
+namespace hotloop::model {
+
+// A folder holding a config.json.
+bool is_hf_folder(const std::string& path);
+
+// What a folder's config.json describes.
+struct HfModelConfig {
+  std::string architecture; // "LlamaForCausalLM", ...
+  bool gpt2 = false; // true: `gpt` holds it, else `llama`
+  GptConfig gpt;
+  LlamaConfig llama;
+};
+
+// DIR/config.json read. `context` > 0: the window to run (at most the
+// model's positions; a GPT-2's is its position table's size), else the
+// model's positions up to 1024. Throws DataError for a missing or malformed
+// file, UsageError naming the field for what hotloop does not run (another
+// architecture, sliding-window attention shorter than the context, mixture
+// of experts, another RoPE type or activation).
+HfModelConfig read_hf_config(const std::string& dir, std::int64_t context = 0);
+
+// Every tensor of DIR's weight files, in file order. DataError naming the
+// folder when it has none, or the index or shard that is missing or broken.
+StateDict read_hf_weights(const std::string& dir);
+
+// config.json as Hugging Face's LlamaConfig / Qwen2Config / MistralConfig
+// (the family's) writes it.
+std::string hf_llama_config(const LlamaConfig& config);
+
+// Writes `model` (a Gpt or a Llama) into DIR as config.json and
+// model.safetensors (float32, the names and shapes Hugging Face uses).
+// Returns the weight file's path. UsageError for another model.
+std::string write_hf_folder(const std::string& dir, const LanguageModel& model);
+
+} // namespace hotloop::model

@@ -1,0 +1,69 @@
+#pragma once
+// What hotloop's language models share: GPT (model/gpt.h) and the Llama
+// family (model/llama.h: Llama, Qwen2, Mistral) are decoder-only transformers
+// from (B, T) token ids to (B, T, V) next-token logits, trained with the
+// next-token loss, sampled through a KV cache (model/generate.h), sized by
+// name or read from a Hugging Face folder ("hf:DIR").
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hotloop/model/model.h"
+
+namespace hotloop::model {
+
+// Keys and values of every layer, for generation: one forward per new token
+// instead of one over the whole sequence.
+struct KvCache {
+  std::vector<at::Tensor> keys; // per layer (B, kv heads, capacity, head width)
+  std::vector<at::Tensor> values;
+  std::int64_t length = 0; // positions filled
+};
+
+class LanguageModel : public Model {
+ public:
+  using Model::forward;
+  // The logits of `tokens` (B, T) continuing what `cache` holds (positions
+  // cache.length ..): fills the cache. The first call takes the prompt.
+  virtual at::Tensor forward(const at::Tensor& tokens, KvCache& cache) = 0;
+  virtual KvCache new_cache(std::int64_t batch) const = 0;
+  // The longest sequence it reads (the training window).
+  virtual std::int64_t context() const = 0;
+  // Real tokens: the logits may have more columns (GPT pads its vocabulary
+  // for the matrix units); those are never a target and never sampled.
+  virtual std::int64_t vocab() const = 0;
+
+  at::Tensor loss(
+      const at::Tensor& logits,
+      const at::Tensor& targets,
+      const LossOptions& options) const override {
+    return next_token_loss(logits, targets, options);
+  }
+  std::int64_t tokens_per_sample() const override {
+    return context();
+  }
+};
+
+// The built-in sizes: gpt-nano, gpt-mini, gpt2, gpt2-medium, llama-nano,
+// smollm2-135m, qwen2.5-0.5b, llama3.2-1b.
+const std::vector<std::string>& language_model_names();
+// One of those, or "hf:DIR" (a Hugging Face model folder).
+bool is_language_model(const std::string& model_name);
+// "hf:DIR" -> DIR; "" for any other name.
+std::string hf_folder_of(const std::string& model_name);
+
+// `options` with every size field (layers, heads, width, context, vocab)
+// filled in: the named size's or the folder's, under the non-zero fields of
+// `options`. UsageError for an unknown name or a size that does not hold
+// together; ConfigError for a folder whose config.json hotloop cannot run.
+ModelOptions resolve_language_model(const ModelOptions& options);
+
+// A new model with fresh weights (seed the global generator first), in
+// training mode on the CPU.
+std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& options);
+
+} // namespace hotloop::model

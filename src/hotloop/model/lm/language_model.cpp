@@ -1,0 +1,103 @@
+#include "hotloop/model/language_model.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
+#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/llama.h"
+
+namespace hotloop::model {
+
+const std::vector<std::string>& language_model_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = gpt_names();
+    n.insert(n.end(), llama_names().begin(), llama_names().end());
+    return n;
+  }();
+  return names;
+}
+
+std::string hf_folder_of(const std::string& model_name) {
+  return model_name.starts_with("hf:") ? model_name.substr(3) : std::string();
+}
+
+bool is_language_model(const std::string& model_name) {
+  return is_gpt(model_name) || is_llama(model_name) ||
+      model_name.starts_with("hf:");
+}
+
+namespace {
+
+HfModelConfig folder_config(const ModelOptions& o) {
+  const std::string dir = hf_folder_of(o.name);
+  if (dir.empty() || !is_hf_folder(dir)) {
+    throw UsageError(
+        fmt::format("--model {}: not a folder with a config.json", o.name),
+        "hf:DIR names a Hugging Face model folder (what save_pretrained writes)");
+  }
+  return read_hf_config(dir, o.context);
+}
+
+} // namespace
+
+ModelOptions resolve_language_model(const ModelOptions& options) {
+  ModelOptions o = options;
+  auto fill = [&o](
+                  std::int64_t layers,
+                  std::int64_t heads,
+                  std::int64_t width,
+                  std::int64_t context,
+                  std::int64_t vocab) {
+    o.layers = layers;
+    o.heads = heads;
+    o.width = width;
+    o.context = context;
+    o.vocab = vocab;
+  };
+  if (is_gpt(o.name)) {
+    const GptConfig c = gpt_config(o);
+    fill(c.layers, c.heads, c.width, c.context, c.vocab);
+  } else if (is_llama(o.name)) {
+    const LlamaConfig c = llama_config(o);
+    fill(c.layers, c.heads, c.width, c.context, c.vocab);
+  } else if (o.name.starts_with("hf:")) {
+    for (auto [flag, v] :
+         {std::pair{"layers", o.layers},
+          {"heads", o.heads},
+          {"width", o.width},
+          {"vocab", o.vocab}}) {
+      if (v > 0) {
+        throw UsageError(
+            fmt::format(
+                "--{} {}: {}'s size is its config.json's", flag, v, o.name),
+            fmt::format(
+                "drop --{} (only --context applies to a folder)", flag));
+      }
+    }
+    // The folder says the rest; the run records the window it runs.
+    const HfModelConfig c = folder_config(o);
+    o.context = c.gpt2 ? c.gpt.context : c.llama.context;
+  } else {
+    throw UsageError(fmt::format("--model {}: not a language model", o.name));
+  }
+  return o;
+}
+
+std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
+  if (is_gpt(o.name)) {
+    return std::make_shared<Gpt>(gpt_config(o));
+  }
+  if (is_llama(o.name)) {
+    return std::make_shared<Llama>(llama_config(o));
+  }
+  const HfModelConfig c = folder_config(o);
+  if (c.gpt2) {
+    return std::make_shared<Gpt>(c.gpt);
+  }
+  return std::make_shared<Llama>(c.llama);
+}
+
+} // namespace hotloop::model

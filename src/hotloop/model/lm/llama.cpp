@@ -1,0 +1,568 @@
+#include "hotloop/model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/outer.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/rms_norm.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/where.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include "attention_cache.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/activation_checkpoint.h"
+
+namespace hotloop::model {
+
+namespace {
+
+struct NamedSize {
+  const char* name;
+  LlamaConfig config;
+  bool vocab_from_data; // the small size: the data's vocabulary
+};
+
+LlamaConfig nano() {
+  LlamaConfig c;
+  c.layers = 4;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.width = 128;
+  c.intermediate = 352; // 8/3 of the width, rounded up to 32
+  c.context = 128;
+  c.max_positions = 128;
+  c.vocab = 256;
+  return c;
+}
+
+// SmolLM2-135M's config.json (HuggingFaceTB/SmolLM2-135M).
+LlamaConfig smollm2_135m() {
+  LlamaConfig c;
+  c.layers = 30;
+  c.heads = 9;
+  c.kv_heads = 3;
+  c.width = 576;
+  c.intermediate = 1536;
+  c.context = 1024;
+  c.max_positions = 8192;
+  c.vocab = 49152;
+  c.rope.theta = 100000;
+  c.bos = 0;
+  c.eos = 0;
+  return c;
+}
+
+// Qwen2.5-0.5B's (Qwen/Qwen2.5-0.5B): biases on q, k and v.
+LlamaConfig qwen25_05b() {
+  LlamaConfig c;
+  c.family = LlamaFamily::Qwen2;
+  c.layers = 24;
+  c.heads = 14;
+  c.kv_heads = 2;
+  c.width = 896;
+  c.intermediate = 4864;
+  c.context = 1024;
+  c.max_positions = 32768;
+  c.vocab = 151936;
+  c.rms_eps = 1e-6;
+  c.rope.theta = 1000000;
+  c.qkv_bias = true;
+  c.bos = 151643;
+  c.eos = 151643;
+  return c;
+}
+
+// Llama-3.2-1B's (meta-llama/Llama-3.2-1B): Llama 3's RoPE scaling.
+LlamaConfig llama32_1b() {
+  LlamaConfig c;
+  c.layers = 16;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.width = 2048;
+  c.head_width = 64;
+  c.intermediate = 8192;
+  c.context = 1024;
+  c.max_positions = 131072;
+  c.vocab = 128256;
+  c.rope = {500000, RopeType::Llama3, 32, 1, 4, 8192};
+  c.bos = 128000;
+  c.eos = 128001;
+  return c;
+}
+
+const std::vector<NamedSize>& sizes() {
+  static const std::vector<NamedSize> s = {
+      {"llama-nano", nano(), true},
+      {"smollm2-135m", smollm2_135m(), false},
+      {"qwen2.5-0.5b", qwen25_05b(), false},
+      {"llama3.2-1b", llama32_1b(), false}};
+  return s;
+}
+
+std::int64_t round_up(std::int64_t v, std::int64_t multiple) {
+  return (v + multiple - 1) / multiple * multiple;
+}
+
+torch::nn::Linear linear(std::int64_t in, std::int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+// The inverse frequencies of RoPE's rotations, as Hugging Face computes them
+// (float32, the same operations): theta^(-2i/d), then the config's scaling.
+at::Tensor inverse_frequencies(const LlamaConfig& c) {
+  const std::int64_t d = c.head_dim();
+  const at::Tensor exponents =
+      at::arange(0, d, 2, at::kLong).to(at::kFloat) / static_cast<double>(d);
+  at::Tensor inv = at::reciprocal(at::pow(c.rope.theta, exponents));
+  const RopeOptions& r = c.rope;
+  if (r.type == RopeType::Linear) {
+    inv = inv / r.factor;
+  } else if (r.type == RopeType::Llama3) {
+    const double old_context = static_cast<double>(r.original_context);
+    const double low_wavelen = old_context / r.low_freq_factor;
+    const double high_wavelen = old_context / r.high_freq_factor;
+    const at::Tensor wavelen = 2 * std::numbers::pi / inv;
+    at::Tensor scaled = at::where(wavelen > low_wavelen, inv / r.factor, inv);
+    const at::Tensor smooth = (old_context / wavelen - r.low_freq_factor) /
+        (r.high_freq_factor - r.low_freq_factor);
+    const at::Tensor smoothed =
+        (1 - smooth) * scaled / r.factor + smooth * scaled;
+    const at::Tensor medium =
+        (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+    inv = at::where(medium, smoothed, scaled);
+  }
+  return inv;
+}
+
+// "[first, middle, last]": x's halves swapped, the second negated.
+at::Tensor rotate_half(const at::Tensor& x) {
+  const std::int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(std::int64_t width, double eps) : eps_(eps) {
+    weight = register_parameter("weight", at::ones({width}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return at::rms_norm(x, {x.size(-1)}, weight, eps_);
+  }
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RmsNorm);
+
+} // namespace
+
+namespace lm {
+
+// cos and sin of every position's rotation angles up to the context, in
+// float32 on the device they were last asked for; (T, head_dim) slices.
+struct RopeTable {
+  explicit RopeTable(const LlamaConfig& c)
+      : context(c.context), inv_freq(inverse_frequencies(c)) {}
+
+  std::pair<at::Tensor, at::Tensor> at_positions(
+      std::int64_t start,
+      std::int64_t length,
+      const at::Tensor& like) {
+    if (!cos.defined() || cos.device() != like.device()) {
+      const at::Tensor positions = at::arange(context, at::kFloat);
+      const at::Tensor angles = at::outer(positions, inv_freq);
+      const at::Tensor both = at::cat({angles, angles}, -1);
+      cos = both.cos().to(like.device());
+      sin = both.sin().to(like.device());
+    }
+    return {
+        cos.narrow(0, start, length).to(like.scalar_type()),
+        sin.narrow(0, start, length).to(like.scalar_type())};
+  }
+
+  std::int64_t context;
+  at::Tensor inv_freq;
+  at::Tensor cos;
+  at::Tensor sin;
+};
+
+} // namespace lm
+
+namespace {
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const LlamaConfig& c)
+      : heads_(c.heads),
+        kv_heads_(c.kv_heads),
+        d_(c.head_dim()),
+        q_proj(register_module(
+            "q_proj",
+            linear(c.width, c.heads * c.head_dim(), c.qkv_bias))),
+        k_proj(register_module(
+            "k_proj",
+            linear(c.width, c.kv_heads * c.head_dim(), c.qkv_bias))),
+        v_proj(register_module(
+            "v_proj",
+            linear(c.width, c.kv_heads * c.head_dim(), c.qkv_bias))),
+        o_proj(register_module(
+            "o_proj",
+            linear(c.heads * c.head_dim(), c.width, c.o_bias))) {}
+
+  // x: (B, T, C) at positions start .. start + T (start: the cache's length).
+  at::Tensor forward(
+      const at::Tensor& x,
+      const std::pair<at::Tensor, at::Tensor>& rope,
+      KvCache* cache,
+      std::size_t layer) {
+    const std::int64_t b = x.size(0);
+    const std::int64_t t = x.size(1);
+    auto heads = [&](const at::Tensor& y, std::int64_t n) {
+      return y.view({b, t, n, d_}).transpose(1, 2);
+    };
+    const auto& [cos, sin] = rope;
+    auto rotate = [&](const at::Tensor& y) {
+      return y * cos + rotate_half(y) * sin;
+    };
+    const at::Tensor q = rotate(heads(q_proj(x), heads_));
+    const at::Tensor k = rotate(heads(k_proj(x), kv_heads_));
+    const at::Tensor v = heads(v_proj(x), kv_heads_);
+    const lm::AttentionInputs in = lm::with_cache(cache, layer, k, v);
+    const at::Tensor y = at::scaled_dot_product_attention(
+        q,
+        in.keys,
+        in.values,
+        in.mask,
+        0.0,
+        in.causal,
+        std::nullopt,
+        kv_heads_ != heads_);
+    return o_proj(y.transpose(1, 2).reshape({b, t, heads_ * d_}));
+  }
+
+ private:
+  std::int64_t heads_;
+  std::int64_t kv_heads_;
+  std::int64_t d_;
+
+ public:
+  torch::nn::Linear q_proj;
+  torch::nn::Linear k_proj;
+  torch::nn::Linear v_proj;
+  torch::nn::Linear o_proj;
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const LlamaConfig& c)
+      : gate_proj(register_module(
+            "gate_proj",
+            linear(c.width, c.intermediate, c.mlp_bias))),
+        up_proj(register_module(
+            "up_proj",
+            linear(c.width, c.intermediate, c.mlp_bias))),
+        down_proj(register_module(
+            "down_proj",
+            linear(c.intermediate, c.width, c.mlp_bias))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+  }
+  torch::nn::Linear gate_proj;
+  torch::nn::Linear up_proj;
+  torch::nn::Linear down_proj;
+};
+TORCH_MODULE(Mlp);
+
+} // namespace
+
+namespace lm {
+
+class LlamaBlockImpl : public torch::nn::Module {
+ public:
+  LlamaBlockImpl(const LlamaConfig& c, lm::RopeTable* rope)
+      : input_layernorm(
+            register_module("input_layernorm", RmsNorm(c.width, c.rms_eps))),
+        self_attn(register_module("self_attn", Attention(c))),
+        post_attention_layernorm(register_module(
+            "post_attention_layernorm",
+            RmsNorm(c.width, c.rms_eps))),
+        mlp(register_module("mlp", Mlp(c))),
+        rope_(rope) {}
+
+  at::Tensor forward(
+      const at::Tensor& x,
+      KvCache* cache = nullptr,
+      std::size_t layer = 0) {
+    const std::int64_t start = cache != nullptr ? cache->length : 0;
+    const auto rope = rope_->at_positions(start, x.size(1), x);
+    const at::Tensor h =
+        x + self_attn->forward(input_layernorm(x), rope, cache, layer);
+    return h + mlp(post_attention_layernorm(h));
+  }
+  // For activation checkpointing: the block as a segment.
+  static at::Tensor segment(torch::nn::Module& m, const at::Tensor& x) {
+    return static_cast<LlamaBlockImpl&>(m).forward(x);
+  }
+
+  RmsNorm input_layernorm;
+  Attention self_attn;
+  RmsNorm post_attention_layernorm;
+  Mlp mlp;
+
+ private:
+  lm::RopeTable* rope_; // the model's: outlives its blocks
+};
+TORCH_MODULE(LlamaBlock);
+
+} // namespace lm
+
+// "model": the embedding, the blocks and the final norm.
+struct Llama::Parts : public torch::nn::Module {
+  Parts(const LlamaConfig& c, lm::RopeTable* rope)
+      : embed_tokens(register_module(
+            "embed_tokens",
+            torch::nn::Embedding(c.vocab, c.width))),
+        layers(register_module("layers", torch::nn::ModuleList())),
+        norm(register_module("norm", RmsNorm(c.width, c.rms_eps))) {
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      layers->push_back(lm::LlamaBlock(c, rope));
+    }
+  }
+  torch::nn::Embedding embed_tokens;
+  torch::nn::ModuleList layers;
+  RmsNorm norm;
+};
+
+namespace {
+
+// Hugging Face's initialization: N(0, initializer_range) for every matrix
+// and embedding, zero biases, RMSNorm weights one.
+void initialize(torch::nn::Module& model, double std) {
+  at::NoGradGuard no_grad;
+  for (auto& p : model.named_parameters()) {
+    if (p.key().ends_with("layernorm.weight") ||
+        p.key().ends_with("norm.weight")) {
+      p.value().fill_(1);
+    } else if (p.value().dim() >= 2) {
+      p.value().normal_(0, std);
+    } else {
+      p.value().zero_();
+    }
+  }
+}
+
+} // namespace
+
+std::int64_t LlamaConfig::non_embedding_parameters() const {
+  const std::int64_t d = head_dim();
+  const std::int64_t q = heads * d;
+  const std::int64_t kv = kv_heads * d;
+  const std::int64_t per_layer = 2 * width // two RMSNorms
+      + width * (q + 2 * kv) + (qkv_bias ? q + 2 * kv : 0) // q, k, v
+      + q * width + (o_bias ? width : 0) // o_proj
+      + 3 * width * intermediate + (mlp_bias ? 2 * intermediate + width : 0);
+  return layers * per_layer + width + vocab * width;
+}
+
+double LlamaConfig::training_flops_per_token() const {
+  return 6.0 * static_cast<double>(non_embedding_parameters()) +
+      12.0 * static_cast<double>(layers) * static_cast<double>(context) *
+      static_cast<double>(heads * head_dim());
+}
+
+void LlamaConfig::validate() const {
+  auto at_least = [](const char* flag, std::int64_t v, std::int64_t min) {
+    if (v < min) {
+      throw UsageError(fmt::format("{} {}: must be at least {}", flag, v, min));
+    }
+  };
+  at_least("--layers", layers, 1);
+  at_least("--heads", heads, 1);
+  at_least("key/value heads", kv_heads, 1);
+  at_least("--width", width, 1);
+  at_least("intermediate size", intermediate, 1);
+  at_least("--context", context, 1);
+  at_least("--vocab", vocab, 2);
+  if (head_width == 0 && width % heads != 0) {
+    throw UsageError(
+        fmt::format("--width {} is not a multiple of --heads {}", width, heads),
+        "each head takes width / heads channels: pick a width that divides");
+  }
+  if (heads % kv_heads != 0) {
+    throw UsageError(fmt::format(
+        "{} attention heads do not share {} key/value heads evenly",
+        heads,
+        kv_heads));
+  }
+  if (head_dim() % 2 != 0) {
+    throw UsageError(fmt::format(
+        "a head width of {} is odd: rotary embeddings rotate pairs of channels",
+        head_dim()));
+  }
+  if (context > max_positions) {
+    throw UsageError(
+        fmt::format(
+            "--context {} is longer than the model's {} positions",
+            context,
+            max_positions),
+        fmt::format("pass --context {} or less", max_positions));
+  }
+}
+
+const std::vector<std::string>& llama_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& s : sizes()) {
+      n.emplace_back(s.name);
+    }
+    return n;
+  }();
+  return names;
+}
+
+bool is_llama(const std::string& model_name) {
+  const auto& n = llama_names();
+  return std::find(n.begin(), n.end(), model_name) != n.end();
+}
+
+LlamaConfig llama_config(const ModelOptions& o) {
+  const auto it =
+      std::find_if(sizes().begin(), sizes().end(), [&](const NamedSize& s) {
+        return o.name == s.name;
+      });
+  if (it == sizes().end()) {
+    throw UsageError(
+        fmt::format("--model {}: not a Llama-family size", o.name),
+        fmt::format("choose one of: {}", fmt::join(llama_names(), ", ")));
+  }
+  LlamaConfig c = it->config;
+  if (o.heads > 0) {
+    c.heads = o.heads;
+    if (c.heads % c.kv_heads != 0) {
+      c.kv_heads = c.heads;
+    }
+  }
+  if (o.width > 0) {
+    c.width = o.width;
+    c.head_width = 0;
+    c.intermediate = round_up(c.width * 8 / 3, 32);
+  }
+  if (o.layers > 0) {
+    c.layers = o.layers;
+  }
+  if (o.context > 0) {
+    c.context = o.context;
+    if (it->vocab_from_data) {
+      c.max_positions = c.context; // the small size has no position limit
+    }
+  }
+  if (o.vocab > 0) {
+    c.vocab = o.vocab;
+  }
+  c.validate();
+  return c;
+}
+
+Llama::Llama(LlamaConfig config)
+    : config_(std::move(config)),
+      rope_(std::make_shared<lm::RopeTable>(config_)) {
+  config_.validate();
+  parts_ = std::make_shared<Parts>(config_, rope_.get());
+  register_module("model", parts_);
+  if (!config_.tied) {
+    lm_head_ = std::make_shared<torch::nn::Module>();
+    lm_head_->register_parameter(
+        "weight", at::empty({config_.vocab, config_.width}));
+    register_module("lm_head", lm_head_);
+  }
+  initialize(*this, config_.init_std);
+}
+
+KvCache Llama::new_cache(std::int64_t batch) const {
+  return lm::empty_cache(
+      config_.layers,
+      batch,
+      config_.kv_heads,
+      config_.context,
+      config_.head_dim(),
+      parts_->embed_tokens->weight.device());
+}
+
+namespace {
+
+at::Tensor output_weight(
+    const std::shared_ptr<torch::nn::Module>& head,
+    const torch::nn::Embedding& embedding) {
+  return head ? head->named_parameters(false)["weight"] : embedding->weight;
+}
+
+} // namespace
+
+at::Tensor Llama::forward(const at::Tensor& tokens) {
+  lm::check_tokens(tokens, config_.context, "Llama");
+  at::Tensor x = parts_->embed_tokens(tokens);
+  const bool recompute = checkpoint_blocks_ && at::GradMode::is_enabled();
+  for (const auto& m : *parts_->layers) {
+    x = recompute ? checkpoint(*m, &lm::LlamaBlockImpl::segment, x)
+                  : static_cast<lm::LlamaBlockImpl&>(*m).forward(x);
+  }
+  return at::linear(
+      parts_->norm(x), output_weight(lm_head_, parts_->embed_tokens));
+}
+
+at::Tensor Llama::forward(const at::Tensor& tokens, KvCache& cache) {
+  lm::check_cache(cache, tokens, config_.layers, config_.context, "Llama");
+  at::Tensor x = parts_->embed_tokens(tokens);
+  std::size_t layer = 0;
+  for (const auto& m : *parts_->layers) {
+    x = static_cast<lm::LlamaBlockImpl&>(*m).forward(x, &cache, layer++);
+  }
+  cache.length += tokens.size(1);
+  return at::linear(
+      parts_->norm(x), output_weight(lm_head_, parts_->embed_tokens));
+}
+
+void Llama::set_checkpointing(Checkpointing mode) {
+  checkpoint_blocks_ = mode != Checkpointing::None;
+}
+
+bool Llama::decays(const std::string& name, const at::Tensor& p) const {
+  return p.dim() >= 2 && (!config_.tied || name != "model.embed_tokens.weight");
+}
+
+void Llama::adapt_weights(
+    std::vector<std::pair<std::string, at::Tensor>>& weights) const {
+  if (!config_.tied) {
+    return;
+  }
+  std::erase_if(weights, [](const auto& w) {
+    return w.first == "lm_head.weight"; // the embedding
+  });
+}
+
+double Llama::training_flops_per_sample() const {
+  return config_.training_flops_per_token() *
+      static_cast<double>(config_.context);
+}
+
+} // namespace hotloop::model
