@@ -87,7 +87,7 @@ void add_generate_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--tokenizer",
       f->tokenizer,
-      "bytes or bpe:DIR (DIR/vocab.json + DIR/merges.txt); default: the run's tokenizer/ (from BPE-packed token data), else bytes");
+      "bytes, bpe:DIR (DIR/vocab.json + DIR/merges.txt) or hf:DIR (DIR/tokenizer.json); default: a Hugging Face folder's tokenizer.json, the run's tokenizer/ (from BPE-packed token data), else bytes");
   cmd->add_option("--device", f->device, "cpu or cuda[:N]")
       ->capture_default_str();
   cmd->add_flag(

@@ -100,20 +100,22 @@ data::Tokenizer resolve_tokenizer(
   if (!spec.empty()) {
     return data::Tokenizer::parse(spec);
   }
+  const std::string folder = model::hf_folder_of(m.name);
+  if (!folder.empty()) {
+    // A Hugging Face folder's own tokenizer.json.
+    if (data::Tokenizer::dir_beside(folder)) {
+      return data::Tokenizer::in_dir(folder);
+    }
+    throw UsageError(
+        fmt::format("--weights {}: the folder has no tokenizer.json", folder),
+        "pass --tokenizer hf:DIR (a tokenizer.json) or bpe:DIR");
+  }
   const fs::path dir = fs::path(weights).parent_path();
   for (const fs::path& p :
        {dir / "tokenizer", dir.parent_path() / "tokenizer"}) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      return data::Tokenizer::parse("bpe:" + p.string());
+    if (data::Tokenizer::dir_beside(p.string()) == p.string()) {
+      return data::Tokenizer::in_dir(p.string());
     }
-  }
-  if (!model::hf_folder_of(m.name).empty()) {
-    throw UsageError(
-        fmt::format(
-            "--weights {}: a Hugging Face model's tokenizer.json is not read by hotloop yet",
-            weights),
-        "pass --tokenizer bpe:DIR when the folder's vocab.json + merges.txt are GPT-2's (GPT-2 checkpoints)");
   }
   const model::ModelOptions c = model::resolve_language_model(m);
   if (c.vocab > 256) {

@@ -32,9 +32,9 @@ model::ModelOptions resolve_lm(
 
 // The tokenizer for a weight file: `spec` when given ("bytes", "bpe:DIR"),
 // else the run's own (RUN/tokenizer/, kept by `hotloop train` from token
-// data packed with a BPE tokenizer), else bytes. UsageError when that is bytes
-// but the model's vocabulary is larger than 256, or the model is a Hugging
-// Face folder's (whose tokenizer.json hotloop does not read yet).
+// data packed with a BPE tokenizer; a Hugging Face folder's tokenizer.json),
+// else bytes. UsageError when that is bytes but the model's vocabulary is
+// larger than 256.
 data::Tokenizer resolve_tokenizer(
     const std::string& spec,
     const std::string& weights,

@@ -47,11 +47,11 @@ void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
   const fs::path to = fs::path(run_dir) / "tokenizer";
   std::error_code ec;
   fs::create_directories(to, ec);
-  for (const char* name : {"vocab.json", "merges.txt"}) {
+  for (const std::string& file : data::Tokenizer::in_dir(*from).files()) {
     if (!ec) {
       fs::copy_file(
-          fs::path(*from) / name,
-          to / name,
+          file,
+          to / fs::path(file).filename(),
           fs::copy_options::overwrite_existing,
           ec);
     }

@@ -190,7 +190,7 @@ TEST(BpeTokenizer, BadFilesSayWhatAndWhere) {
   EXPECT_NE(
       error_of<UsageError>([] {
         Tokenizer::parse("wordpiece:x");
-      }).find("expected bytes or bpe:DIR"),
+      }).find("expected bytes, bpe:DIR or hf:DIR"),
       std::string::npos);
   EXPECT_NE(
       error_of<DataError>([&] {

@@ -7,6 +7,7 @@
 #include <torch/utils.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/weights.h"
 
@@ -77,8 +78,8 @@ TEST(Models, EveryModelMapsABatchToLogits) {
         name == "resnet50-small") {
       continue; // covered by the parity test; slow on two cores
     }
-    if (name.starts_with("gpt")) {
-      continue; // language models: test_gpt.cpp
+    if (is_language_model(name)) {
+      continue; // test_gpt.cpp, test_llama.cpp
     }
     torch::manual_seed(0);
     const auto m = make_model(ModelOptions()

@@ -18,7 +18,7 @@ import tempfile
 BUILD, CTEST = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STAGES = ["build", "gpu-tests", "uncapturable", "doctor", "watch", "python", "gpm-mfu-profile", "telemetry-overhead",
-          "vs-pytorch", "lm-vs-pytorch", "exported", "training", "nccl", "tune-batch", "smoke", "bench",
+          "vs-pytorch", "lm-vs-pytorch", "llama", "exported", "training", "nccl", "tune-batch", "smoke", "bench",
           "bench-data"]
 failures = []
 

@@ -9,6 +9,14 @@
 //   stand-ins and merged by merges.txt's ranks (lowest first). Any bytes
 //   encode (invalid UTF-8 too) and decode back unchanged. No special tokens
 //   are parsed from the text.
+// - hf:DIR: Hugging Face's tokenizer.json (DIR/tokenizer.json, or the file
+//   itself): byte-level BPE as Llama 3, Qwen2 and GPT-2 have it. Its
+//   pre-tokenizer pattern (Llama 3's, Qwen2's or GPT-2's; another is
+//   refused), its ignore_merges, and its added tokens: their text in the
+//   input becomes their id (special tokens too), as tokenizers' encode does
+//   without add_special_tokens. An NFC normalizer (Qwen2's) is not applied:
+//   text that NFC would change is refused with a DataError naming the byte.
+//   SentencePiece-style tokenizers (byte fallback, Unigram) are refused.
 
 #include <cstdint>
 #include <memory>
@@ -27,12 +35,17 @@ class Tokenizer {
   // Throws DataError naming the file (and line) when DIR's files are missing
   // or malformed.
   static Tokenizer bpe(const std::string& dir);
-  // "bytes" or "bpe:DIR"; UsageError for anything else.
+  // DIR/tokenizer.json, or `path` when it is the file.
+  static Tokenizer hf(const std::string& path);
+  // The tokenizer in `dir`: its tokenizer.json when it has one, else its
+  // vocab.json + merges.txt.
+  static Tokenizer in_dir(const std::string& dir);
+  // "bytes", "bpe:DIR" or "hf:DIR"; UsageError for anything else.
   static Tokenizer parse(const std::string& spec);
-  // The folder of the tokenizer beside token files (`pack --tokenizer bpe:`
-  // copies vocab.json and merges.txt next to its shards): `path` when it is a
-  // folder, else its folder (a file or a glob); nullopt when it has none.
-  // Nothing is read: bpe(*dir) loads it.
+  // The folder of the tokenizer beside token files (`pack --tokenizer`
+  // copies its files next to its shards): `path` when it is a folder, else
+  // its folder (a file or a glob); nullopt when it has none. Nothing is
+  // read: in_dir(*dir) loads it.
   static std::optional<std::string> dir_beside(const std::string& path);
 
   // Token ids of `text`. Not thread-safe: it caches pieces it has encoded.
@@ -45,10 +58,15 @@ class Tokenizer {
   bool byte_level() const {
     return vocabulary_ == nullptr;
   }
-  // "bytes" or "bpe:DIR" (what parse() takes).
+  // "bytes", "bpe:DIR" or "hf:FILE" (what parse() takes).
   std::string spec() const;
-  // bpe: the folder of vocab.json and merges.txt; bytes: empty.
+  // The folder of its files; bytes: empty.
   std::string dir() const;
+  // Its files' paths: vocab.json and merges.txt, or tokenizer.json; bytes:
+  // none.
+  std::vector<std::string> files() const;
+  // An added token's id (e.g. "<|end_of_text|>"); nullopt when it has none.
+  std::optional<std::int32_t> added_token(std::string_view text) const;
 
  private:
   std::shared_ptr<BpeVocabulary> vocabulary_; // null: bytes

@@ -136,7 +136,7 @@ std::unique_ptr<Dataset> open_dataset(
           token_files(spec.path, split),
           fmt::format("tokens:{} {}", spec.path, to_string(split)));
       if (const auto dir = Tokenizer::dir_beside(spec.path)) {
-        tokens->set_tokenizer_vocabulary(Tokenizer::bpe(*dir).vocab_size());
+        tokens->set_tokenizer_vocabulary(Tokenizer::in_dir(*dir).vocab_size());
       }
       return tokens;
     }

@@ -140,24 +140,21 @@ PackTextResult pack_text(const PackTextOptions& o) {
         "pack into an empty folder, or give the same --tokenizer bpe:DIR");
   }
   if (!tokenizer.byte_level()) {
-    const fs::path from = tokenizer.dir();
-    for (const char* name : {"vocab.json", "merges.txt"}) {
-      if (!fs::equivalent(from, o.out, ec)) {
-        fs::copy_file(
-            from / name,
-            fs::path(o.out) / name,
-            fs::copy_options::overwrite_existing,
-            ec);
+    for (const fs::path from : tokenizer.files()) {
+      const fs::path to = fs::path(o.out) / from.filename();
+      if (!fs::equivalent(from, to, ec)) {
+        ec.clear();
+        fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+      } else {
+        ec.clear();
       }
       if (ec) {
         throw DataError(fmt::format(
-            "cannot copy {} to {}: {}",
-            (from / name).string(),
-            o.out,
-            ec.message()));
+            "cannot copy {} to {}: {}", from.string(), o.out, ec.message()));
       }
     }
   }
+
   ShardWriter train(o.out, "train", o.shard_tokens);
   ShardWriter val(o.out, "val", o.shard_tokens);
   Progress progress("pack text", total_bytes, o.progress);

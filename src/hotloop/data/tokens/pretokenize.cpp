@@ -18,6 +18,28 @@ constexpr ClassRange kRanges[] = {
 #include "hotloop/data/tokens/unicode_classes.inc"
 };
 
+struct CodeRange {
+  char32_t first;
+  char32_t last;
+};
+struct CombiningRange {
+  char32_t first;
+  char32_t last;
+  int cls;
+};
+#include "hotloop/data/tokens/nfc_check.inc"
+
+template <typename R>
+const R* find_range(const R* begin, const R* end, char32_t c) {
+  const R* it = std::upper_bound(
+      begin, end, c, [](char32_t v, const R& r) { return v < r.first; });
+  if (it == begin) {
+    return nullptr;
+  }
+  --it;
+  return c <= it->last ? it : nullptr;
+}
+
 bool white_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 ||
       c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
@@ -93,9 +115,10 @@ UnicodeClass unicode_class(char32_t c) {
   return c <= it->last ? it->cls : UnicodeClass::Other;
 }
 
-void gpt2_pretokenize(
-    std::string_view text,
-    const std::function<void(std::string_view)>& piece) {
+namespace {
+
+// text's characters, and one more at its end (begin = text.size()).
+std::vector<Char> characters(std::string_view text) {
   // ASCII's classes, looked up once.
   static const std::array<UnicodeClass, 128> kAscii = [] {
     std::array<UnicodeClass, 128> a{};
@@ -120,55 +143,168 @@ void gpt2_pretokenize(
     chars.push_back(ch);
     i += len;
   }
-  const std::size_t n = chars.size();
   chars.push_back({text.size(), UnicodeClass::Other, 0}); // the end
-  const auto is = [&](std::size_t k, UnicodeClass c) {
+  return chars;
+}
+
+// A text's characters with what both pre-tokenizers ask of them.
+struct Cursor {
+  explicit Cursor(std::string_view t)
+      : text(t), chars(characters(t)), n(chars.size() - 1) {}
+
+  bool is(std::size_t k, UnicodeClass c) const {
     return k < n && chars[k].cls == c;
-  };
-  const auto ascii = [&](std::size_t k) { return k < n ? chars[k].ascii : 0; };
-  const auto run = [&](std::size_t k, UnicodeClass c) {
+  }
+  char ascii(std::size_t k) const {
+    return k < n ? chars[k].ascii : 0;
+  }
+  bool newline(std::size_t k) const {
+    return ascii(k) == '\r' || ascii(k) == '\n';
+  }
+  // The end of the run of class `c` from k.
+  std::size_t run(std::size_t k, UnicodeClass c) const {
     while (is(k, c)) {
       ++k;
     }
     return k;
-  };
+  }
+  // 's 't 'm 'd (2 characters) or 're 've 'll (3) at k, else 0; `fold`:
+  // in either case.
+  std::size_t contraction(std::size_t k, bool fold) const {
+    if (ascii(k) != '\'') {
+      return 0;
+    }
+    const auto at = [&](std::size_t m) {
+      const char c = ascii(m);
+      return fold && c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a')
+                                          : c;
+    };
+    const char a1 = at(k + 1);
+    const char a2 = at(k + 2);
+    if (a1 == 's' || a1 == 't' || a1 == 'm' || a1 == 'd') {
+      return 2;
+    }
+    return ((a1 == 'r' || a1 == 'v') && a2 == 'e') || (a1 == 'l' && a2 == 'l')
+        ? 3
+        : 0;
+  }
+  // `\s+(?!\S)|\s+` at whitespace k: the run but its last character when
+  // a non-space follows (it goes with what follows); a lone one alone.
+  std::size_t spaces(std::size_t k) const {
+    const std::size_t e = run(k, UnicodeClass::Space);
+    return (e == n || e - k == 1) ? e : e - 1;
+  }
+  std::string_view piece(std::size_t i, std::size_t j) const {
+    return text.substr(chars[i].begin, chars[j].begin - chars[i].begin);
+  }
+
+  std::string_view text;
+  std::vector<Char> chars;
+  std::size_t n; // characters, without the end marker
+};
+
+} // namespace
+
+void gpt2_pretokenize(
+    std::string_view text,
+    const std::function<void(std::string_view)>& piece) {
+  const Cursor t(text);
   std::size_t i = 0;
-  while (i < n) {
-    std::size_t j = i; // the piece is chars [i, j)
-    const char a1 = ascii(i + 1);
-    const char a2 = ascii(i + 2);
-    if (ascii(i) == '\'' &&
-        (((a1 == 'r' || a1 == 'v') && a2 == 'e') || (a1 == 'l' && a2 == 'l'))) {
-      j = i + 3; // 're 've 'll
-    } else if (
-        ascii(i) == '\'' &&
-        (a1 == 's' || a1 == 't' || a1 == 'm' || a1 == 'd')) {
-      j = i + 2; // 's 't 'm 'd
-    } else {
+  while (i < t.n) {
+    std::size_t j = i + t.contraction(i, false); // the piece is [i, j)
+    if (j == i) {
       // ` ?X+` for X in letters, numbers, others: an optional U+0020, then a
       // run of one class.
-      const bool space = ascii(i) == ' ';
+      const bool space = t.ascii(i) == ' ';
       for (const UnicodeClass c :
            {UnicodeClass::Letter, UnicodeClass::Number, UnicodeClass::Other}) {
-        if (is(i, c)) {
-          j = run(i, c);
+        if (t.is(i, c)) {
+          j = t.run(i, c);
           break;
         }
-        if (space && is(i + 1, c)) {
-          j = run(i + 1, c);
+        if (space && t.is(i + 1, c)) {
+          j = t.run(i + 1, c);
           break;
         }
       }
       if (j == i) {
-        // Whitespace: `\s+(?!\S)` leaves the run's last character to the
-        // piece after it (when one follows); `\s+` takes a lone one.
-        const std::size_t k = run(i, UnicodeClass::Space);
-        j = (k == n || k - i == 1) ? k : k - 1;
+        j = t.spaces(i);
       }
     }
-    piece(text.substr(chars[i].begin, chars[j].begin - chars[i].begin));
+    piece(t.piece(i, j));
     i = j;
   }
+}
+
+void llama3_pretokenize(
+    std::string_view text,
+    int max_digits,
+    const std::function<void(std::string_view)>& piece) {
+  const Cursor t(text);
+  std::size_t i = 0;
+  while (i < t.n) {
+    std::size_t j = i + t.contraction(i, true); // the piece is [i, j)
+    if (j > i) {
+      // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    } else if (
+        !t.is(i, UnicodeClass::Letter) && !t.is(i, UnicodeClass::Number) &&
+        !t.newline(i) && t.is(i + 1, UnicodeClass::Letter)) {
+      j = t.run(i + 1, UnicodeClass::Letter); // [^\r\n\p{L}\p{N}]\p{L}+
+    } else if (t.is(i, UnicodeClass::Letter)) {
+      j = t.run(i, UnicodeClass::Letter); // \p{L}+
+    } else if (t.is(i, UnicodeClass::Number)) {
+      // \p{N}{1,3} (Llama 3) or \p{N} (Qwen2)
+      j = std::min(t.run(i, UnicodeClass::Number), i + max_digits);
+    } else if (
+        t.is(i, UnicodeClass::Other) ||
+        (t.ascii(i) == ' ' && t.is(i + 1, UnicodeClass::Other))) {
+      // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+      j = t.run(t.ascii(i) == ' ' ? i + 1 : i, UnicodeClass::Other);
+      while (t.newline(j)) {
+        ++j;
+      }
+    } else {
+      // Whitespace. `\s*[\r\n]+`: up to the run's last CR or LF, when it
+      // has one; else `\s+(?!\S)|\s+`.
+      const std::size_t k = t.run(i, UnicodeClass::Space);
+      std::size_t after_newline = i; // i: the run has no CR or LF
+      for (std::size_t m = k; m > i; --m) {
+        if (t.newline(m - 1)) {
+          after_newline = m;
+          break;
+        }
+      }
+      j = after_newline > i ? after_newline : t.spaces(i);
+    }
+    piece(t.piece(i, j));
+    i = j;
+  }
+}
+
+std::optional<std::pair<std::size_t, char32_t>> first_not_nfc(
+    std::string_view text) {
+  int previous_class = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t cp = 0;
+    const std::size_t len = decode_utf8(text, i, cp);
+    if (cp >= 0x300 &&
+        cp != static_cast<char32_t>(-1)) { // below: all Yes, class 0
+      if (find_range(std::begin(kNfcNotYes), std::end(kNfcNotYes), cp)) {
+        return std::pair{i, cp};
+      }
+      const CombiningRange* c = find_range(
+          std::begin(kCombiningClasses), std::end(kCombiningClasses), cp);
+      const int cls = c != nullptr ? c->cls : 0;
+      if (cls != 0 && previous_class > cls) {
+        return std::pair{i, cp}; // marks out of canonical order
+      }
+      previous_class = cls;
+    } else {
+      previous_class = 0;
+    }
+    i += len;
+  }
+  return std::nullopt;
 }
 
 } // namespace hotloop::data

@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 namespace hotloop::data {
 
@@ -24,5 +26,21 @@ UnicodeClass unicode_class(char32_t code_point);
 void gpt2_pretokenize(
     std::string_view text,
     const std::function<void(std::string_view)>& piece);
+
+// Llama 3's pre-tokenizer (max_digits 3), and Qwen2's (max_digits 1):
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// (Qwen2: \p{N} alone), matched by hand the same way.
+void llama3_pretokenize(
+    std::string_view text,
+    int max_digits,
+    const std::function<void(std::string_view)>& piece);
+
+// Where NFC normalization could change `text`: the byte offset and code
+// point of the first character whose NFC quick check is not Yes (it never
+// stays, or may compose with the one before it), or of a combining mark out
+// of canonical order; nullopt when the text is NFC as it is.
+std::optional<std::pair<std::size_t, char32_t>> first_not_nfc(
+    std::string_view text);
 
 } // namespace hotloop::data

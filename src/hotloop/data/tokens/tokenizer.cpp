@@ -55,9 +55,25 @@ std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
 
 } // namespace
 
-// vocab.json's ids, merges.txt's ranks, and a cache of encoded pieces.
+// Which pattern cuts text into pieces before the merges.
+enum class PreTokenizer { Gpt2, Llama3, Qwen2 };
+
+// The Split patterns of Llama 3's and Qwen2's tokenizer.json, as written there.
+constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The ids of the vocabulary (vocab.json, or tokenizer.json's model.vocab),
+// the merges' ranks, the added tokens, and a cache of encoded pieces.
 class BpeVocabulary {
  public:
+  // tokenizer.json (Hugging Face tokenizers' file): `file` is its path.
+  BpeVocabulary(const std::string& dir, const std::string& file)
+      : dir_(dir), file_(file) {
+    read_tokenizer_json(file);
+  }
+
   explicit BpeVocabulary(const std::string& dir) : dir_(dir) {
     const fs::path vocab_path = fs::path(dir) / "vocab.json";
     const fs::path merges_path = fs::path(dir) / "merges.txt";
@@ -78,6 +94,18 @@ class BpeVocabulary {
   const std::string& dir() const {
     return dir_;
   }
+  std::optional<std::int32_t> added_token(std::string_view text) const {
+    for (const auto& [content, id] : added_) {
+      if (content == text) {
+        return id;
+      }
+    }
+    return std::nullopt;
+  }
+  // tokenizer.json's path; empty for vocab.json + merges.txt.
+  const std::string& file() const {
+    return file_;
+  }
   std::int64_t size() const {
     return static_cast<std::int64_t>(bytes_of_.size());
   }
@@ -86,17 +114,39 @@ class BpeVocabulary {
     return id >= 0 && id < size() ? bytes_of_[id] : kNone;
   }
 
+  // Added tokens (special ones too) where their text occurs, the rest cut
+  // into pieces and merged.
   void encode(std::string_view text, std::vector<std::int32_t>& out) {
     if (cache_.size() > kCacheEntries) {
       cache_.clear();
     }
-    gpt2_pretokenize(text, [&](std::string_view piece) {
-      auto [it, added] = cache_.try_emplace(std::string(piece));
-      if (added) {
-        it->second = merge(piece);
+    // Each added token's next occurrence at or after `pos`.
+    std::vector<std::size_t> next;
+    next.reserve(added_.size());
+    for (const auto& [content, id] : added_) {
+      next.push_back(text.find(content));
+    }
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t at = std::string_view::npos;
+      std::size_t which = 0;
+      for (std::size_t t = 0; t < added_.size(); ++t) {
+        if (next[t] != std::string_view::npos && next[t] < pos) {
+          next[t] = text.find(added_[t].first, pos);
+        }
+        // The earliest; at one place the longest (added_ is longest first).
+        if (next[t] < at) {
+          at = next[t];
+          which = t;
+        }
       }
-      out.insert(out.end(), it->second.begin(), it->second.end());
-    });
+      encode_plain(text.substr(pos, std::min(at, text.size()) - pos), pos, out);
+      if (at == std::string_view::npos) {
+        break;
+      }
+      out.push_back(added_[which].second);
+      pos = at + added_[which].first.size();
+    }
   }
 
  private:
@@ -106,14 +156,66 @@ class BpeVocabulary {
     std::int32_t merged;
   };
 
-  void read_vocab(const std::string& path) {
+  // `text` starts at byte `offset` of what encode() was given.
+  void encode_plain(
+      std::string_view text,
+      std::size_t offset,
+      std::vector<std::int32_t>& out) {
+    if (text.empty()) {
+      return;
+    }
+    check_normalized(text, offset);
+    const auto each = [&](std::string_view piece) {
+      auto [it, added] = cache_.try_emplace(std::string(piece));
+      if (added) {
+        it->second = merge(piece);
+      }
+      out.insert(out.end(), it->second.begin(), it->second.end());
+    };
+    switch (pre_tokenizer_) {
+      case PreTokenizer::Gpt2:
+        gpt2_pretokenize(text, each);
+        break;
+      case PreTokenizer::Llama3:
+        llama3_pretokenize(text, 3, each);
+        break;
+      case PreTokenizer::Qwen2:
+        llama3_pretokenize(text, 1, each);
+        break;
+    }
+  }
+
+  // An NFC normalizer: hotloop does not normalize, so text that NFC could
+  // change is refused rather than encoded to other ids than tokenizers'.
+  void check_normalized(std::string_view text, std::size_t offset) const {
+    if (!nfc_) {
+      return;
+    }
+    if (const auto at = first_not_nfc(text)) {
+      throw DataError(
+          fmt::format(
+              "{}: the tokenizer normalizes text to NFC, and the text has a character NFC may change at byte {} (U+{:04X}); hotloop does not normalize",
+              file_,
+              offset + at->first,
+              static_cast<std::uint32_t>(at->second)),
+          "normalize the text first (Python: unicodedata.normalize(\"NFC\", text))");
+    }
+  }
+
+  static nlohmann::json read_json(const std::string& path) {
     const std::vector<std::uint8_t> raw = read_file(path);
-    nlohmann::json j;
     try {
-      j = nlohmann::json::parse(raw.begin(), raw.end());
+      return nlohmann::json::parse(raw.begin(), raw.end());
     } catch (const nlohmann::json::exception& e) {
       throw DataError(fmt::format("{}: not valid JSON: {}", path, e.what()));
     }
+  }
+
+  void read_vocab(const std::string& path) {
+    take_vocab(read_json(path), path);
+  }
+
+  void take_vocab(const nlohmann::json& j, const std::string& path) {
     if (!j.is_object() || j.empty()) {
       throw DataError(fmt::format(
           "{}: expected an object of token -> id (GPT-2's vocab.json)", path));
@@ -198,34 +300,187 @@ class BpeVocabulary {
             n,
             line));
       }
-      const std::string a = line.substr(0, space);
-      const std::string b = line.substr(space + 1);
-      const auto ia = ids_.find(a);
-      const auto ib = ids_.find(b);
-      const auto im = ids_.find(a + b);
-      if (ia == ids_.end() || ib == ids_.end() || im == ids_.end()) {
-        const std::string& missing = ia == ids_.end() ? a
-            : ib == ids_.end()                        ? b
-                                                      : a + b;
-        throw DataError(
-            fmt::format(
-                "{} line {}: merge {:?} needs token {:?}, which vocab.json lacks",
-                path,
-                n,
-                line,
-                missing),
-            "vocab.json and merges.txt must come from the same tokenizer");
+      add_merge(
+          line.substr(0, space),
+          line.substr(space + 1),
+          rank++,
+          fmt::format("{} line {}", path, n));
+    }
+  }
+
+  // Merge `a` + `b` at `rank`; `where` names it in errors.
+  void add_merge(
+      const std::string& a,
+      const std::string& b,
+      std::int32_t rank,
+      const std::string& where) {
+    const auto ia = ids_.find(a);
+    const auto ib = ids_.find(b);
+    const auto im = ids_.find(a + b);
+    if (ia == ids_.end() || ib == ids_.end() || im == ids_.end()) {
+      const std::string& missing = ia == ids_.end() ? a
+          : ib == ids_.end()                        ? b
+                                                    : a + b;
+      throw DataError(
+          fmt::format(
+              "{}: merge {:?} needs token {:?}, which the vocabulary lacks",
+              where,
+              a + " " + b,
+              missing),
+          "the vocabulary and the merges must come from the same tokenizer");
+    }
+    // A pair listed twice keeps its first (lowest) rank.
+    merges_.emplace(pair_key(ia->second, ib->second), Merge{rank, im->second});
+  }
+
+  [[noreturn]] void refuse(const std::string& what) const {
+    throw DataError(
+        fmt::format(
+            "{}: {}: hotloop does not read this tokenizer", file_, what),
+        "hotloop reads byte-level BPE tokenizers as Llama 3, Qwen2 and GPT-2 have them; SentencePiece-style ones (Llama 2, Mistral v0.1) are not supported");
+  }
+
+  // The pre-tokenizer: GPT-2's ByteLevel regex, or a Split by Llama 3's or
+  // Qwen2's pattern followed by a ByteLevel without its own regex.
+  PreTokenizer read_pre_tokenizer(const nlohmann::json& p) const {
+    auto byte_level = [&](const nlohmann::json& b, bool regex) {
+      return b.is_object() && b.value("type", "") == "ByteLevel" &&
+          !b.value("add_prefix_space", false) &&
+          b.value("use_regex", true) == regex;
+    };
+    if (byte_level(p, true)) {
+      return PreTokenizer::Gpt2;
+    }
+    if (p.is_object() && p.value("type", "") == "Sequence" &&
+        p.contains("pretokenizers") && p["pretokenizers"].is_array() &&
+        p["pretokenizers"].size() == 2) {
+      const nlohmann::json& split = p["pretokenizers"][0];
+      if (split.value("type", "") == "Split" &&
+          split.value("behavior", "") == "Isolated" &&
+          !split.value("invert", false) && split.contains("pattern") &&
+          split["pattern"].is_object() && split["pattern"].contains("Regex") &&
+          split["pattern"]["Regex"].is_string() &&
+          byte_level(p["pretokenizers"][1], false)) {
+        const std::string pattern = split["pattern"]["Regex"];
+        if (pattern == kLlama3Pattern) {
+          return PreTokenizer::Llama3;
+        }
+        if (pattern == kQwen2Pattern) {
+          return PreTokenizer::Qwen2;
+        }
+        refuse(fmt::format("the split pattern {:?}", pattern));
       }
-      // A pair listed twice keeps its first (lowest) rank.
-      merges_.emplace(
-          pair_key(ia->second, ib->second), Merge{rank, im->second});
-      ++rank;
+    }
+    refuse(fmt::format("the pre-tokenizer {}", p.dump().substr(0, 200)));
+  }
+
+  void read_tokenizer_json(const std::string& path) {
+    const nlohmann::json j = read_json(path);
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
+      throw DataError(fmt::format(
+          "{}: no \"model\" object (not a Hugging Face tokenizer.json)", path));
+    }
+    const nlohmann::json& model = j["model"];
+    const std::string type = model.value("type", "");
+    if (type != "BPE") {
+      refuse(fmt::format("model type {:?}", type));
+    }
+    if (model.value("byte_fallback", false)) {
+      refuse("byte_fallback BPE (SentencePiece's)");
+    }
+    for (const char* key :
+         {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      if (model.contains(key) && model[key].is_string() &&
+          !model[key].get<std::string>().empty()) {
+        refuse(fmt::format("a {}", key));
+      }
+    }
+    ignore_merges_ = model.value("ignore_merges", false);
+    const nlohmann::json normalizer = j.value("normalizer", nlohmann::json());
+    if (!normalizer.is_null()) {
+      if (normalizer.value("type", "") != "NFC") {
+        refuse(
+            fmt::format("the normalizer {}", normalizer.dump().substr(0, 200)));
+      }
+      nfc_ = true;
+    }
+    pre_tokenizer_ =
+        read_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()));
+    if (!model.contains("vocab") || !model.contains("merges") ||
+        !model["merges"].is_array()) {
+      throw DataError(fmt::format(
+          "{}: the BPE model has no \"vocab\" object or \"merges\" list",
+          path));
+    }
+    take_vocab(model["vocab"], path + " (model.vocab)");
+    std::int32_t rank = 0;
+    for (const nlohmann::json& m : model["merges"]) {
+      const std::string where = fmt::format("{} merge {}", path, rank);
+      std::string a;
+      std::string b;
+      if (m.is_string()) { // "a b"
+        const std::string line = m;
+        const std::size_t space = line.find(' ');
+        if (space == std::string::npos) {
+          throw DataError(
+              fmt::format("{}: {:?} is not two tokens", where, line));
+        }
+        a = line.substr(0, space);
+        b = line.substr(space + 1);
+      } else if (
+          m.is_array() && m.size() == 2 && m[0].is_string() &&
+          m[1].is_string()) {
+        a = m[0];
+        b = m[1];
+      } else {
+        throw DataError(
+            fmt::format("{}: {} is not a pair of tokens", where, m.dump()));
+      }
+      add_merge(a, b, rank++, where);
+    }
+    for (const nlohmann::json& t :
+         j.value("added_tokens", nlohmann::json::array())) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+          !t.contains("content") || !t["content"].is_string() ||
+          t["id"].get<std::int64_t>() < 0 ||
+          t["id"].get<std::int64_t>() >=
+              std::numeric_limits<std::int32_t>::max()) {
+        throw DataError(fmt::format(
+            "{}: added token {} has no integer id and text", path, t.dump()));
+      }
+      const auto id = t["id"].get<std::int32_t>();
+      const std::string content = t["content"];
+      if (content.empty()) {
+        continue;
+      }
+      added_.emplace_back(content, id);
+      if (static_cast<std::size_t>(id) >= bytes_of_.size()) {
+        bytes_of_.resize(static_cast<std::size_t>(id) + 1);
+      }
+      bytes_of_[static_cast<std::size_t>(id)] = content;
+    }
+    std::stable_sort(
+        added_.begin(), added_.end(), [](const auto& x, const auto& y) {
+          return x.first.size() > y.first.size();
+        });
+    for (std::size_t id = 0; id < bytes_of_.size(); ++id) {
+      if (!bytes_of_[id].empty()) {
+        id_of_bytes_.emplace(bytes_of_[id], static_cast<std::int32_t>(id));
+      }
     }
   }
 
   // One piece's tokens: its bytes' tokens, then the lowest-ranked adjacent
   // pair merged everywhere (left to right) until no pair has a rank.
   std::vector<std::int32_t> merge(std::string_view piece) const {
+    if (ignore_merges_) {
+      // A piece that is a token of its own is that token (Llama 3's
+      // "ignore_merges").
+      if (const auto it = id_of_bytes_.find(std::string(piece));
+          it != id_of_bytes_.end()) {
+        return {it->second};
+      }
+    }
     std::vector<std::int32_t> s;
     s.reserve(piece.size());
     for (const char c : piece) {
@@ -261,6 +516,13 @@ class BpeVocabulary {
   }
 
   std::string dir_;
+  std::string file_; // tokenizer.json, or empty
+  PreTokenizer pre_tokenizer_ = PreTokenizer::Gpt2;
+  bool nfc_ = false;
+  bool ignore_merges_ = false;
+  std::unordered_map<std::string, std::int32_t> id_of_bytes_; // ignore_merges
+  // Added tokens' text and id, the longest first.
+  std::vector<std::pair<std::string, std::int32_t>> added_;
   std::unordered_map<std::string, std::int32_t> ids_;
   std::vector<std::string> bytes_of_; // id -> its bytes
   std::array<std::int32_t, 256> byte_token_{};
@@ -278,6 +540,30 @@ Tokenizer Tokenizer::bpe(const std::string& dir) {
   return t;
 }
 
+Tokenizer Tokenizer::hf(const std::string& path) {
+  std::error_code ec;
+  const fs::path file = fs::is_directory(path, ec)
+      ? fs::path(path) / "tokenizer.json"
+      : fs::path(path);
+  if (!fs::is_regular_file(file, ec)) {
+    throw DataError(
+        fmt::format("hf:{}: no {}", path, file.string()),
+        "give a Hugging Face model folder (its tokenizer.json) or the file itself");
+  }
+  Tokenizer t;
+  t.vocabulary_ = std::make_shared<BpeVocabulary>(
+      file.parent_path().string(), file.string());
+  return t;
+}
+
+Tokenizer Tokenizer::in_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec)) {
+    return hf(dir);
+  }
+  return bpe(dir);
+}
+
 Tokenizer Tokenizer::parse(const std::string& spec) {
   if (spec == "bytes") {
     return bytes();
@@ -285,9 +571,12 @@ Tokenizer Tokenizer::parse(const std::string& spec) {
   if (spec.starts_with("bpe:") && spec.size() > 4) {
     return bpe(spec.substr(4));
   }
+  if (spec.starts_with("hf:") && spec.size() > 3) {
+    return hf(spec.substr(3));
+  }
   throw UsageError(
-      fmt::format("--tokenizer {}: expected bytes or bpe:DIR", spec),
-      "bpe:DIR reads DIR/vocab.json and DIR/merges.txt (GPT-2's byte-level BPE)");
+      fmt::format("--tokenizer {}: expected bytes, bpe:DIR or hf:DIR", spec),
+      "bpe:DIR reads DIR/vocab.json and DIR/merges.txt (GPT-2's byte-level BPE); hf:DIR reads DIR/tokenizer.json (Llama 3, Qwen2)");
 }
 
 std::optional<std::string> Tokenizer::dir_beside(const std::string& path) {
@@ -295,8 +584,9 @@ std::optional<std::string> Tokenizer::dir_beside(const std::string& path) {
   const fs::path dir = fs::is_directory(path, ec)
       ? fs::path(path)
       : fs::path(path).parent_path();
-  if (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
-      fs::is_regular_file(fs::path(dir) / "merges.txt", ec)) {
+  if (fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) ||
+      (fs::is_regular_file(fs::path(dir) / "vocab.json", ec) &&
+       fs::is_regular_file(fs::path(dir) / "merges.txt", ec))) {
     return dir.string();
   }
   return std::nullopt;
@@ -336,7 +626,27 @@ std::int64_t Tokenizer::vocab_size() const {
 }
 
 std::string Tokenizer::spec() const {
-  return vocabulary_ == nullptr ? "bytes" : "bpe:" + vocabulary_->dir();
+  if (vocabulary_ == nullptr) {
+    return "bytes";
+  }
+  return vocabulary_->file().empty() ? "bpe:" + vocabulary_->dir()
+                                     : "hf:" + vocabulary_->file();
+}
+
+std::vector<std::string> Tokenizer::files() const {
+  if (vocabulary_ == nullptr) {
+    return {};
+  }
+  if (!vocabulary_->file().empty()) {
+    return {vocabulary_->file()};
+  }
+  const fs::path dir = vocabulary_->dir();
+  return {(dir / "vocab.json").string(), (dir / "merges.txt").string()};
+}
+
+std::optional<std::int32_t> Tokenizer::added_token(
+    std::string_view text) const {
+  return vocabulary_ == nullptr ? std::nullopt : vocabulary_->added_token(text);
 }
 
 std::string Tokenizer::dir() const {

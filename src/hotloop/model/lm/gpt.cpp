@@ -22,6 +22,7 @@
 #include "attention_cache.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
+#include "named_sizes.h"
 
 namespace hotloop::model {
 
@@ -205,13 +206,7 @@ void GptConfig::validate() const {
 }
 
 const std::vector<std::string>& gpt_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& s : sizes()) {
-      n.emplace_back(s.name);
-    }
-    return n;
-  }();
+  static const std::vector<std::string> names = lm::size_names(sizes());
   return names;
 }
 
@@ -221,15 +216,7 @@ bool is_gpt(const std::string& model_name) {
 }
 
 GptConfig gpt_config(const ModelOptions& o) {
-  const auto it =
-      std::find_if(sizes().begin(), sizes().end(), [&](const NamedSize& s) {
-        return o.name == s.name;
-      });
-  if (it == sizes().end()) {
-    throw UsageError(
-        fmt::format("--model {}: not a GPT size", o.name),
-        fmt::format("choose one of: {}", fmt::join(gpt_names(), ", ")));
-  }
+  const NamedSize* it = &lm::find_size(sizes(), o.name, "GPT");
   GptConfig c = it->config;
   auto take = [](std::int64_t& field, std::int64_t v) {
     if (v > 0) {

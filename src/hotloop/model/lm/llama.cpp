@@ -29,6 +29,7 @@
 #include "attention_cache.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
+#include "named_sizes.h"
 
 namespace hotloop::model {
 
@@ -430,13 +431,7 @@ void LlamaConfig::validate() const {
 }
 
 const std::vector<std::string>& llama_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& s : sizes()) {
-      n.emplace_back(s.name);
-    }
-    return n;
-  }();
+  static const std::vector<std::string> names = lm::size_names(sizes());
   return names;
 }
 
@@ -446,15 +441,7 @@ bool is_llama(const std::string& model_name) {
 }
 
 LlamaConfig llama_config(const ModelOptions& o) {
-  const auto it =
-      std::find_if(sizes().begin(), sizes().end(), [&](const NamedSize& s) {
-        return o.name == s.name;
-      });
-  if (it == sizes().end()) {
-    throw UsageError(
-        fmt::format("--model {}: not a Llama-family size", o.name),
-        fmt::format("choose one of: {}", fmt::join(llama_names(), ", ")));
-  }
+  const NamedSize* it = &lm::find_size(sizes(), o.name, "Llama-family");
   LlamaConfig c = it->config;
   if (o.heads > 0) {
     c.heads = o.heads;
