@@ -83,14 +83,54 @@ TEST(TokenData, ReadsLlmcShardsAndHeaderlessFilesAlike) {
   }
 }
 
+TEST(TokenData, Version2ShardsHoldUint32Ids) {
+  // hotloop's version 2: llm.c's header, then uint32 ids (vocabularies past
+  // 65536, as Llama 3's and Qwen2's are).
+  std::vector<std::uint32_t> ids(50);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<std::uint32_t>(i % 7 == 3 ? 100000 + i : i);
+  }
+  std::vector<std::int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 2;
+  header[2] = static_cast<std::int32_t>(ids.size());
+  std::vector<std::uint8_t> bytes(1024 + 4 * ids.size());
+  std::memcpy(bytes.data(), header.data(), 1024);
+  std::memcpy(bytes.data() + 1024, ids.data(), 4 * ids.size());
+  test::TempDir dir;
+  test::write_bytes(dir.path() / "w_train.bin", bytes);
+  const auto d =
+      TokenDataset::open_files({(dir.path() / "w_train.bin").string()}, "wide");
+  EXPECT_EQ(d->size(), 50u);
+  EXPECT_EQ(d->max_token(), 100045);
+  EXPECT_EQ(d->get(10).label, 100010);
+  std::vector<std::int64_t> w(11);
+  d->read_window(1, 10, w.data());
+  EXPECT_EQ(w[0], 100010);
+  EXPECT_EQ(w[1], 11);
+  // Token 3 is the first too large for 1000 ids: at byte 1024 + 4 * 3.
+  const std::string e = error_of([&] { d->check_vocabulary(1000); });
+  EXPECT_NE(e.find("token id 100003 at token 3 (byte 1036)"), std::string::npos)
+      << e;
+  // Cut short: the count says 50 uint32s.
+  bytes.resize(1024 + 4 * 30);
+  test::write_bytes(dir.path() / "cut_train.bin", bytes);
+  EXPECT_NE(
+      error_of([&] {
+        TokenDataset::open_files(
+            {(dir.path() / "cut_train.bin").string()}, "x");
+      }).find("truncated: it ends in token 30"),
+      std::string::npos);
+}
+
 TEST(TokenData, ABadFileIsAnErrorNamingTheFileAndTheOffset) {
   test::TempDir dir;
   const auto path = [&](const char* n) { return (dir.path() / n).string(); };
-  test::write_bytes(path("version.bin"), llmc_bytes(iota(10), 20240520, 2));
+  test::write_bytes(path("version.bin"), llmc_bytes(iota(10), 20240520, 3));
   EXPECT_NE(
       error_of([&] {
         TokenDataset::open_files({path("version.bin")}, "x");
-      }).find("version.bin: llm.c header version 2 at byte 4"),
+      }).find("version.bin: llm.c header version 3 at byte 4"),
       std::string::npos);
   // The header promises 100 tokens, 60 are there.
   auto cut = llmc_bytes(iota(100));

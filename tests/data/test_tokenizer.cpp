@@ -260,18 +260,30 @@ TEST(PackTextBpe, ShardsHoldTheTokenizersIdsAndTheFolderItsVocabulary) {
       error_of<UsageError>([&] { pack_text(o); }).find("holds a BPE tokenizer"),
       std::string::npos);
 
-  // Ids past uint16 cannot be packed.
+  // Ids past uint16 go in version 2 shards (uint32) and read back the same:
+  // "hh" is the last of 65,793 tokens.
   std::vector<std::string> many;
   for (int i = 0; i < 65536; ++i) {
     many.push_back(fmt::format("t{}", i));
   }
+  many.push_back("hh");
   test::TempDir big;
-  o.tokenizer = "bpe:" + write_bpe(big, many, {});
-  EXPECT_NE(
-      error_of<DataError>([&] {
-        pack_text(o);
-      }).find("do not fit llm.c's uint16"),
-      std::string::npos);
+  o.tokenizer = "bpe:" + write_bpe(big, many, {"h h"});
+  std::string hh;
+  for (int i = 0; i < 50; ++i) {
+    hh += "hh\n";
+  }
+  big.write("in/b.txt", hh);
+  o.inputs = {(big.path() / "in").string()};
+  o.out = (big.path() / "out").string();
+  EXPECT_EQ(pack_text(o).vocab, 256 + 65537);
+  const auto wide =
+      open_dataset(parse_data_spec("tokens:" + o.out), Split::Train, 0);
+  const auto* wide_tokens = dynamic_cast<const TokenDataset*>(wide.get());
+  ASSERT_NE(wide_tokens, nullptr);
+  EXPECT_EQ(wide_tokens->shards().front().token_bytes, 4u);
+  EXPECT_EQ(wide_tokens->get(0).label, 256 + 65536); // "hh"
+  EXPECT_EQ(wide_tokens->get(1).label, '\n');
 }
 
 } // namespace

@@ -62,7 +62,8 @@ def shard_ids(path):
     with open(path, "rb") as f:
         data = f.read()
     header = struct.unpack("<256i", data[:1024])
-    return list(struct.unpack(f"<{header[2]}H", data[1024:]))
+    # llm.c's version 1: uint16 ids; hotloop's version 2: uint32.
+    return list(struct.unpack(f"<{header[2]}{'H' if header[1] == 1 else 'I'}", data[1024:]))
 
 
 def train_share(data):
@@ -133,6 +134,32 @@ def main():
             out, _ = compare(tok, tok_dir, f"{kind}: the fortunes corpus", corpus, tmp)
             if kind == "llama3":
                 packed = out
+        # ignore_merges, and ids past uint16: Llama 3's tokenizer with a word in its vocabulary that merges
+        # would not make, at id 70000 (Llama 3's own vocabulary is 128,256). pack writes version 2 shards
+        # (uint32 ids) for it, and a model of that vocabulary trains on them.
+        with open(os.path.join(tmp, "llama3", "tokenizer.json")) as f:
+            extended = json.load(f)
+        extended["model"]["vocab"]["Ġzzqx"] = 70000
+        os.makedirs(os.path.join(tmp, "wide"))
+        with open(os.path.join(tmp, "wide", "tokenizer.json"), "w") as f:
+            json.dump(extended, f)
+        wide_tok = Tokenizer.from_file(os.path.join(tmp, "wide", "tokenizer.json"))
+        text = "a zzqx b zzq zzqxx 12345\n" * 40
+        wide, _ = compare(wide_tok, os.path.join(tmp, "wide"), "ids past uint16 and ignore_merges", text, tmp)
+        with open(os.path.join(wide, "text_train_000000.bin"), "rb") as f:
+            version = struct.unpack("<3i", f.read(12))[1]
+        check(version == 2 and 70000 in shard_ids(os.path.join(wide, "text_train_000000.bin")),
+              f"a 70,001-token vocabulary packs into version 2 (uint32) shards holding id 70000 (version {version})")
+        from transformers import LlamaConfig, LlamaForCausalLM
+        big = os.path.join(tmp, "big-model")
+        LlamaForCausalLM(LlamaConfig(vocab_size=70016, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, num_key_value_heads=1,
+                                     max_position_embeddings=64)).save_pretrained(big)
+        r = hotloop("train", "--init", big, "--data", f"tokens:{wide}", "--context", "16", "--steps", "2",
+                    "--batch", "2", "--eval-every", "0", "--out", os.path.join(tmp, "big-run"),
+                    "--telemetry", "false")
+        check("largest id 70000" in r.stdout, "a model trains on version 2 shards (their largest id read as 70000)")
+
         # Qwen2's NFC: text NFC would change is refused, naming where.
         src = os.path.join(tmp, "decomposed.txt")
         with open(src, "w", encoding="utf-8") as f:
@@ -143,7 +170,6 @@ def main():
               f"qwen2: text NFC would change is refused: {r.stderr.strip()[:160]}")
 
         # A model folder with its tokenizer.json: fine-tuned on the packed ids, generating through it.
-        from transformers import LlamaConfig, LlamaForCausalLM
         folder = os.path.join(tmp, "model")
         LlamaForCausalLM(LlamaConfig(vocab_size=2048, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                      num_attention_heads=4, num_key_value_heads=2,

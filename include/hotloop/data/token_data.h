@@ -4,7 +4,9 @@
 // one, the targets).
 // - Token files, memory-mapped: llm.c's .bin shards (a header of 256 int32:
 //   magic 20240520, version 1 = uint16 tokens, the token count; then the
-//   tokens) and nanoGPT's headerless uint16 train.bin / val.bin.
+//   tokens; hotloop's version 2: the same with uint32 tokens, for
+//   vocabularies past 65536) and nanoGPT's headerless uint16 train.bin /
+//   val.bin.
 // - Text, as byte-level tokens (vocabulary 256): a file, a folder of files, or
 //   the built-in corpus `fortunes` (Debian's fortunes package).
 // Every shard is checked when it is opened: a bad header or a truncated file
@@ -27,11 +29,16 @@ class TokenDataset final : public Dataset {
 
   struct Shard {
     std::string name; // the file, for messages
-    const std::uint16_t* tokens = nullptr;
+    const void* tokens = nullptr; // uint16 ids, or uint32 (token_bytes 4)
     std::uint64_t count = 0;
     std::uint64_t header_bytes = 0; // before the first token (llm.c: 1024)
-    std::uint16_t max_token = 0;
+    std::uint32_t token_bytes = 2; // 2, or 4 for hotloop's version 2 shards
+    std::uint32_t max_token = 0;
     std::shared_ptr<const void> storage; // the mapping or the owned tokens
+    std::uint32_t token(std::uint64_t i) const {
+      return token_bytes == 2 ? static_cast<const std::uint16_t*>(tokens)[i]
+                              : static_cast<const std::uint32_t*>(tokens)[i];
+    }
   };
 
   // Token files (llm.c or headerless). Throws DataError naming the file.

@@ -45,17 +45,23 @@ std::vector<fs::path> list_inputs(const std::vector<std::string>& inputs) {
   return files;
 }
 
-// Buffers one split's tokens and writes a shard each shard_tokens.
+// Buffers one split's tokens and writes a shard each shard_tokens: llm.c's
+// version 1 (uint16 ids), or with `wide` hotloop's version 2 (uint32).
 class ShardWriter {
  public:
-  ShardWriter(std::string out, std::string split, std::uint64_t shard_tokens)
+  ShardWriter(
+      std::string out,
+      std::string split,
+      std::uint64_t shard_tokens,
+      bool wide)
       : out_(std::move(out)),
         split_(std::move(split)),
-        shard_tokens_(shard_tokens) {}
+        shard_tokens_(shard_tokens),
+        wide_(wide) {}
 
   void add(const std::vector<std::int32_t>& ids) {
     for (const std::int32_t id : ids) {
-      tokens_.push_back(static_cast<std::uint16_t>(id));
+      tokens_.push_back(static_cast<std::uint32_t>(id));
       if (tokens_.size() == shard_tokens_) {
         flush();
       }
@@ -67,8 +73,12 @@ class ShardWriter {
     }
     std::int32_t header[256] = {};
     header[0] = 20240520;
-    header[1] = 1;
+    header[1] = wide_ ? 2 : 1;
     header[2] = static_cast<std::int32_t>(tokens_.size());
+    std::vector<std::uint16_t> narrow;
+    if (!wide_) {
+      narrow.assign(tokens_.begin(), tokens_.end());
+    }
     const std::string path =
         (fs::path(out_) / fmt::format("text_{}_{:06}.bin", split_, index_++))
             .string();
@@ -76,9 +86,12 @@ class ShardWriter {
         path,
         {std::span(
              reinterpret_cast<const std::uint8_t*>(header), sizeof(header)),
-         std::span(
-             reinterpret_cast<const std::uint8_t*>(tokens_.data()),
-             tokens_.size() * sizeof(std::uint16_t))});
+         wide_ ? std::span(
+                     reinterpret_cast<const std::uint8_t*>(tokens_.data()),
+                     tokens_.size() * sizeof(std::uint32_t))
+               : std::span(
+                     reinterpret_cast<const std::uint8_t*>(narrow.data()),
+                     narrow.size() * sizeof(std::uint16_t))});
     total_ += tokens_.size();
     tokens_.clear();
     shards_.push_back(path);
@@ -94,7 +107,8 @@ class ShardWriter {
   std::string out_;
   std::string split_;
   std::uint64_t shard_tokens_;
-  std::vector<std::uint16_t> tokens_;
+  bool wide_;
+  std::vector<std::uint32_t> tokens_;
   std::uint64_t total_ = 0;
   int index_ = 0;
   std::vector<std::string> shards_;
@@ -112,12 +126,6 @@ PackTextResult pack_text(const PackTextOptions& o) {
   }
   const auto start = std::chrono::steady_clock::now();
   Tokenizer tokenizer = Tokenizer::parse(o.tokenizer);
-  if (tokenizer.vocab_size() > 65536) {
-    throw DataError(fmt::format(
-        "--tokenizer {}: {} tokens do not fit llm.c's uint16 shards (at most 65536)",
-        o.tokenizer,
-        tokenizer.vocab_size()));
-  }
   const std::vector<fs::path> files = list_inputs(o.inputs);
   std::uint64_t total_bytes = 0;
   for (const auto& f : files) {
@@ -155,8 +163,10 @@ PackTextResult pack_text(const PackTextOptions& o) {
     }
   }
 
-  ShardWriter train(o.out, "train", o.shard_tokens);
-  ShardWriter val(o.out, "val", o.shard_tokens);
+  // Ids past uint16 (Llama 3's, Qwen2's vocabularies) go in version 2.
+  const bool wide = tokenizer.vocab_size() > 65536;
+  ShardWriter train(o.out, "train", o.shard_tokens, wide);
+  ShardWriter val(o.out, "val", o.shard_tokens, wide);
   Progress progress("pack text", total_bytes, o.progress);
   for (const auto& f : files) {
     const std::vector<std::uint8_t> bytes = read_file(f.string());

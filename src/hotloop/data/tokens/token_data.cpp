@@ -67,10 +67,10 @@ std::shared_ptr<Mapping> map_file(const std::string& path) {
   return m;
 }
 
-std::uint16_t max_of(const std::uint16_t* t, std::uint64_t n) {
-  std::uint16_t m = 0;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    m = std::max(m, t[i]);
+std::uint32_t max_of(const TokenDataset::Shard& s) {
+  std::uint32_t m = 0;
+  for (std::uint64_t i = 0; i < s.count; ++i) {
+    m = std::max(m, s.token(i));
   }
   return m;
 }
@@ -96,14 +96,15 @@ TokenDataset::Shard open_shard(const std::string& path) {
               kLlmcHeaderBytes),
           "the file was cut short: write it again");
     }
-    if (header[1] != 1) {
+    if (header[1] != 1 && header[1] != 2) {
       throw DataError(
           fmt::format(
-              "{}: llm.c header version {} at byte 4; hotloop reads version 1 (uint16 tokens)",
+              "{}: llm.c header version {} at byte 4; hotloop reads version 1 (uint16 tokens) and 2 (uint32)",
               path,
               header[1]),
-          "re-pack the data as version 1 (hotloop pack --text writes it)");
+          "re-pack the data (hotloop pack --text writes version 1, or 2 for a vocabulary past 65536)");
     }
+    s.token_bytes = header[1] == 1 ? 2 : 4;
     if (header[2] < 0) {
       throw DataError(
           fmt::format(
@@ -113,7 +114,7 @@ TokenDataset::Shard open_shard(const std::string& path) {
           "the header is damaged or from another tool: write the file again (hotloop pack --text writes llm.c shards)");
     }
     const auto count = static_cast<std::uint64_t>(header[2]);
-    const std::uint64_t expected = kLlmcHeaderBytes + 2 * count;
+    const std::uint64_t expected = kLlmcHeaderBytes + s.token_bytes * count;
     if (size != expected) {
       throw DataError(
           fmt::format(
@@ -124,7 +125,7 @@ TokenDataset::Shard open_shard(const std::string& path) {
               size,
               size < expected ? fmt::format(
                                     " (truncated: it ends in token {})",
-                                    (size - kLlmcHeaderBytes) / 2)
+                                    (size - kLlmcHeaderBytes) / s.token_bytes)
                               : std::string()),
           "the file was cut short or written by another tool: write it again");
     }
@@ -150,8 +151,8 @@ TokenDataset::Shard open_shard(const std::string& path) {
             s.count),
         "leave the file out, or pack more text into it");
   }
-  s.tokens = reinterpret_cast<const std::uint16_t*>(bytes + s.header_bytes);
-  s.max_token = max_of(s.tokens, s.count);
+  s.tokens = bytes + s.header_bytes;
+  s.max_token = max_of(s);
   return s;
 }
 
@@ -232,7 +233,7 @@ std::unique_ptr<TokenDataset> TokenDataset::from_text(
     s.name = name;
     s.tokens = tokens->data();
     s.count = tokens->size();
-    s.max_token = max_of(s.tokens, s.count);
+    s.max_token = max_of(s);
     s.storage = tokens;
     shards.push_back(std::move(s));
   }
@@ -247,7 +248,7 @@ Sample TokenDataset::get(std::size_t index) const {
   std::uint64_t i = index;
   for (const Shard& s : shards_) {
     if (i < s.count) {
-      const std::int64_t id = s.tokens[i];
+      const std::int64_t id = s.token(i);
       return {at::scalar_tensor(id, at::kLong), id};
     }
     i -= s.count;
@@ -272,7 +273,7 @@ std::string TokenDataset::describe() const {
 }
 
 std::int64_t TokenDataset::max_token() const {
-  std::uint16_t m = 0;
+  std::uint32_t m = 0;
   for (const Shard& s : shards_) {
     m = std::max(m, s.max_token);
   }
@@ -296,16 +297,16 @@ void TokenDataset::check_vocabulary(std::int64_t vocab) const {
       continue;
     }
     std::uint64_t i = 0;
-    while (s.tokens[i] < vocab) {
+    while (s.token(i) < vocab) {
       ++i;
     }
     throw DataError(
         fmt::format(
             "{}: token id {} at token {} (byte {}) is outside the model's vocabulary of {}",
             s.name,
-            s.tokens[i],
+            s.token(i),
             i,
-            s.header_bytes + 2 * i,
+            s.header_bytes + s.token_bytes * i,
             vocab),
         fmt::format(
             "train with --vocab {} or more (the data's largest id is {}), or tokenize the data with the model's tokenizer",
@@ -331,9 +332,13 @@ void TokenDataset::read_window(
   for (const Shard& s : shards_) {
     const std::uint64_t here = (s.count - 1) / l;
     if (w < here) {
-      const std::uint16_t* t = s.tokens + w * l;
-      for (std::uint64_t i = 0; i <= l; ++i) {
-        out[i] = t[i];
+      const std::uint64_t first = w * l;
+      if (s.token_bytes == 2) {
+        const auto* t = static_cast<const std::uint16_t*>(s.tokens) + first;
+        std::copy(t, t + l + 1, out);
+      } else {
+        const auto* t = static_cast<const std::uint32_t*>(s.tokens) + first;
+        std::copy(t, t + l + 1, out);
       }
       return;
     }
