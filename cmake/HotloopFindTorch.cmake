@@ -2,7 +2,7 @@
 #
 # Default: the torch package of the project's venv (.venv/bin/python), located through
 # torch.utils.cmake_prefix_path, so the C++ build links the very libraries pip installed.
-# Another LibTorch (>= 2.4, e.g. the official libtorch archive): pass -DTorch_DIR=<libtorch>/share/cmake/Torch.
+# Another LibTorch (>= 2.5: SDPA's enable_gqa, e.g. the official libtorch archive): pass -DTorch_DIR=<libtorch>/share/cmake/Torch.
 #
 # Sets HOTLOOP_TORCH_HAS_CUDA and HOTLOOP_TORCH_CUDA_ARCH_LIST (the SM list LibTorch was compiled for,
 # which LibTorch's C++ API does not expose; doctor compares the GPU's compute capability against it).

@@ -32,7 +32,7 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->add_option(
          "--tokenizer",
          flags->text.tokenizer,
-         "--text: bytes (vocabulary 256), bpe:DIR (GPT-2's byte-level BPE: DIR/vocab.json + DIR/merges.txt) or hf:DIR (a Hugging Face tokenizer.json: Llama 3, Qwen2; vocabularies up to 65536 fit the shards); its files are copied into OUT")
+         "--text: bytes (vocabulary 256), bpe:DIR (GPT-2's byte-level BPE: DIR/vocab.json + DIR/merges.txt) or hf:DIR (a Hugging Face tokenizer.json: Llama 3, Qwen2; past 65536 tokens the shards hold uint32 ids, in llm.c's Llama 3 format); its files are copied into OUT")
       ->capture_default_str();
   cmd->add_option(
       "--shard-tokens",

@@ -53,6 +53,21 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
       resolve_lm(f.model, f.weights, given_options(cmd));
   const c10::Device device = device_of(f.device);
   auto lm = model::make_language_model(options);
+  // Checked here, on the host: an id past the embedding is a device-side
+  // assert on a GPU.
+  const at::Tensor ids = inputs.front().second;
+  if (ids.numel() > 0 &&
+      (ids.min().item<std::int64_t>() < 0 ||
+       ids.max().item<std::int64_t>() >= lm->vocab())) {
+    throw UsageError(
+        fmt::format(
+            "--input {}: token ids {}..{} are outside the model's vocabulary of {}",
+            f.input,
+            ids.min().item<std::int64_t>(),
+            ids.max().item<std::int64_t>(),
+            lm->vocab()),
+        "tokenize the input with the model's tokenizer");
+  }
   model::load_initial_weights(*lm, {f.weights, true});
   lm->to(device);
   lm->eval();

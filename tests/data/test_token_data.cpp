@@ -83,16 +83,16 @@ TEST(TokenData, ReadsLlmcShardsAndHeaderlessFilesAlike) {
   }
 }
 
-TEST(TokenData, Version2ShardsHoldUint32Ids) {
-  // hotloop's version 2: llm.c's header, then uint32 ids (vocabularies past
-  // 65536, as Llama 3's and Qwen2's are).
+TEST(TokenData, Uint32ShardsHoldIdsPastUint16) {
+  // llm.c's Llama 3 shards: magic 20240801, version 7, then uint32 ids
+  // (vocabularies past 65536, as Llama 3's and Qwen2's are).
   std::vector<std::uint32_t> ids(50);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     ids[i] = static_cast<std::uint32_t>(i % 7 == 3 ? 100000 + i : i);
   }
   std::vector<std::int32_t> header(256, 0);
-  header[0] = 20240520;
-  header[1] = 2;
+  header[0] = 20240801;
+  header[1] = 7;
   header[2] = static_cast<std::int32_t>(ids.size());
   std::vector<std::uint8_t> bytes(1024 + 4 * ids.size());
   std::memcpy(bytes.data(), header.data(), 1024);

@@ -260,7 +260,8 @@ TEST(PackTextBpe, ShardsHoldTheTokenizersIdsAndTheFolderItsVocabulary) {
       error_of<UsageError>([&] { pack_text(o); }).find("holds a BPE tokenizer"),
       std::string::npos);
 
-  // Ids past uint16 go in version 2 shards (uint32) and read back the same:
+  // Ids past uint16 go in uint32 shards (llm.c's Llama 3 format) and read
+  // back the same:
   // "hh" is the last of 65,793 tokens.
   std::vector<std::string> many;
   for (int i = 0; i < 65536; ++i) {

@@ -40,6 +40,8 @@ EDGES = (
     "emoji 🙂🙂 mixed123abc ---- ==== ... !!!   trailing spaces   \n   \n\n  \r\n\r\n x"
     "    indented code(x) -> y;  // comment\n(parenthesised) \"quoted\" 'single' #hash @at\n"
     "ＦＵＬＬ width　and Ώ, Arabic ١٢٣ digits<|eot_id|><|eot_id|>end<|end_of_text|\n  "
+    # NFC as they are, with marks NFC keeps apart (Qwen2's normalizer changes nothing here):
+    "বাংলা তামিল தமிழ் हिन्दी क\u093c 한국어\n"
 )
 failures = []
 
@@ -62,8 +64,8 @@ def shard_ids(path):
     with open(path, "rb") as f:
         data = f.read()
     header = struct.unpack("<256i", data[:1024])
-    # llm.c's version 1: uint16 ids; hotloop's version 2: uint32.
-    return list(struct.unpack(f"<{header[2]}{'H' if header[1] == 1 else 'I'}", data[1024:]))
+    # llm.c's magic 20240520 version 1: uint16 ids; 20240801 version 7 (its Llama 3 shards): uint32.
+    return list(struct.unpack(f"<{header[2]}{'I' if header[0] == 20240801 else 'H'}", data[1024:]))
 
 
 def train_share(data):
@@ -135,8 +137,8 @@ def main():
             if kind == "llama3":
                 packed = out
         # ignore_merges, and ids past uint16: Llama 3's tokenizer with a word in its vocabulary that merges
-        # would not make, at id 70000 (Llama 3's own vocabulary is 128,256). pack writes version 2 shards
-        # (uint32 ids) for it, and a model of that vocabulary trains on them.
+        # would not make, at id 70000 (Llama 3's own vocabulary is 128,256). pack writes llm.c's uint32
+        # shards (magic 20240801, version 7) for it, and a model of that vocabulary trains on them.
         with open(os.path.join(tmp, "llama3", "tokenizer.json")) as f:
             extended = json.load(f)
         extended["model"]["vocab"]["Ġzzqx"] = 70000
@@ -147,9 +149,9 @@ def main():
         text = "a zzqx b zzq zzqxx 12345\n" * 40
         wide, _ = compare(wide_tok, os.path.join(tmp, "wide"), "ids past uint16 and ignore_merges", text, tmp)
         with open(os.path.join(wide, "text_train_000000.bin"), "rb") as f:
-            version = struct.unpack("<3i", f.read(12))[1]
-        check(version == 2 and 70000 in shard_ids(os.path.join(wide, "text_train_000000.bin")),
-              f"a 70,001-token vocabulary packs into version 2 (uint32) shards holding id 70000 (version {version})")
+            magic, version = struct.unpack("<3i", f.read(12))[:2]
+        check((magic, version) == (20240801, 7) and 70000 in shard_ids(os.path.join(wide, "text_train_000000.bin")),
+              f"a 70,001-token vocabulary packs into llm.c's uint32 shards holding id 70000 ({magic}, {version})")
         from transformers import LlamaConfig, LlamaForCausalLM
         big = os.path.join(tmp, "big-model")
         LlamaForCausalLM(LlamaConfig(vocab_size=70016, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
@@ -158,7 +160,7 @@ def main():
         r = hotloop("train", "--init", big, "--data", f"tokens:{wide}", "--context", "16", "--steps", "2",
                     "--batch", "2", "--eval-every", "0", "--out", os.path.join(tmp, "big-run"),
                     "--telemetry", "false")
-        check("largest id 70000" in r.stdout, "a model trains on version 2 shards (their largest id read as 70000)")
+        check("largest id 70000" in r.stdout, "a model trains on uint32 shards (their largest id read as 70000)")
 
         # Qwen2's NFC: text NFC would change is refused, naming where.
         src = os.path.join(tmp, "decomposed.txt")

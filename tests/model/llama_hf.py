@@ -102,6 +102,12 @@ with tempfile.TemporaryDirectory() as d:
         err = rel_l2(hf_logits(back, ids), want)
         check(err < TOLERANCE, f"{name}: hotloop -> HF logits within {TOLERANCE} relative L2 ({err:.2e})")
 
+    # Token ids outside the vocabulary: a usage error, not a crash (a device-side assert on a GPU).
+    save_file({"ids": torch.full((1, 4), 150)}, os.path.join(d, "far.safetensors"))
+    r = hotloop("predict", "--weights", os.path.join(d, "hf0"), "--input", os.path.join(d, "far.safetensors"),
+                "--output", os.path.join(d, "x.safetensors"), expect=2)
+    check("outside the model's vocabulary of 100" in r.stderr, f"ids past the vocabulary: {r.stderr.strip()[:100]}")
+
     # A llama-nano trained by hotloop, exported, in transformers.
     corpus = os.path.join(d, "corpus")
     os.makedirs(corpus)

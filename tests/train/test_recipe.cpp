@@ -31,6 +31,23 @@ TEST(Recipe, SmallModelsTrainWithAdamWOneCycleAndNoAugmentation) {
   EXPECT_EQ(values(recipe_for("cnn-small", 32)), cnn);
 }
 
+TEST(Recipe, LanguageModelsFromScratchOrFineTunedFromTheirWeights) {
+  const auto nano = values(recipe_for("llama-nano", 64));
+  EXPECT_EQ(nano.at("lr"), "0.01");
+  EXPECT_EQ(nano.at("weight-decay"), "0.1");
+  EXPECT_EQ(nano.at("epochs"), "3");
+  EXPECT_EQ(values(recipe_for("qwen2.5-0.5b", 64)).at("lr"), "0.0003");
+  // With --init: the fine-tuning recipe, whatever the model's name.
+  for (const char* m : {"llama-nano", "hf:/some/folder", "gpt2"}) {
+    const auto tuned = values(recipe_for(m, 64, std::nullopt, true));
+    EXPECT_EQ(tuned.at("lr"), "2e-05") << m;
+    EXPECT_EQ(tuned.at("weight-decay"), "0") << m;
+    EXPECT_FALSE(tuned.contains("epochs")) << m;
+  }
+  // A folder's architecture from scratch: the larger sizes' recipe.
+  EXPECT_EQ(values(recipe_for("hf:/some/folder", 64)).at("lr"), "0.0003");
+}
+
 TEST(Recipe, ResNetsTakeSgdWithTheLearningRateScaledByTheBatch) {
   const auto b128 = values(recipe_for("resnet18-small", 128));
   EXPECT_EQ(b128.at("optimizer"), "sgd");

@@ -4,9 +4,9 @@
 // one, the targets).
 // - Token files, memory-mapped: llm.c's .bin shards (a header of 256 int32:
 //   magic 20240520, version 1 = uint16 tokens, the token count; then the
-//   tokens; hotloop's version 2: the same with uint32 tokens, for
-//   vocabularies past 65536) and nanoGPT's headerless uint16 train.bin /
-//   val.bin.
+//   tokens; magic 20240801 version 7 = uint32 tokens, llm.c's Llama 3
+//   shards, for vocabularies past 65536) and nanoGPT's headerless uint16
+//   train.bin / val.bin.
 // - Text, as byte-level tokens (vocabulary 256): a file, a folder of files, or
 //   the built-in corpus `fortunes` (Debian's fortunes package).
 // Every shard is checked when it is opened: a bad header or a truncated file
@@ -32,7 +32,7 @@ class TokenDataset final : public Dataset {
     const void* tokens = nullptr; // uint16 ids, or uint32 (token_bytes 4)
     std::uint64_t count = 0;
     std::uint64_t header_bytes = 0; // before the first token (llm.c: 1024)
-    std::uint32_t token_bytes = 2; // 2, or 4 for hotloop's version 2 shards
+    std::uint32_t token_bytes = 2; // 2, or 4 for llm.c's uint32 shards
     std::uint32_t max_token = 0;
     std::shared_ptr<const void> storage; // the mapping or the owned tokens
     std::uint32_t token(std::uint64_t i) const {

@@ -117,7 +117,8 @@ class Llama : public LanguageModel {
   // Matrices only: not the norms or biases (nor, as in nanoGPT, the
   // embedding when it is also the output).
   bool decays(const std::string& name, const at::Tensor& p) const override;
-  // A tied model drops a file's lm_head.weight (the embedding is the head).
+  // A tied model drops a file's lm_head.weight (the embedding is the head);
+  // RoPE's inv_freq buffers of older files are dropped.
   void adapt_weights(
       std::vector<std::pair<std::string, at::Tensor>>& weights) const override;
   double training_flops_per_sample() const override;

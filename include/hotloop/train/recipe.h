@@ -43,11 +43,13 @@ struct Recipe {
 };
 
 // The recipe for `model` at a global batch of `batch`, with `optimizer`
-// when the user chose one.
+// when the user chose one. A language model starting from `pretrained`
+// weights (--init) gets the fine-tuning recipe.
 Recipe recipe_for(
     const std::string& model,
     std::int64_t batch,
-    std::optional<OptimizerKind> optimizer = std::nullopt);
+    std::optional<OptimizerKind> optimizer = std::nullopt,
+    bool pretrained = false);
 
 // Sets each of the recipe's values in `o` whose key is not in `given` (the
 // options the user set); returns the keys it set.

@@ -26,7 +26,8 @@ double language_model_lr(const std::string& model) {
   return model == "gpt2" ? 6e-4 : 3e-4;
 }
 
-// Fine-tuning a Hugging Face folder's pretrained weights: AdamW at 2e-5 (the
+// Fine-tuning a language model's pretrained weights (--init, e.g. a Hugging
+// Face folder's): AdamW at 2e-5 (the
 // usual full fine-tuning rate), no weight decay, a short warm-up, cosine down
 // to a tenth, gradients clipped at norm 1.
 Recipe fine_tune_recipe(
@@ -53,8 +54,9 @@ Recipe fine_tune_recipe(
 // sizes train from scratch the same way.
 Recipe lm_recipe(
     const std::string& model,
-    std::optional<OptimizerKind> optimizer) {
-  if (!model::hf_folder_of(model).empty()) {
+    std::optional<OptimizerKind> optimizer,
+    bool pretrained) {
+  if (pretrained) {
     return fine_tune_recipe(model, optimizer);
   }
   Recipe r;
@@ -83,11 +85,12 @@ Recipe lm_recipe(
 Recipe recipe_for(
     const std::string& model,
     std::int64_t batch,
-    std::optional<OptimizerKind> optimizer) {
+    std::optional<OptimizerKind> optimizer,
+    bool pretrained) {
   Recipe r;
   r.model = model;
   if (model::is_language_model(model)) {
-    return lm_recipe(model, optimizer);
+    return lm_recipe(model, optimizer, pretrained);
   }
   const bool resnet = model.starts_with("resnet");
   const bool exported = model::is_exported(model);

@@ -1,5 +1,7 @@
 #include "hotloop/train/resolve_run.h"
 
+#include <filesystem>
+
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/train/model_for_data.h"
@@ -26,7 +28,9 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   ResolvedRun out;
   // --init of a Hugging Face folder without --model: the folder's model.
   if (!run.given("model") && model::is_hf_folder(o.init)) {
-    o.model.name = "hf:" + o.init;
+    // Absolute: the run's config.json names it for export and generate.
+    o.model.name =
+        "hf:" + std::filesystem::absolute(o.init).lexically_normal().string();
   }
   // The built-in corpus for the named sizes (their vocabulary grows to the
   // data's); a folder's model needs data in its own tokens.
@@ -42,7 +46,8 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   // The recipe before the batch is known: the finder trains with its
   // optimizer (whose state takes memory).
   apply_recipe(
-      recipe_for(o.model.name, run.batch_auto ? 64 : o.batch, chosen),
+      recipe_for(
+          o.model.name, run.batch_auto ? 64 : o.batch, chosen, !o.init.empty()),
       o,
       given);
   if (run.batch_auto) {
@@ -79,7 +84,7 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
 
   // The recipe at the batch the run trains with (SGD's learning rate
   // follows it).
-  out.recipe = recipe_for(o.model.name, o.batch, chosen);
+  out.recipe = recipe_for(o.model.name, o.batch, chosen, !o.init.empty());
   for (const std::string& key : apply_recipe(out.recipe, o, given)) {
     run.sources[key] = kFromRecipe;
   }

@@ -46,7 +46,8 @@ std::vector<fs::path> list_inputs(const std::vector<std::string>& inputs) {
 }
 
 // Buffers one split's tokens and writes a shard each shard_tokens: llm.c's
-// version 1 (uint16 ids), or with `wide` hotloop's version 2 (uint32).
+// uint16 format (magic 20240520, version 1), or with `wide` its uint32 one
+// (magic 20240801, version 7: llm.c's Llama 3 shards).
 class ShardWriter {
  public:
   ShardWriter(
@@ -72,8 +73,8 @@ class ShardWriter {
       return;
     }
     std::int32_t header[256] = {};
-    header[0] = 20240520;
-    header[1] = wide_ ? 2 : 1;
+    header[0] = wide_ ? 20240801 : 20240520;
+    header[1] = wide_ ? 7 : 1;
     header[2] = static_cast<std::int32_t>(tokens_.size());
     std::vector<std::uint16_t> narrow;
     if (!wide_) {
@@ -163,7 +164,7 @@ PackTextResult pack_text(const PackTextOptions& o) {
     }
   }
 
-  // Ids past uint16 (Llama 3's, Qwen2's vocabularies) go in version 2.
+  // Ids past uint16 (Llama 3's, Qwen2's vocabularies) go in uint32 shards.
   const bool wide = tokenizer.vocab_size() > 65536;
   ShardWriter train(o.out, "train", o.shard_tokens, wide);
   ShardWriter val(o.out, "val", o.shard_tokens, wide);

@@ -27,6 +27,10 @@ struct CombiningRange {
   char32_t last;
   int cls;
 };
+struct CodePair {
+  char32_t first;
+  char32_t second;
+};
 #include "hotloop/data/tokens/nfc_check.inc"
 
 template <typename R>
@@ -281,26 +285,68 @@ void llama3_pretokenize(
   }
 }
 
+namespace {
+
+bool in(const CodeRange* begin, const CodeRange* end, char32_t c) {
+  return find_range(begin, end, c) != nullptr;
+}
+
+// Whether `mark` (NFC quick check Maybe) composes with `starter`: a
+// primary composite's pair, or Hangul's rule (a leading consonant and a vowel;
+// an LV syllable and a trailing consonant).
+bool composes(char32_t starter, char32_t mark) {
+  if (mark >= 0x1161 && mark <= 0x1175) {
+    return starter >= 0x1100 && starter <= 0x1112;
+  }
+  if (mark >= 0x11A8 && mark <= 0x11C2) {
+    return starter >= 0xAC00 && starter <= 0xD7A3 &&
+        (starter - 0xAC00) % 28 == 0;
+  }
+  const CodePair key{starter, mark};
+  return std::binary_search(
+      std::begin(kComposingPairs),
+      std::end(kComposingPairs),
+      key,
+      [](const CodePair& x, const CodePair& y) {
+        return x.first != y.first ? x.first < y.first : x.second < y.second;
+      });
+}
+
+} // namespace
+
 std::optional<std::pair<std::size_t, char32_t>> first_not_nfc(
     std::string_view text) {
+  // The last starter (combining class 0): what a Maybe character would
+  // compose with. Checking it against the last starter rather than only an
+  // adjacent one is conservative: a blocked pair is refused too.
+  char32_t starter = 0xFFFFFFFF; // none yet
   int previous_class = 0;
   for (std::size_t i = 0; i < text.size();) {
     char32_t cp = 0;
     const std::size_t len = decode_utf8(text, i, cp);
-    if (cp >= 0x300 &&
-        cp != static_cast<char32_t>(-1)) { // below: all Yes, class 0
-      if (find_range(std::begin(kNfcNotYes), std::end(kNfcNotYes), cp)) {
-        return std::pair{i, cp};
-      }
-      const CombiningRange* c = find_range(
-          std::begin(kCombiningClasses), std::end(kCombiningClasses), cp);
-      const int cls = c != nullptr ? c->cls : 0;
-      if (cls != 0 && previous_class > cls) {
-        return std::pair{i, cp}; // marks out of canonical order
-      }
-      previous_class = cls;
-    } else {
+    if (cp < 0x300 || cp == static_cast<char32_t>(-1)) {
+      // All quick-check Yes, class 0 (an invalid byte composes with nothing).
+      starter = cp;
       previous_class = 0;
+      i += len;
+      continue;
+    }
+    if (in(std::begin(kNfcNo), std::end(kNfcNo), cp)) {
+      return std::pair{i, cp};
+    }
+    const CombiningRange* c = find_range(
+        std::begin(kCombiningClasses), std::end(kCombiningClasses), cp);
+    const int cls = c != nullptr ? c->cls : 0;
+    if (cls != 0 && previous_class > cls) {
+      return std::pair{i, cp}; // marks out of canonical order
+    }
+    if (in(std::begin(kNfcMaybe), std::end(kNfcMaybe), cp) &&
+        composes(starter, cp)) {
+      return std::pair{i, cp};
+    }
+    previous_class = cls;
+    if (cls == 0) {
+      starter = cp;
     }
     i += len;
   }

@@ -37,9 +37,9 @@ void llama3_pretokenize(
     const std::function<void(std::string_view)>& piece);
 
 // Where NFC normalization could change `text`: the byte offset and code
-// point of the first character whose NFC quick check is not Yes (it never
-// stays, or may compose with the one before it), or of a combining mark out
-// of canonical order; nullopt when the text is NFC as it is.
+// point of the first character that NFC replaces (quick check No), that
+// composes with the starter before it, or a combining mark out of canonical
+// order; nullopt when the text is NFC as it is.
 std::optional<std::pair<std::size_t, char32_t>> first_not_nfc(
     std::string_view text);
 

@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::int32_t kLlmcMagic = 20240520;
+constexpr std::int32_t kLlmcMagic = 20240520; // version 1: uint16 tokens
+constexpr std::int32_t kLlmcWideMagic = 20240801; // version 7: uint32 (Llama 3)
 constexpr std::uint64_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
 constexpr std::int64_t kGpt2Vocabulary = 50257;
 
@@ -86,7 +87,7 @@ TokenDataset::Shard open_shard(const std::string& path) {
   if (size >= sizeof(header)) {
     std::memcpy(header, bytes, sizeof(header));
   }
-  if (header[0] == kLlmcMagic) {
+  if (header[0] == kLlmcMagic || header[0] == kLlmcWideMagic) {
     if (size < kLlmcHeaderBytes) {
       throw DataError(
           fmt::format(
@@ -96,15 +97,19 @@ TokenDataset::Shard open_shard(const std::string& path) {
               kLlmcHeaderBytes),
           "the file was cut short: write it again");
     }
-    if (header[1] != 1 && header[1] != 2) {
+    const bool wide = header[0] == kLlmcWideMagic;
+    if (header[1] != (wide ? 7 : 1)) {
       throw DataError(
           fmt::format(
-              "{}: llm.c header version {} at byte 4; hotloop reads version 1 (uint16 tokens) and 2 (uint32)",
+              "{}: llm.c header version {} at byte 4 (magic {}); hotloop reads magic {} version 1 (uint16 tokens) and magic {} version 7 (uint32)",
               path,
-              header[1]),
-          "re-pack the data (hotloop pack --text writes version 1, or 2 for a vocabulary past 65536)");
+              header[1],
+              header[0],
+              kLlmcMagic,
+              kLlmcWideMagic),
+          "re-pack the data (hotloop pack --text writes them)");
     }
-    s.token_bytes = header[1] == 1 ? 2 : 4;
+    s.token_bytes = wide ? 4 : 2;
     if (header[2] < 0) {
       throw DataError(
           fmt::format(

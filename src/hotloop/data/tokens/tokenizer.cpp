@@ -71,7 +71,12 @@ class BpeVocabulary {
   // tokenizer.json (Hugging Face tokenizers' file): `file` is its path.
   BpeVocabulary(const std::string& dir, const std::string& file)
       : dir_(dir), file_(file) {
-    read_tokenizer_json(file);
+    try {
+      read_tokenizer_json(file);
+    } catch (const nlohmann::json::exception& e) {
+      // A field of another type than tokenizers writes.
+      throw DataError(fmt::format("{}: {}", file, e.what()));
+    }
   }
 
   explicit BpeVocabulary(const std::string& dir) : dir_(dir) {

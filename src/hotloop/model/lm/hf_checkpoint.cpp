@@ -152,7 +152,8 @@ LlamaConfig read_llama(
   c.rms_eps = field(j, "rms_norm_eps", 1e-6, file);
   c.init_std = field(j, "initializer_range", 0.02, file);
   c.rope = read_rope(j, file);
-  c.tied = field(j, "tie_word_embeddings", true, file);
+  c.tied =
+      field(j, "tie_word_embeddings", false, file); // transformers' default
   if (c.family == LlamaFamily::Qwen2) {
     c.qkv_bias = true; // Qwen2's attention: biases on q, k, v
   } else {
@@ -303,7 +304,11 @@ bool is_hf_folder(const std::string& path) {
       fs::is_regular_file(fs::path(path) / "config.json", ec);
 }
 
-HfModelConfig read_hf_config(const std::string& dir, std::int64_t context) {
+namespace {
+
+HfModelConfig read_hf_config_json(
+    const std::string& dir,
+    std::int64_t context) {
   const fs::path file = fs::path(dir) / "config.json";
   const json j = read_json(file);
   std::string architecture;
@@ -337,6 +342,18 @@ HfModelConfig read_hf_config(const std::string& dir, std::int64_t context) {
     out.llama = read_llama(j, architecture, context, file);
   }
   return out;
+}
+
+} // namespace
+
+HfModelConfig read_hf_config(const std::string& dir, std::int64_t context) {
+  try {
+    return read_hf_config_json(dir, context);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of another type than transformers writes.
+    throw DataError(fmt::format(
+        "{}: {}", (fs::path(dir) / "config.json").string(), e.what()));
+  }
 }
 
 StateDict read_hf_weights(const std::string& dir) {

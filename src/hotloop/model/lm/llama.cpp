@@ -539,11 +539,11 @@ bool Llama::decays(const std::string& name, const at::Tensor& p) const {
 
 void Llama::adapt_weights(
     std::vector<std::pair<std::string, at::Tensor>>& weights) const {
-  if (!config_.tied) {
-    return;
-  }
-  std::erase_if(weights, [](const auto& w) {
-    return w.first == "lm_head.weight"; // the embedding
+  std::erase_if(weights, [this](const auto& w) {
+    // A tied model's lm_head is the embedding; older transformers saved
+    // RoPE's inverse frequencies, which hotloop computes.
+    return (config_.tied && w.first == "lm_head.weight") ||
+        w.first.ends_with(".rotary_emb.inv_freq");
   });
 }
 
