@@ -34,8 +34,7 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
     throw EnvError(
         "--device cuda: CUDA is not available here", "run `hotloop doctor`");
   }
-  auto lm = model::make_language_model(options);
-  model::load_initial_weights(*lm, {f.weights, true});
+  auto lm = load_lm(options, f.weights);
   lm->to(device);
   // The prompt's tokens in; each new token's bytes out as it comes.
   data::Tokenizer tokenizer =

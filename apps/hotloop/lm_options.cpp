@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/fine_tune.h"
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
+#include "hotloop/model/lora.h"
 
 namespace hotloop::cli {
 
@@ -35,6 +37,26 @@ std::optional<nlohmann::json> run_config(const std::string& weights) {
   return std::nullopt;
 }
 
+// The run's --init (config.json's options.init beside the file): the base
+// a LoRA run's adapters were trained on.
+std::string run_init(const std::string& weights) {
+  const fs::path dir = fs::path(weights).parent_path();
+  for (const fs::path& p :
+       {dir / "config.json", dir.parent_path() / "config.json"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      continue;
+    }
+    std::ifstream in(p);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.contains("options") &&
+        j["options"].is_object()) {
+      return j["options"].value("init", std::string());
+    }
+  }
+  return {};
+}
+
 } // namespace
 
 void add_lm_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
@@ -57,7 +79,21 @@ model::ModelOptions resolve_lm(
     model::ModelOptions m,
     const std::string& weights,
     const std::set<std::string>& given) {
-  if (model::is_hf_folder(weights)) {
+  if (model::is_peft_adapter(weights)) {
+    const model::PeftAdapter adapter = model::read_peft_adapter(weights);
+    if (!given.contains("model")) {
+      if (!model::is_hf_folder(adapter.base)) {
+        throw UsageError(
+            fmt::format(
+                "--weights {}: its base model, \"{}\", is not a Hugging Face folder here",
+                weights,
+                adapter.base),
+            "pass the base with --model hf:DIR");
+      }
+      m.name = "hf:" + adapter.base;
+    }
+    m.lora = adapter.options;
+  } else if (model::is_hf_folder(weights)) {
     if (!given.contains("model")) {
       m.name = "hf:" + weights;
     }
@@ -75,6 +111,13 @@ model::ModelOptions resolve_lm(
         *field = saved->value(key, *field);
       }
     }
+    if (const auto lora = saved->find("lora");
+        lora != saved->end() && lora->is_object()) {
+      m.lora.rank = lora->value("rank", std::int64_t{0});
+      m.lora.alpha = lora->value("alpha", m.lora.alpha);
+      m.lora.dropout = lora->value("dropout", 0.0);
+      m.lora.targets = lora->value("targets", std::vector<std::string>{});
+    }
   }
   if (m.name.empty()) {
     throw UsageError(
@@ -91,6 +134,67 @@ model::ModelOptions resolve_lm(
             fmt::join(model::language_model_names(), ", ")));
   }
   return model::resolve_language_model(m);
+}
+
+std::shared_ptr<model::LanguageModel> load_lm(
+    const model::ModelOptions& options,
+    const std::string& weights) {
+  auto lm = model::make_language_model(options);
+  if (model::is_peft_adapter(weights)) {
+    const std::string base = model::hf_folder_of(options.name);
+    if (base.empty()) {
+      throw UsageError(
+          fmt::format(
+              "--weights {} is a LoRA adapter: its base must be a Hugging Face folder",
+              weights),
+          "pass --model hf:DIR (the folder the adapter was trained on)");
+    }
+    model::load_initial_weights(*lm, {base, true});
+    const model::PeftAdapter adapter = model::read_peft_adapter(weights);
+    model::add_lora(*lm, adapter.options);
+    model::load_lora_weights(*lm, adapter.weights, weights);
+    return lm;
+  }
+  if (!options.lora.enabled()) {
+    model::load_initial_weights(*lm, {weights, true});
+    return lm;
+  }
+  // A LoRA run's weights and checkpoints hold its adapters: the base first,
+  // from the run's --init (or the hf:DIR folder), then the adapters.
+  std::string base = run_init(weights);
+  if (base.empty()) {
+    base = model::hf_folder_of(options.name);
+  }
+  if (!base.empty()) {
+    model::load_initial_weights(*lm, {base, true});
+  }
+  model::add_lora(*lm, options.lora);
+  const model::InitResult r =
+      model::load_initial_weights(*lm, {weights, false});
+  std::vector<std::string> missing;
+  for (const std::string& name : r.report.missing) {
+    if (base.empty() || name.find(".lora_") != std::string::npos) {
+      missing.push_back(name);
+    }
+  }
+  if (!missing.empty() || !r.report.unexpected.empty() ||
+      !r.report.mismatched.empty()) {
+    throw DataError(
+        fmt::format(
+            "--weights {}: not the LoRA run's weights ({} missing{}, {} unexpected, {} mismatched)\n{}",
+            weights,
+            missing.size(),
+            base.empty()
+                ? fmt::format(
+                      "; the run trained {} from scratch, so its base is not in any file",
+                      options.name)
+                : std::string(),
+            r.report.unexpected.size(),
+            r.report.mismatched.size(),
+            model::describe(r.report)),
+        "give the run's model.safetensors or a checkpoint of it, beside its config.json");
+  }
+  return lm;
 }
 
 data::Tokenizer resolve_tokenizer(

@@ -1,9 +1,11 @@
 #pragma once
 // Which language model a weight file holds, for the commands that load one
 // (generate, predict, weights export-hf): the flags the user gave, then a
-// Hugging Face folder's own config.json (--weights DIR: the model hf:DIR),
-// then the run's config.json next to the file (RUN/config.json for
-// RUN/checkpoints/step-N.safetensors), then the named size.
+// Hugging Face folder's own config.json (--weights DIR: the model hf:DIR), a
+// PEFT adapter folder's base (its adapter_config.json's
+// base_model_name_or_path, a Hugging Face folder), then the run's config.json
+// next to the file (RUN/config.json for RUN/checkpoints/step-N.safetensors),
+// then the named size.
 
 #include <set>
 #include <string>
@@ -11,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "hotloop/data/tokenizer.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
 
 namespace hotloop::cli {
@@ -29,6 +32,14 @@ model::ModelOptions resolve_lm(
     model::ModelOptions flags,
     const std::string& weights,
     const std::set<std::string>& given);
+
+// The model with `weights` loaded: a weight file or checkpoint (a LoRA run's
+// holds its adapters: the base comes from the run's --init, or its hf:DIR), a
+// Hugging Face folder, or a PEFT adapter folder (its base folder's weights,
+// then the adapters).
+std::shared_ptr<model::LanguageModel> load_lm(
+    const model::ModelOptions& options,
+    const std::string& weights);
 
 // The tokenizer for a weight file: `spec` when given ("bytes", "bpe:DIR"),
 // else the run's own (RUN/tokenizer/, kept by `hotloop train` from token

@@ -52,7 +52,7 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
   const model::ModelOptions options =
       resolve_lm(f.model, f.weights, given_options(cmd));
   const c10::Device device = device_of(f.device);
-  auto lm = model::make_language_model(options);
+  auto lm = load_lm(options, f.weights);
   // Checked here, on the host: an id past the embedding is a device-side
   // assert on a GPU.
   const at::Tensor ids = inputs.front().second;
@@ -68,7 +68,6 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
             lm->vocab()),
         "tokenize the input with the model's tokenizer");
   }
-  model::load_initial_weights(*lm, {f.weights, true});
   lm->to(device);
   lm->eval();
   at::NoGradGuard no_grad;

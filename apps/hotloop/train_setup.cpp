@@ -139,7 +139,8 @@ std::string batch_finder_table(const train::BatchFinderResult& r) {
                                   : std::string("-"));
   }
   out += fmt::format(
-      "device: {}\nmax batch: {}{}\nrecommended: {} ({})\n",
+      "model state: {}\ndevice: {}\nmax batch: {}{}\nrecommended: {} ({})\n",
+      r.state.describe(r.optimizer),
       r.device,
       r.max_batch,
       r.reached_ceiling ? " (the ceiling: no size ran out of memory)" : "",

@@ -1,5 +1,6 @@
-// `hotloop weights show|convert`: look inside a weight file, or convert
-// between safetensors and torch.save() zip files.
+// `hotloop weights show|convert|export-hf|merge-lora`: look inside a weight
+// file, convert between safetensors and torch.save() zip files, write a
+// language model as a Hugging Face folder, with its LoRA adapters merged.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +13,7 @@
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
+#include "hotloop/model/lora.h"
 #include "hotloop/model/weights.h"
 #include "lm_options.h"
 #include "option_sources.h"
@@ -89,8 +91,15 @@ void add_weights_command(CLI::App& app, Action& action) {
     action = [hf, export_hf] {
       const model::ModelOptions options =
           resolve_lm(hf->model, hf->in, given_options(*export_hf));
-      auto lm = model::make_language_model(options);
-      model::load_initial_weights(*lm, {hf->in, true});
+      auto lm = load_lm(options, hf->in);
+      if (!model::lora_state(*lm).empty()) {
+        throw UsageError(
+            fmt::format("{} holds LoRA adapters", hf->in),
+            fmt::format(
+                "write the merged model with `hotloop weights merge-lora {} {}`",
+                hf->in,
+                hf->out));
+      }
       const std::string weights = model::write_hf_folder(hf->out, *lm);
       fmt::print(
           "{} ({}) -> {}, {}/config.json\n",
@@ -98,6 +107,60 @@ void add_weights_command(CLI::App& app, Action& action) {
           options.name,
           weights,
           hf->out);
+      return 0;
+    };
+  });
+
+  auto merge = std::make_shared<ExportHf>();
+  CLI::App* merge_lora = cmd->add_subcommand(
+      "merge-lora",
+      "Merge LoRA adapters into their base (W + alpha/r BA) and write a Hugging Face folder: a PEFT adapter folder (its base from adapter_config.json, or --model hf:DIR) or a LoRA run's RUN/model.safetensors");
+  merge_lora
+      ->add_option(
+          "IN",
+          merge->in,
+          "A PEFT adapter folder (RUN/adapter) or a LoRA run's weight file")
+      ->required();
+  merge_lora->add_option("OUT", merge->out, "The folder to write")->required();
+  add_lm_flags(merge_lora, merge->model);
+  merge_lora->callback([merge, merge_lora, &action] {
+    action = [merge, merge_lora] {
+      const model::ModelOptions options =
+          resolve_lm(merge->model, merge->in, given_options(*merge_lora));
+      auto lm = load_lm(options, merge->in);
+      const std::size_t merged = model::merge_lora(*lm);
+      if (merged == 0) {
+        throw UsageError(
+            fmt::format("{} holds no LoRA adapters", merge->in),
+            fmt::format(
+                "`hotloop weights export-hf {} {}` writes a model without adapters",
+                merge->in,
+                merge->out));
+      }
+      const std::string weights = model::write_hf_folder(merge->out, *lm);
+      // The base's tokenizer goes with it: the folder is then whole.
+      const std::string base = model::hf_folder_of(options.name);
+      std::vector<std::string> copied;
+      for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+        const std::filesystem::path from = std::filesystem::path(base) / name;
+        std::error_code ec;
+        if (!base.empty() && std::filesystem::is_regular_file(from, ec)) {
+          std::filesystem::copy_file(
+              from,
+              std::filesystem::path(merge->out) / name,
+              std::filesystem::copy_options::overwrite_existing);
+          copied.push_back(name);
+        }
+      }
+      fmt::print(
+          "{}: {} projection(s) merged -> {}, {}/config.json{}\n",
+          merge->in,
+          merged,
+          weights,
+          merge->out,
+          copied.empty()
+              ? std::string()
+              : fmt::format(", {} from the base", fmt::join(copied, ", ")));
       return 0;
     };
   });

@@ -161,3 +161,40 @@ TEST(BatchFinder, RecommendsTheFastestSizeWithinTheMemoryMargin) {
 }
 
 } // namespace hotloop::train
+
+namespace hotloop::train {
+namespace {
+
+// LoRA's saving as the finder reports it: gradients and AdamW's two moments
+// for the adapters only, and a bf16 base stored in half the bytes.
+TEST(BatchFinder, ModelStateShowsWhatLoraSaves) {
+  TrainerOptions o;
+  o.model.name = "llama-nano";
+  o.model.vocab = 256;
+  o.optimizer.kind = OptimizerKind::AdamW;
+  const ModelFactory make = model_factory(o);
+  const ModelState full = model_state(*make(), o);
+  EXPECT_EQ(full.trainable, full.parameters);
+  EXPECT_EQ(
+      full.gradient_bytes, 4 * static_cast<std::uint64_t>(full.parameters));
+  EXPECT_EQ(full.optimizer_bytes, 2 * full.gradient_bytes);
+  o.model.lora.rank = 4;
+  o.precision = Precision::Bf16;
+  const ModelState lora = model_state(*make(), o);
+  // 4 layers x (q, k, v, o, gate, up, down): rank x (in + out) each.
+  const std::int64_t adapters = 4 * 4 *
+      ((128 + 128) + (128 + 64) * 2 + (128 + 128) + (128 + 352) * 2 +
+       (352 + 128));
+  EXPECT_EQ(lora.trainable, adapters);
+  EXPECT_EQ(lora.gradient_bytes, 4 * static_cast<std::uint64_t>(adapters));
+  EXPECT_EQ(lora.optimizer_bytes, 8 * static_cast<std::uint64_t>(adapters));
+  EXPECT_EQ(lora.full_gradient_bytes, full.gradient_bytes);
+  EXPECT_EQ(lora.full_optimizer_bytes, full.optimizer_bytes);
+  EXPECT_LT(lora.weight_bytes, full.weight_bytes); // the projections in bf16
+  EXPECT_NE(
+      lora.describe("AdamW").find("(training every weight:"),
+      std::string::npos);
+}
+
+} // namespace
+} // namespace hotloop::train

@@ -44,6 +44,11 @@ TEST(Recipe, LanguageModelsFromScratchOrFineTunedFromTheirWeights) {
     EXPECT_EQ(tuned.at("weight-decay"), "0") << m;
     EXPECT_FALSE(tuned.contains("epochs")) << m;
   }
+  // LoRA's adapters on pretrained weights: ten times the rate.
+  const auto lora =
+      values(recipe_for("hf:/some/folder", 64, std::nullopt, true, true));
+  EXPECT_EQ(lora.at("lr"), "2e-04");
+  EXPECT_EQ(lora.at("min-lr"), "2e-05");
   // A folder's architecture from scratch: the larger sizes' recipe.
   EXPECT_EQ(values(recipe_for("hf:/some/folder", 64)).at("lr"), "0.0003");
 }

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "hotloop/model/lora.h"
 #include "hotloop/model/loss.h"
 #include "hotloop/named.h"
 
@@ -100,6 +101,8 @@ struct ModelOptions {
   std::int64_t width = 0;
   std::int64_t context = 0;
   std::int64_t vocab = 0;
+  // Language models: LoRA adapters on the projections (rank 0: none).
+  LoraOptions lora;
   // Exported models (torchscript:FILE, model/exported.h): the classifier
   // head's module name; empty: the module owning the last 2-D weight.
   std::string head;

@@ -56,6 +56,26 @@ struct BatchTrial {
   std::string rate() const;
 };
 
+// What the model holds before any activation: its weights, and for what
+// trains, gradients and optimizer state (float32); beside it what training
+// every weight would hold (LoRA's saving).
+struct ModelState {
+  std::int64_t parameters = 0;
+  std::int64_t trainable = 0;
+  std::uint64_t weight_bytes = 0; // as stored (a LoRA bf16 base: bf16)
+  std::uint64_t gradient_bytes = 0;
+  std::uint64_t optimizer_bytes = 0; // AdamW: 2 moments; SGD: momentum
+  std::uint64_t full_gradient_bytes = 0; // every weight trained
+  std::uint64_t full_optimizer_bytes = 0;
+  nlohmann::json to_json() const;
+  // "weights 1.9 GiB; gradients 17 MiB + AdamW state 35 MiB for 4.4M
+  // trainable of 494M parameters (training every weight: 1.9 GiB + 3.7 GiB)"
+  std::string describe(const std::string& optimizer) const;
+};
+// The state of `model` as `o` trains it (LoRA adapters added, a bf16 base
+// stored in bf16).
+ModelState model_state(model::Model& model, const TrainerOptions& o);
+
 struct BatchFinderResult {
   std::int64_t max_batch = 0; // 0: not even one sample fits
   bool reached_ceiling = false; // no OOM up to max_batch: the limit is higher
@@ -64,6 +84,8 @@ struct BatchFinderResult {
   std::string device;
   std::uint64_t memory_budget_bytes = 0; // CUDA: (1 - margin) x usable
   std::vector<BatchTrial> trials; // in the order run
+  ModelState state;
+  std::string optimizer; // "AdamW" or "SGD", for the state's line
   nlohmann::json to_json() const;
 };
 

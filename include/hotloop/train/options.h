@@ -131,6 +131,8 @@ struct TrainerOptions {
   // Fine-tuning.
   std::string init; // weight file to start from
   bool init_strict = true;
+  // --lora-init DIR: the LoRA adapters start from a PEFT adapter folder's.
+  std::string lora_init;
   bool freeze_backbone = false;
   // --freeze 'features.*,blocks.0.*': parameters whose names match one of
   // these globs are not trained.

@@ -44,12 +44,14 @@ struct Recipe {
 
 // The recipe for `model` at a global batch of `batch`, with `optimizer`
 // when the user chose one. A language model starting from `pretrained`
-// weights (--init) gets the fine-tuning recipe.
+// weights (--init) gets the fine-tuning recipe; with `lora` (--lora-rank),
+// LoRA's: the adapters take a ten times higher rate.
 Recipe recipe_for(
     const std::string& model,
     std::int64_t batch,
     std::optional<OptimizerKind> optimizer = std::nullopt,
-    bool pretrained = false);
+    bool pretrained = false,
+    bool lora = false);
 
 // Sets each of the recipe's values in `o` whose key is not in `given` (the
 // options the user set); returns the keys it set.

@@ -10,6 +10,8 @@
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/language_model.h"
+#include "hotloop/model/lora.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/trainer.h"
 
@@ -122,6 +124,7 @@ nlohmann::json BatchFinderResult::to_json() const {
       {"reason", reason},
       {"device", device},
       {"memory_budget_bytes", memory_budget_bytes},
+      {"model_state", state.to_json()},
       {"trials", trial_list}};
 }
 
@@ -195,6 +198,66 @@ void recommend_batch_size(
   }
 }
 
+nlohmann::json ModelState::to_json() const {
+  return {
+      {"parameters", parameters},
+      {"trainable", trainable},
+      {"weight_bytes", weight_bytes},
+      {"gradient_bytes", gradient_bytes},
+      {"optimizer_bytes", optimizer_bytes},
+      {"full_gradient_bytes", full_gradient_bytes},
+      {"full_optimizer_bytes", full_optimizer_bytes}};
+}
+
+std::string ModelState::describe(const std::string& optimizer) const {
+  std::string out = fmt::format(
+      "weights {}; gradients {} + {} state {} for {} trainable of {} parameters",
+      format_bytes(weight_bytes),
+      format_bytes(gradient_bytes),
+      optimizer,
+      format_bytes(optimizer_bytes),
+      trainable,
+      parameters);
+  if (trainable < parameters) {
+    out += fmt::format(
+        " (training every weight: {} + {})",
+        format_bytes(full_gradient_bytes),
+        format_bytes(full_optimizer_bytes));
+  }
+  return out;
+}
+
+ModelState model_state(model::Model& model, const TrainerOptions& o) {
+  if (o.model.lora.enabled()) {
+    if (auto* lm = dynamic_cast<model::LanguageModel*>(&model)) {
+      model::add_lora(*lm, o.model.lora);
+      if (o.precision == Precision::Bf16) {
+        model::store_frozen_projections(*lm, at::kBFloat16);
+      }
+    }
+  }
+  const std::uint64_t moments = o.optimizer.kind == OptimizerKind::AdamW ? 2
+      : o.optimizer.momentum > 0                                         ? 1
+                                                                         : 0;
+  ModelState s;
+  for (const auto& named : model.named_parameters()) {
+    const at::Tensor& p = named.value();
+    const auto n = static_cast<std::uint64_t>(p.numel());
+    s.parameters += p.numel();
+    s.weight_bytes += p.nbytes();
+    if (named.key().find(".lora_") == std::string::npos) {
+      s.full_gradient_bytes += 4 * n;
+      s.full_optimizer_bytes += moments * 4 * n;
+    }
+    if (p.requires_grad()) {
+      s.trainable += p.numel();
+      s.gradient_bytes += 4 * n;
+      s.optimizer_bytes += moments * 4 * n;
+    }
+  }
+  return s;
+}
+
 ModelFactory model_factory(const TrainerOptions& o) {
   const model::ModelOptions model_options = o.model;
   const std::uint64_t seed = o.seed;
@@ -227,6 +290,9 @@ BatchFinderResult find_batch_size(
 
   BatchFinderResult r;
   r.device = on_cuda ? fmt::format("cuda:{}", cuda) : "cpu";
+  r.optimizer =
+      options.trainer.optimizer.kind == OptimizerKind::AdamW ? "AdamW" : "SGD";
+  r.state = model_state(*make_model(), options.trainer);
   if (on_cuda) {
     // What this process can hold: the device's free memory plus the cache it
     // already has, within --memory-fraction.

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
+#include <torch/nn/module.h>
 
 #include "hotloop/build_info.h"
 #include "hotloop/errors.h"
@@ -51,8 +53,54 @@ std::vector<std::string> differing_options(
   for (const char* derived : {"model", "world_size"}) {
     compare(derived, saved.value(derived, nlohmann::json()), now[derived]);
   }
+  if (options.model.lora.enabled()) {
+    // The checkpoint holds the adapters; the base they adapt is --init's.
+    compare(
+        "init", was.value("init", nlohmann::json("")), now["options"]["init"]);
+  }
   return out;
 }
+
+namespace {
+
+model::StateDict trainable_only(
+    const torch::nn::Module& module,
+    const model::StateDict& all) {
+  std::set<std::string> trainable;
+  for (const auto& p : module.named_parameters()) {
+    if (p.value().requires_grad()) {
+      trainable.insert(p.key());
+    }
+  }
+  model::StateDict out;
+  for (const auto& [name, t] : all) {
+    if (trainable.contains(name)) {
+      out.emplace_back(name, t);
+    }
+  }
+  return out;
+}
+
+// The module's own weights with a checkpoint's (its trainable part) laid
+// over them; a name the module lacks is left in, for the strict load to
+// name.
+model::StateDict over_model(
+    const torch::nn::Module& module,
+    const model::StateDict& saved) {
+  model::StateDict out = model::state_dict(module);
+  for (const auto& [name, t] : saved) {
+    auto it = std::find_if(
+        out.begin(), out.end(), [&](const auto& e) { return e.first == name; });
+    if (it == out.end()) {
+      out.emplace_back(name, t);
+    } else {
+      it->second = t;
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
     : dir_(
@@ -82,6 +130,11 @@ std::string Checkpointer::save(
       {"progress", progress},
       {"last_eval", last_eval}};
   c.model = model::state_dict(*s.model);
+  if (s.options->model.lora.enabled()) {
+    // Only what trains: the frozen base is --init's (or the seed's), rebuilt
+    // the same way on resume.
+    c.model = trainable_only(*s.model, c.model);
+  }
   c.optimizer = s.optimizer->state();
   c.scaler = precision.state();
   c.rng = rng_state(s.device);
@@ -164,7 +217,10 @@ std::optional<Resumed> Checkpointer::resume(
   }
   model::LoadOptions lo;
   lo.source = path;
-  model::load_state_dict(*s.model, c.model, lo);
+  model::load_state_dict(
+      *s.model,
+      s.options->model.lora.enabled() ? over_model(*s.model, c.model) : c.model,
+      lo);
   s.optimizer->load_state(c.optimizer);
   precision.load_state(c.scaler);
   set_rng_state(c.rng, s.device);

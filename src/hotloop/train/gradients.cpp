@@ -61,7 +61,8 @@ void check_devices(const RunState& s, const data::Batch& batch) {
   for (const auto& p : s.model->named_parameters()) {
     expect("parameter " + p.key(), p.value());
     expect("gradient of " + p.key(), p.value().grad());
-    if (p.value().scalar_type() != at::kFloat) {
+    // Frozen weights may be stored narrower (LoRA's bf16 base).
+    if (p.value().requires_grad() && p.value().scalar_type() != at::kFloat) {
       throw Error(fmt::format(
           "parameter {} is {}, expected float32 master weights",
           p.key(),

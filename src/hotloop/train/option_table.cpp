@@ -52,6 +52,39 @@ TrainerOption freeze_option() {
   return o;
 }
 
+// --lora-targets: projection names, comma-separated; "all": every one.
+TrainerOption lora_targets_option() {
+  TrainerOption o;
+  o.name = "lora-targets";
+  o.section = "Fine-tuning";
+  o.help =
+      "With --lora-rank: the projections to adapt, comma-separated (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or all";
+  o.get = [](const O& t) {
+    const auto& v = t.model.lora.targets;
+    return nlohmann::json(
+        v.empty() ? std::string("all") : fmt::format("{}", fmt::join(v, ",")));
+  };
+  o.set = [](O& t, const std::string& v) {
+    std::vector<std::string> names;
+    if (v != "all") {
+      std::size_t start = 0;
+      while (start <= v.size()) {
+        const std::size_t comma = std::min(v.find(',', start), v.size());
+        names.push_back(v.substr(start, comma - start));
+        if (names.back().empty()) {
+          throw UsageError(
+              fmt::format("--lora-targets '{}': an empty name", v),
+              "expected all, or comma-separated projection names such as q_proj,v_proj");
+        }
+        start = comma + 1;
+      }
+    }
+    t.model.lora.targets = std::move(names);
+  };
+  o.check = [](const O&) { return std::string(); };
+  return o;
+}
+
 std::vector<TrainerOption> make_table() {
   const char* model = "Model";
   const char* length = "Length and batch";
@@ -411,6 +444,33 @@ std::vector<TrainerOption> make_table() {
           field(&O::init_strict),
           "false: load what matches --init and report the rest"),
       freeze_option().kept_on_resume(),
+      number<O, std::int64_t>(
+          "lora-rank",
+          tune,
+          field(&O::model, &M::lora, &model::LoraOptions::rank),
+          "Language models: LoRA adapters of this rank on the projections, the base frozen (fp32 adapters; a bf16 run stores the frozen projections in bf16); 0: train every weight",
+          at_least(0))
+          .kept_on_resume(),
+      number<O, double>(
+          "lora-alpha",
+          tune,
+          field(&O::model, &M::lora, &model::LoraOptions::alpha),
+          "LoRA's scale numerator: updates are scaled by alpha / rank",
+          positive())
+          .kept_on_resume(),
+      number<O, double>(
+          "lora-dropout",
+          tune,
+          field(&O::model, &M::lora, &model::LoraOptions::dropout),
+          "Dropout on the adapters' input while training",
+          in_range(0, 1))
+          .kept_on_resume(),
+      lora_targets_option().kept_on_resume(),
+      text<O>(
+          "lora-init",
+          tune,
+          field(&O::lora_init),
+          "With --lora-rank: start the adapters from a PEFT adapter folder's (adapter_config.json + adapter_model.safetensors; its rank, alpha and targets must be the run's); empty: A random, B zero"),
 
       // The run directory and checkpoints.
       text<O>(

@@ -52,6 +52,18 @@ void TrainerOptions::validate() const {
   if (epochs < 1 && steps < 1) {
     bad("epochs", "give --epochs or --steps of at least 1");
   }
+  if (!lora_init.empty() && !model.lora.enabled()) {
+    bad("lora-init", "starts LoRA adapters: give --lora-rank too");
+  }
+  if (model.lora.enabled() && model.lora.dropout > 0 &&
+      activation_checkpointing != model::Checkpointing::None) {
+    // A recomputed block would draw another dropout mask than the forward.
+    bad("lora-dropout",
+        "dropout with --activation-checkpointing: the recomputed blocks would draw other masks; use --lora-dropout 0");
+  }
+  if (model.lora.enabled() && (freeze_backbone || !freeze_patterns.empty())) {
+    bad("freeze", "LoRA freezes the whole base already: drop --freeze");
+  }
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     bad("world-size",
         fmt::format("rank {} of {} is not a valid rank", rank, world_size));
@@ -94,13 +106,21 @@ namespace {
 
 nlohmann::json model_json(const model::ModelOptions& model) {
   if (model::is_language_model(model.name)) {
-    return {
+    nlohmann::json j = {
         {"name", model.name},
         {"layers", model.layers},
         {"heads", model.heads},
         {"width", model.width},
         {"context", model.context},
         {"vocab", model.vocab}};
+    if (model.lora.enabled()) {
+      j["lora"] = {
+          {"rank", model.lora.rank},
+          {"alpha", model.lora.alpha},
+          {"dropout", model.lora.dropout},
+          {"targets", model.lora.targets}};
+    }
+    return j;
   }
   if (model::is_exported(model.name) && model.context > 0) {
     return {

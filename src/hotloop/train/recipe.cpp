@@ -27,19 +27,20 @@ double language_model_lr(const std::string& model) {
 }
 
 // Fine-tuning a language model's pretrained weights (--init, e.g. a Hugging
-// Face folder's): AdamW at 2e-5 (the
-// usual full fine-tuning rate), no weight decay, a short warm-up, cosine down
-// to a tenth, gradients clipped at norm 1.
+// Face folder's): AdamW at 2e-5 (the usual full fine-tuning rate; LoRA's
+// adapters: 2e-4, as the LoRA and QLoRA papers' recipes), no weight decay, a
+// short warm-up, cosine down to a tenth, gradients clipped at norm 1.
 Recipe fine_tune_recipe(
     const std::string& model,
-    std::optional<OptimizerKind> optimizer) {
+    std::optional<OptimizerKind> optimizer,
+    bool lora) {
   Recipe r;
   r.model = model;
   const OptimizerKind kind = optimizer.value_or(OptimizerKind::AdamW);
   r.values.push_back({"optimizer", to_string(kind)});
   if (kind == OptimizerKind::AdamW) {
-    r.values.push_back({"lr", "2e-05"});
-    r.values.push_back({"min-lr", "2e-06"});
+    r.values.push_back({"lr", lora ? "2e-04" : "2e-05"});
+    r.values.push_back({"min-lr", lora ? "2e-05" : "2e-06"});
     r.values.push_back({"weight-decay", "0"});
   }
   r.values.push_back({"schedule", "cosine"});
@@ -55,9 +56,10 @@ Recipe fine_tune_recipe(
 Recipe lm_recipe(
     const std::string& model,
     std::optional<OptimizerKind> optimizer,
-    bool pretrained) {
+    bool pretrained,
+    bool lora) {
   if (pretrained) {
-    return fine_tune_recipe(model, optimizer);
+    return fine_tune_recipe(model, optimizer, lora);
   }
   Recipe r;
   r.model = model;
@@ -86,11 +88,12 @@ Recipe recipe_for(
     const std::string& model,
     std::int64_t batch,
     std::optional<OptimizerKind> optimizer,
-    bool pretrained) {
+    bool pretrained,
+    bool lora) {
   Recipe r;
   r.model = model;
   if (model::is_language_model(model)) {
-    return lm_recipe(model, optimizer, pretrained);
+    return lm_recipe(model, optimizer, pretrained, lora);
   }
   const bool resnet = model.starts_with("resnet");
   const bool exported = model::is_exported(model);

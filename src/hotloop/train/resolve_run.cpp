@@ -26,6 +26,11 @@ std::set<std::string> given_options(const RunOptions& run) {
 ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   TrainerOptions& o = run.trainer;
   ResolvedRun out;
+  // Absolute: config.json names the base for a LoRA run's predict and
+  // generate, and resume compares it.
+  if (!o.init.empty()) {
+    o.init = std::filesystem::absolute(o.init).lexically_normal().string();
+  }
   // --init of a Hugging Face folder without --model: the folder's model.
   if (!run.given("model") && model::is_hf_folder(o.init)) {
     // Absolute: the run's config.json names it for export and generate.
@@ -47,7 +52,11 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   // optimizer (whose state takes memory).
   apply_recipe(
       recipe_for(
-          o.model.name, run.batch_auto ? 64 : o.batch, chosen, !o.init.empty()),
+          o.model.name,
+          run.batch_auto ? 64 : o.batch,
+          chosen,
+          !o.init.empty(),
+          o.model.lora.enabled()),
       o,
       given);
   if (run.batch_auto) {
@@ -84,7 +93,8 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
 
   // The recipe at the batch the run trains with (SGD's learning rate
   // follows it).
-  out.recipe = recipe_for(o.model.name, o.batch, chosen, !o.init.empty());
+  out.recipe = recipe_for(
+      o.model.name, o.batch, chosen, !o.init.empty(), o.model.lora.enabled());
   for (const std::string& key : apply_recipe(out.recipe, o, given)) {
     run.sources[key] = kFromRecipe;
   }

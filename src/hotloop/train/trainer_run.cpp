@@ -10,6 +10,9 @@
 
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/gpt.h"
+#include "hotloop/model/language_model.h"
+#include "hotloop/model/lora.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/graph_step.h"
 #include "hotloop/train/run_figures.h"
@@ -41,6 +44,33 @@ nlohmann::json config_of(
   }
   j["callbacks"] = callbacks;
   return j;
+}
+
+// RUN/adapter: the LoRA adapters as PEFT saves them, naming the base they
+// adapt (--init, absolute, or the built-in size).
+void write_adapter(const RunState& s, model::Model& model) {
+  const TrainerOptions& o = *s.options;
+  const std::string folder = model::hf_folder_of(o.model.name);
+  auto absolute = [](const std::string& path) {
+    return std::filesystem::absolute(path).lexically_normal().string();
+  };
+  const std::string base = !o.init.empty() ? absolute(o.init)
+      : !folder.empty()                    ? absolute(folder)
+                                           : o.model.name;
+  if (o.init.empty()) {
+    s.log(fmt::format(
+        "lora: warning: the base was trained from scratch here (no --init): the adapter names {}, whose weights it was not trained on",
+        base));
+  }
+  auto& lm = static_cast<model::LanguageModel&>(model);
+  const std::string dir =
+      (std::filesystem::path(s.run_dir) / "adapter").string();
+  model::write_peft_adapter(
+      dir, lm, o.model.lora, base, dynamic_cast<model::Gpt*>(&lm) != nullptr);
+  s.log(fmt::format(
+      "lora: the adapter is in {} (peft.PeftModel.from_pretrained reads it; hotloop weights merge-lora {} OUT writes the merged model)",
+      dir,
+      dir));
 }
 
 } // namespace
@@ -220,7 +250,15 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   if (s.rank == 0 && !s.run_dir.empty() && o.save_weights) {
     sum.weights =
         (std::filesystem::path(s.run_dir) / "model.safetensors").string();
-    model::write_weights(sum.weights, model::state_dict(*model));
+    if (o.model.lora.enabled()) {
+      // The adapters: the base is --init's (a bf16 run's copy is rounded).
+      model::write_weights(
+          sum.weights,
+          model::lora_state(static_cast<model::LanguageModel&>(*model)));
+      write_adapter(s, *model);
+    } else {
+      model::write_weights(sum.weights, model::state_dict(*model));
+    }
   }
   sum.callbacks = events.fit_end(s, sum);
   write_json(s, "summary.json", sum.to_json());

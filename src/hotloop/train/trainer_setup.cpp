@@ -4,6 +4,7 @@
 // the run's length, then the parts the loop runs.
 
 #include <filesystem>
+#include <set>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -12,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "hotloop/core/cpus.h"
+#include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
@@ -54,6 +56,69 @@ void check_data_fits(
   if (const auto* lm = dynamic_cast<const model::LanguageModel*>(&model)) {
     tokens->check_vocabulary(lm->vocab());
   }
+}
+
+// LoRA: adapters on a language model's projections, the rest frozen.
+void add_lora_adapters(
+    model::Model& model,
+    const model::LoraOptions& lora,
+    const std::string& init,
+    const std::function<void(const std::string&)>& log) {
+  auto* lm = dynamic_cast<model::LanguageModel*>(&model);
+  if (lm == nullptr) {
+    throw UsageError(
+        "--lora-rank: LoRA adapts a language model's projections and this model is not one",
+        "drop --lora-rank, or fine-tune with --freeze");
+  }
+  const std::vector<std::string> adapted = model::add_lora(*lm, lora);
+  log(fmt::format(
+      "lora: rank {}, alpha {:g} (scale {:g}), dropout {:g} on {} projections ({})",
+      lora.rank,
+      lora.alpha,
+      lora.scale(),
+      lora.dropout,
+      adapted.size(),
+      lora.targets.empty() ? std::string("all")
+                           : fmt::format("{}", fmt::join(lora.targets, ","))));
+  if (init.empty()) {
+    return;
+  }
+  const model::PeftAdapter adapter = model::read_peft_adapter(init);
+  if (adapter.options.alpha != lora.alpha) {
+    throw UsageError(
+        fmt::format(
+            "--lora-init {}: its lora_alpha is {:g}, the run's --lora-alpha {:g}",
+            init,
+            adapter.options.alpha,
+            lora.alpha),
+        fmt::format("pass --lora-alpha {:g}", adapter.options.alpha));
+  }
+  std::set<std::string> theirs;
+  for (const auto& [name, t] : adapter.weights) {
+    theirs.insert(name);
+  }
+  std::set<std::string> ours;
+  for (const auto& [name, t] : model::lora_state(*lm)) {
+    ours.insert(name);
+  }
+  if (adapter.options.rank != lora.rank || theirs != ours) {
+    throw UsageError(
+        fmt::format(
+            "--lora-init {}: its adapters (rank {}, {} tensors) are not the run's (rank {}, {} tensors)",
+            init,
+            adapter.options.rank,
+            theirs.size(),
+            lora.rank,
+            ours.size()),
+        fmt::format(
+            "pass --lora-rank {} --lora-targets {}",
+            adapter.options.rank,
+            adapter.options.targets.empty()
+                ? std::string("all")
+                : fmt::format("{}", fmt::join(adapter.options.targets, ","))));
+  }
+  model::load_lora_weights(*lm, adapter.weights, init);
+  log(fmt::format("lora: the adapters start from {}", init));
 }
 
 Callbacks with_rank_status(Callbacks callbacks, bool data_parallel) {
@@ -172,6 +237,9 @@ void Trainer::Impl::set_up() {
       log("model: warning: " + w);
     }
   }
+  if (options.model.lora.enabled()) {
+    add_lora_adapters(*model, options.model.lora, options.lora_init, s.log);
+  }
   if (options.freeze_backbone) {
     model::freeze_backbone(*model);
   }
@@ -186,6 +254,11 @@ void Trainer::Impl::set_up() {
   // FLOPs per sample and the device's peak, for model FLOP/s and MFU.
   const ModelFlops flops = training_flops(*model, options.model);
   s.flops_per_sample = flops.per_sample;
+  if (options.model.lora.enabled() && flops.per_sample > 0) {
+    auto& lm = static_cast<model::LanguageModel&>(*model);
+    s.flops_per_sample += static_cast<double>(lm.context()) *
+        model::lora_flops_per_token_change(lm);
+  }
   if (flops.per_sample <= 0) {
     log(fmt::format("model FLOPs unknown ({}): no MFU", flops.source));
   }
@@ -245,6 +318,16 @@ void Trainer::Impl::set_up() {
         log("sync batchnorm: OOM recovery is off (find the batch size first: --batch auto)");
       }
     }
+  }
+  if (options.model.lora.enabled() && options.precision == Precision::Bf16) {
+    // The frozen base in bf16 as autocast reads it: half its memory, no
+    // per-step cast; the adapters stay float32 master weights. After the
+    // broadcast (Gloo has no bf16).
+    const std::size_t saved = model::store_frozen_projections(
+        static_cast<model::LanguageModel&>(*model), at::kBFloat16);
+    log(fmt::format(
+        "lora: the frozen projections are stored in bf16 ({} saved)",
+        format_bytes(saved)));
   }
   const model::ParameterCount count = model::count_parameters(*model);
   log(fmt::format(

@@ -23,6 +23,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
 #include "named_sizes.h"
+#include "projection.h"
 
 namespace hotloop::model {
 
@@ -44,28 +45,19 @@ const std::vector<NamedSize>& sizes() {
 }
 
 // Hugging Face's Conv1D: y = x W + b with W stored (in, out).
-class Conv1DImpl : public torch::nn::Module {
- public:
-  Conv1DImpl(std::int64_t in, std::int64_t out, double init_std) {
-    weight = register_parameter("weight", at::empty({in, out}));
-    bias = register_parameter("bias", at::zeros({out}));
-    at::NoGradGuard no_grad;
-    weight.normal_(0, init_std);
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    return at::linear(x, weight.t(), bias);
-  }
-  at::Tensor weight;
-  at::Tensor bias;
-};
-TORCH_MODULE(Conv1D);
+lm::Projection conv1d(std::int64_t in, std::int64_t out, double init_std) {
+  lm::Projection p(in, out, true, lm::WeightLayout::InOut);
+  at::NoGradGuard no_grad;
+  p->weight.normal_(0, init_std);
+  return p;
+}
 
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const GptConfig& c, double proj_std)
       : heads_(c.heads),
-        c_attn(register_module("c_attn", Conv1D(c.width, 3 * c.width, 0.02))),
-        c_proj(register_module("c_proj", Conv1D(c.width, c.width, proj_std))) {}
+        c_attn(register_module("c_attn", conv1d(c.width, 3 * c.width, 0.02))),
+        c_proj(register_module("c_proj", conv1d(c.width, c.width, proj_std))) {}
 
   // x: (B, T, C). With a cache: x continues the cached positions.
   at::Tensor forward(const at::Tensor& x, KvCache* cache, std::size_t layer) {
@@ -90,23 +82,23 @@ class AttentionImpl : public torch::nn::Module {
   std::int64_t heads_;
 
  public:
-  Conv1D c_attn;
-  Conv1D c_proj;
+  lm::Projection c_attn;
+  lm::Projection c_proj;
 };
 TORCH_MODULE(Attention);
 
 class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(const GptConfig& c, double proj_std)
-      : c_fc(register_module("c_fc", Conv1D(c.width, 4 * c.width, 0.02))),
+      : c_fc(register_module("c_fc", conv1d(c.width, 4 * c.width, 0.02))),
         c_proj(
-            register_module("c_proj", Conv1D(4 * c.width, c.width, proj_std))) {
+            register_module("c_proj", conv1d(4 * c.width, c.width, proj_std))) {
   }
   at::Tensor forward(const at::Tensor& x) {
     return c_proj(at::gelu(c_fc(x), "tanh"));
   }
-  Conv1D c_fc;
-  Conv1D c_proj;
+  lm::Projection c_fc;
+  lm::Projection c_proj;
 };
 TORCH_MODULE(Mlp);
 

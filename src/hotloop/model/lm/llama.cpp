@@ -24,12 +24,12 @@
 #include <fmt/ranges.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 
 #include "attention_cache.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
 #include "named_sizes.h"
+#include "projection.h"
 
 namespace hotloop::model {
 
@@ -122,8 +122,8 @@ std::int64_t round_up(std::int64_t v, std::int64_t multiple) {
   return (v + multiple - 1) / multiple * multiple;
 }
 
-torch::nn::Linear linear(std::int64_t in, std::int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+lm::Projection linear(std::int64_t in, std::int64_t out, bool bias) {
+  return lm::Projection(in, out, bias, lm::WeightLayout::OutIn);
 }
 
 // The inverse frequencies of RoPE's rotations, as Hugging Face computes them
@@ -266,10 +266,10 @@ class AttentionImpl : public torch::nn::Module {
   std::int64_t d_;
 
  public:
-  torch::nn::Linear q_proj;
-  torch::nn::Linear k_proj;
-  torch::nn::Linear v_proj;
-  torch::nn::Linear o_proj;
+  lm::Projection q_proj;
+  lm::Projection k_proj;
+  lm::Projection v_proj;
+  lm::Projection o_proj;
 };
 TORCH_MODULE(Attention);
 
@@ -288,9 +288,9 @@ class MlpImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x) {
     return down_proj(at::silu(gate_proj(x)) * up_proj(x));
   }
-  torch::nn::Linear gate_proj;
-  torch::nn::Linear up_proj;
-  torch::nn::Linear down_proj;
+  lm::Projection gate_proj;
+  lm::Projection up_proj;
+  lm::Projection down_proj;
 };
 TORCH_MODULE(Mlp);
 

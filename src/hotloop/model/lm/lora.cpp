@@ -1,0 +1,420 @@
+#include "hotloop/model/lora.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "hotloop/errors.h"
+#include "hotloop/model/language_model.h"
+#include "projection.h"
+
+namespace hotloop::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// PEFT's names: the model inside PeftModel (base_model) inside LoraModel.
+constexpr std::string_view kPeftPrefix = "base_model.model.";
+
+std::vector<std::pair<std::string, lm::ProjectionImpl*>> projections(
+    LanguageModel& model) {
+  std::vector<std::pair<std::string, lm::ProjectionImpl*>> out;
+  for (const auto& m : model.named_modules("", false)) {
+    if (auto* p = dynamic_cast<lm::ProjectionImpl*>(m.value().get())) {
+      out.emplace_back(m.key(), p);
+    }
+  }
+  return out;
+}
+
+// PEFT's rule for a list of target_modules: the whole name, or its end
+// after a dot.
+bool targeted(
+    const std::string& name,
+    const std::vector<std::string>& targets) {
+  if (targets.empty()) {
+    return true;
+  }
+  return std::any_of(targets.begin(), targets.end(), [&](const auto& t) {
+    return name == t || name.ends_with("." + t);
+  });
+}
+
+std::string last_part(const std::string& name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+// A config value that turns something on: not null, false, "" or empty.
+bool is_set(const json& v) {
+  if (v.is_null()) {
+    return false;
+  }
+  if (v.is_boolean()) {
+    return v.get<bool>();
+  }
+  if (v.is_string()) {
+    return !v.get<std::string>().empty();
+  }
+  return !(v.is_object() || v.is_array()) || !v.empty();
+}
+
+json read_json_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) {
+    throw DataError(fmt::format("{}: cannot be read", file.string()));
+  }
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw DataError(fmt::format("{}: not a JSON object", file.string()));
+  }
+  return j;
+}
+
+} // namespace
+
+std::vector<std::string> lora_candidates(LanguageModel& model) {
+  std::vector<std::string> names;
+  for (const auto& [name, p] : projections(model)) {
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::vector<std::string> add_lora(
+    LanguageModel& model,
+    const LoraOptions& options) {
+  if (!options.enabled()) {
+    return {};
+  }
+  if (options.dropout < 0 || options.dropout >= 1) {
+    throw UsageError(
+        fmt::format("--lora-dropout {}: must be in [0, 1)", options.dropout));
+  }
+  const auto all = projections(model);
+  for (const std::string& t : options.targets) {
+    const bool found = std::any_of(all.begin(), all.end(), [&](const auto& p) {
+      return targeted(p.first, {t});
+    });
+    if (!found) {
+      std::set<std::string> kinds;
+      for (const auto& p : all) {
+        kinds.insert(last_part(p.first));
+      }
+      throw UsageError(
+          fmt::format(
+              "LoRA target '{}': no projection of this model is named so", t),
+          fmt::format(
+              "its projections: {} (or a longer name ending in one)",
+              fmt::join(kinds, ",")));
+    }
+  }
+  // Every check before anything changes.
+  for (const auto& [name, p] : all) {
+    if (targeted(name, options.targets) &&
+        options.rank > std::min(p->in_features(), p->out_features())) {
+      throw UsageError(fmt::format(
+          "LoRA rank {} is more than {}'s smaller side ({} x {}): nothing is low-rank there",
+          options.rank,
+          name,
+          p->out_features(),
+          p->in_features()));
+    }
+  }
+  {
+    at::NoGradGuard no_grad;
+    for (auto& p : model.parameters()) {
+      p.set_requires_grad(false);
+    }
+  }
+  std::vector<std::string> adapted;
+  for (const auto& [name, p] : all) {
+    if (targeted(name, options.targets)) {
+      p->add_lora(options.rank, options.scale(), options.dropout);
+      adapted.push_back(name);
+    }
+  }
+  return adapted;
+}
+
+StateDict lora_state(LanguageModel& model) {
+  StateDict out;
+  for (const auto& [name, p] : projections(model)) {
+    if (p->has_lora()) {
+      out.emplace_back(name + ".lora_A.weight", p->lora_a());
+      out.emplace_back(name + ".lora_B.weight", p->lora_b());
+    }
+  }
+  return out;
+}
+
+void load_lora_weights(
+    LanguageModel& model,
+    const StateDict& weights,
+    const std::string& source) {
+  StateDict mine = lora_state(model);
+  std::set<std::string> filled;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, t] : weights) {
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& e) {
+      return e.first == name;
+    });
+    if (it == mine.end()) {
+      throw DataError(
+          fmt::format(
+              "{}: '{}' is not one of this model's LoRA adapters",
+              source,
+              name),
+          "the adapter was trained on another model or with other --lora-targets: give the base and targets it was trained with");
+    }
+    if (it->second.sizes() != t.sizes()) {
+      throw DataError(fmt::format(
+          "{}: '{}' is [{}] but the model's is [{}] (another rank or model size)",
+          source,
+          name,
+          fmt::join(t.sizes(), ", "),
+          fmt::join(it->second.sizes(), ", ")));
+    }
+    it->second.copy_(t);
+    filled.insert(name);
+  }
+  for (const auto& [name, t] : mine) {
+    if (!filled.contains(name)) {
+      throw DataError(
+          fmt::format("{}: no weights for the adapter '{}'", source, name));
+    }
+  }
+}
+
+std::size_t merge_lora(LanguageModel& model) {
+  std::size_t n = 0;
+  for (const auto& [name, p] : projections(model)) {
+    if (p->has_lora()) {
+      p->merge_lora();
+      ++n;
+    }
+  }
+  return n;
+}
+
+std::size_t store_frozen_projections(
+    LanguageModel& model,
+    at::ScalarType dtype) {
+  std::size_t saved = 0;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : projections(model)) {
+    for (at::Tensor* t : {&p->weight, &p->bias}) {
+      if (t->defined() && !t->requires_grad() && t->scalar_type() != dtype) {
+        const std::size_t before = t->nbytes();
+        t->set_data(t->to(dtype));
+        saved += before - t->nbytes();
+      }
+    }
+  }
+  return saved;
+}
+
+double lora_flops_per_token_change(LanguageModel& model) {
+  double frozen = 0;
+  double adapters = 0;
+  for (const auto& [name, p] : projections(model)) {
+    if (!p->weight.requires_grad()) {
+      frozen += static_cast<double>(p->weight.numel());
+    }
+    if (p->has_lora()) {
+      adapters +=
+          static_cast<double>(p->lora_a().numel() + p->lora_b().numel());
+    }
+  }
+  // The output layer: its own matrix, or the tied embedding.
+  const auto params = model.named_parameters();
+  for (const char* name :
+       {"lm_head.weight",
+        "transformer.wte.weight",
+        "model.embed_tokens.weight"}) {
+    if (const at::Tensor* w = params.find(name)) {
+      if (!w->requires_grad()) {
+        frozen += static_cast<double>(w->numel());
+      }
+      break;
+    }
+  }
+  return 6 * adapters - 2 * frozen;
+}
+
+void write_peft_adapter(
+    const std::string& dir,
+    LanguageModel& model,
+    const LoraOptions& options,
+    const std::string& base,
+    bool fan_in_fan_out) {
+  StateDict weights;
+  std::set<std::string> kinds;
+  for (const auto& [name, t] : lora_state(model)) {
+    weights.emplace_back(
+        std::string(kPeftPrefix) + name,
+        t.detach().to(at::kCPU, at::kFloat).contiguous());
+    // "…q_proj.lora_A.weight" -> "q_proj"
+    const std::string module = name.substr(0, name.rfind(".lora_"));
+    kinds.insert(last_part(module));
+  }
+  if (weights.empty()) {
+    throw UsageError("this model has no LoRA adapters to write");
+  }
+  std::vector<std::string> targets = options.targets;
+  if (targets.empty()) {
+    targets.assign(kinds.begin(), kinds.end());
+  }
+  const json config = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", base},
+      {"r", options.rank},
+      {"lora_alpha", options.alpha},
+      {"lora_dropout", options.dropout},
+      {"target_modules", targets},
+      {"fan_in_fan_out", fan_in_fan_out},
+      {"bias", "none"},
+      {"modules_to_save", nullptr},
+      {"layers_to_transform", nullptr},
+      {"rank_pattern", json::object()},
+      {"alpha_pattern", json::object()},
+      {"init_lora_weights", true},
+      {"use_rslora", false},
+      {"use_dora", false},
+      {"inference_mode", true}};
+  fs::create_directories(dir);
+  write_weights(
+      (fs::path(dir) / "adapter_model.safetensors").string(),
+      weights,
+      {{"format", "pt"}});
+  const fs::path config_file = fs::path(dir) / "adapter_config.json";
+  std::ofstream out(config_file);
+  out << config.dump(2) << "\n";
+  if (!out.flush()) {
+    throw DataError(fmt::format("{}: cannot be written", config_file.string()));
+  }
+}
+
+bool is_peft_adapter(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir) / "adapter_config.json", ec);
+}
+
+PeftAdapter read_peft_adapter(const std::string& dir) {
+  const fs::path file = fs::path(dir) / "adapter_config.json";
+  const json j = read_json_file(file);
+  auto refuse = [&](const std::string& what, const std::string& fix) {
+    throw ConfigError(
+        fmt::format("{}: {}: hotloop cannot apply it", file.string(), what),
+        fix);
+  };
+  PeftAdapter out;
+  try {
+    const std::string type = j.value("peft_type", std::string());
+    if (type != "LORA") {
+      refuse(
+          fmt::format("peft_type \"{}\"", type),
+          "hotloop reads LoRA adapters (peft_type LORA)");
+    }
+    for (const char* flag : {"use_dora", "use_rslora"}) {
+      if (j.value(flag, false)) {
+        refuse(
+            fmt::format("{} is true", flag), "train the adapter as plain LoRA");
+      }
+    }
+    for (const char* pattern : {"rank_pattern", "alpha_pattern"}) {
+      if (j.contains(pattern) && !j[pattern].is_null() && !j[pattern].empty()) {
+        refuse(
+            fmt::format(
+                "{} gives some modules their own rank or alpha", pattern),
+            "hotloop adapters share one rank and alpha");
+      }
+    }
+    // What changes the forward or the base, or adds tensors hotloop does
+    // not hold: refused when set (null, false and empty pass).
+    for (const char* key :
+         {"alora_invocation_tokens",
+          "arrow_config",
+          "use_bdlora",
+          "velora_config",
+          "monteclora_config",
+          "kasa_config",
+          "layer_replication",
+          "lora_bias",
+          "exclude_modules",
+          "target_parameters",
+          "use_qalora",
+          "trainable_token_indices",
+          "lora_ga_config",
+          "corda_config",
+          "eva_config",
+          "loftq_config"}) {
+      const auto it = j.find(key);
+      if (it != j.end() && is_set(*it)) {
+        refuse(
+            fmt::format("{} is set", key),
+            "hotloop applies plain LoRA adapters (A and B per targeted projection)");
+      }
+    }
+    if (const auto init = j.find("init_lora_weights"); init != j.end() &&
+        init->is_string() && init->get<std::string>() != "gaussian") {
+      refuse(
+          fmt::format(
+              "init_lora_weights \"{}\" (the adapter is relative to a modified base)",
+              init->get<std::string>()),
+          "convert it to plain LoRA with PEFT first (path_initial_model_for_weight_conversion)");
+    }
+    if (j.value("bias", std::string("none")) != "none") {
+      refuse("bias is trained", "hotloop trains the low-rank matrices only");
+    }
+    for (const char* extra : {"modules_to_save", "layers_to_transform"}) {
+      if (j.contains(extra) && !j[extra].is_null()) {
+        refuse(
+            fmt::format("{} is set", extra),
+            "hotloop adapts every layer's targeted projections and saves nothing else");
+      }
+    }
+    out.options.rank = j.at("r").get<std::int64_t>();
+    out.options.alpha = j.at("lora_alpha").get<double>();
+    out.options.dropout = j.value("lora_dropout", 0.0);
+    const json& targets = j.at("target_modules");
+    if (targets.is_string()) {
+      if (targets.get<std::string>() != "all-linear") {
+        refuse(
+            "target_modules is a regular expression",
+            "list the module names instead");
+      }
+    } else {
+      out.options.targets = targets.get<std::vector<std::string>>();
+    }
+    out.base = j.value("base_model_name_or_path", std::string());
+  } catch (const json::exception& e) {
+    throw DataError(fmt::format("{}: {}", file.string(), e.what()));
+  }
+  if (out.options.rank < 1) {
+    throw DataError(fmt::format("{}: r must be at least 1", file.string()));
+  }
+  const fs::path weights = fs::path(dir) / "adapter_model.safetensors";
+  for (auto& [name, t] : read_weights(weights.string())) {
+    if (!name.starts_with(kPeftPrefix)) {
+      throw DataError(fmt::format(
+          "{}: tensor '{}' does not start with '{}' as PEFT's names do",
+          weights.string(),
+          name,
+          kPeftPrefix));
+    }
+    out.weights.emplace_back(name.substr(kPeftPrefix.size()), std::move(t));
+  }
+  return out;
+}
+
+} // namespace hotloop::model
