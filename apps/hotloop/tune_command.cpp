@@ -68,7 +68,8 @@ void add_tune_command(CLI::App& app, Action& action) {
                     "size",           "optimizer",   "activation-checkpointing",
                     "channels-last",  "cuda-graphs", "memory-fraction",
                     "threads",        "workers",     "resident",
-                    "augment-device", "shuffle",     "seed"});
+                    "augment-device", "shuffle",     "seed",
+                    "init",           "lora-rank",   "lora-targets"});
   cmd->add_option(
       "--margin",
       f->finder.margin,
