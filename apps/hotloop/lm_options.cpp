@@ -20,7 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<nlohmann::json> run_config(const std::string& weights) {
+// The object `part` ("model", "options") of the run's config.json beside
+// the file (RUN/model.safetensors) or its folder's (RUN/checkpoints/...).
+std::optional<nlohmann::json> run_config(
+    const std::string& weights,
+    const char* part = "model") {
   const fs::path dir = fs::path(weights).parent_path();
   for (const fs::path& p :
        {dir / "config.json", dir.parent_path() / "config.json"}) {
@@ -30,31 +34,17 @@ std::optional<nlohmann::json> run_config(const std::string& weights) {
     }
     std::ifstream in(p);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.contains("model") && j["model"].is_object()) {
-      return j["model"];
+    if (!j.is_discarded() && j.contains(part) && j[part].is_object()) {
+      return j[part];
     }
   }
   return std::nullopt;
 }
 
-// The run's --init (config.json's options.init beside the file): the base
-// a LoRA run's adapters were trained on.
+// The run's --init: the base a LoRA run's adapters were trained on.
 std::string run_init(const std::string& weights) {
-  const fs::path dir = fs::path(weights).parent_path();
-  for (const fs::path& p :
-       {dir / "config.json", dir.parent_path() / "config.json"}) {
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) {
-      continue;
-    }
-    std::ifstream in(p);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.contains("options") &&
-        j["options"].is_object()) {
-      return j["options"].value("init", std::string());
-    }
-  }
-  return {};
+  const std::optional<nlohmann::json> options = run_config(weights, "options");
+  return options ? options->value("init", std::string()) : std::string();
 }
 
 } // namespace
