@@ -12,6 +12,7 @@
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/parallel/job.h"
 #include "hotloop/train/resolve_run.h"
@@ -94,8 +95,9 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     }
     return 0;
   }
-  const std::shared_ptr<const data::Dataset> val =
-      run.eval ? open_val_data(run.data, o.seed) : nullptr;
+  const std::shared_ptr<const data::Dataset> val = run.eval
+      ? open_val_data(run.data, o.seed, model::hf_folder_of(o.model.name))
+      : nullptr;
   const train::RunRecord record = train::record_of(run);
 
   if (talk) {

@@ -7,27 +7,38 @@
 
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/data/instructions.h"
 #include "hotloop/data/tokenizer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::cli {
 
 std::shared_ptr<const data::Dataset> open_train_data(
-    const std::string& spec,
-    std::uint64_t seed) {
-  return data::open_dataset(
-      data::parse_data_spec(spec), data::Split::Train, seed);
+    const std::string& spec_text,
+    std::uint64_t seed,
+    const std::string& model_folder) {
+  data::DataSpec spec = data::parse_data_spec(spec_text);
+  spec.tokenizer_folder = model_folder;
+  return data::open_dataset(spec, data::Split::Train, seed);
 }
 
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec_text,
-    std::uint64_t seed) {
-  const data::DataSpec spec = data::parse_data_spec(spec_text);
+    std::uint64_t seed,
+    const std::string& model_folder) {
+  data::DataSpec spec = data::parse_data_spec(spec_text);
+  spec.tokenizer_folder = model_folder;
   for (const data::Split split : {data::Split::Val, data::Split::Test}) {
     try {
       return data::open_dataset(spec, split, seed);
+    } catch (const data::NoSuchSplit&) {
+      // Instruction data without this split: try the next.
     } catch (const DataError&) {
-      // No such split: try the next.
+      // No such split: try the next. Instruction data tells a missing split
+      // (NoSuchSplit) from a bad one.
+      if (spec.kind == data::DataSpec::Kind::Instructions) {
+        throw;
+      }
     }
   }
   return nullptr;
@@ -106,8 +117,8 @@ train::ResolveContext resolve_context(
     std::FILE* progress) {
   train::ResolveContext c;
   const std::uint64_t seed = run.trainer.seed;
-  c.open_train = [seed](const std::string& spec) {
-    return open_train_data(spec, seed);
+  c.open_train = [seed](const std::string& spec, const std::string& folder) {
+    return open_train_data(spec, seed, folder);
   };
   c.group = group;
   if (progress != nullptr) {

@@ -19,15 +19,19 @@ class ProcessGroup;
 
 namespace hotloop::cli {
 
-// The train split of `spec`.
+// The train split of `spec`; `model_folder`: the model's Hugging Face folder
+// (empty: none), whose tokenizer encodes instruction data.
 std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec,
-    std::uint64_t seed);
+    std::uint64_t seed,
+    const std::string& model_folder = {});
 
 // The first of `spec`'s val and test splits that exists; null when neither.
+// A split that exists but is bad (a bad line of instruction data) throws.
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec,
-    std::uint64_t seed);
+    std::uint64_t seed,
+    const std::string& model_folder = {});
 
 // A token folder's tokenizer (vocab.json + merges.txt, as `pack
 // --tokenizer bpe:` leaves them) copied into RUN/tokenizer/, so that

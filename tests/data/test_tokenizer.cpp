@@ -18,6 +18,7 @@
 #include "hotloop/data/tokens/pack_text.h"
 #include "hotloop/data/tokens/pretokenize.h"
 #include "hotloop/errors.h"
+#include "support/byte_stand_ins.h"
 #include "support/temp_dir.h"
 
 namespace hotloop::data {
@@ -89,28 +90,7 @@ TEST(UnicodeClassTable, KnowsLettersNumbersAndWhiteSpace) {
   EXPECT_EQ(unicode_class(0x10FFFF), UnicodeClass::Other);
 }
 
-// GPT-2's printable stand-in of each byte, as UTF-8.
-std::string stand_in(int b) {
-  static const std::vector<std::string> table = [] {
-    std::vector<std::string> t(256);
-    int next = 256;
-    for (int c = 0; c < 256; ++c) {
-      const bool printable =
-          (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
-      const int cp = printable ? c : next++;
-      std::string s;
-      if (cp < 0x80) {
-        s += static_cast<char>(cp);
-      } else {
-        s += static_cast<char>(0xC0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-      t[c] = s;
-    }
-    return t;
-  }();
-  return table[b];
-}
+using test::stand_in;
 
 // A byte-level vocabulary: the 256 bytes (ids 0..255), then `extra` tokens,
 // and merges.txt with `merges` in rank order.

@@ -145,6 +145,12 @@ TEST(Lora, PeftFolderRoundTripsTheAdapters) {
     EXPECT_EQ(loaded[i].first, saved[i].first);
     EXPECT_TRUE(at::equal(loaded[i].second, saved[i].second)) << saved[i].first;
   }
+  // PEFT's folder for a model built from a config has no base: null.
+  const auto config = std::filesystem::path(dir.path()) / "adapter_config.json";
+  nlohmann::json nulled = j;
+  nulled["base_model_name_or_path"] = nullptr;
+  std::ofstream(config) << nulled.dump();
+  EXPECT_EQ(read_peft_adapter(dir.path().string()).base, "");
   // Into a model adapted elsewhere: named, not loaded.
   auto other = tiny_gpt();
   add_lora(*other, rank(2, {"c_fc"}));

@@ -7,8 +7,12 @@
 // - synthetic:N[xCxHxW]: N random images (default 3x224x224), 10 classes.
 // - tokens:FILE|DIR|GLOB: token files for language models (llm.c .bin shards
 //   or nanoGPT's headerless uint16 files; data/token_data.h).
-// - text:fortunes|FILE|DIR: text as byte-level tokens; fortunes is the
-//   built-in corpus (Debian's fortunes package).
+// - text:fortunes|FILE|DIR: text as byte-level tokens, or in the tokens of
+//   the model folder's tokenizer when the model's folder has one; fortunes is
+//   the built-in corpus (Debian's fortunes package).
+// - instruct:FILE|DIR: instruction data, JSON Lines of prompt/completion or
+//   messages, tokenized with the model folder's tokenizer
+//   (data/instructions.h).
 
 #include <cstdint>
 #include <memory>
@@ -19,12 +23,24 @@
 namespace hotloop::data {
 
 struct DataSpec {
-  enum class Kind { FashionMnist, Folder, WebDataset, Synthetic, Tokens, Text };
+  enum class Kind {
+    FashionMnist,
+    Folder,
+    WebDataset,
+    Synthetic,
+    Tokens,
+    Text,
+    Instructions
+  };
   Kind kind = Kind::FashionMnist;
   std::string path; // folder or glob; empty for synthetic
   std::size_t synthetic_count = 0;
   ImageShape synthetic_shape{3, 224, 224};
   std::string text; // the spec as written, for messages
+  // The model's Hugging Face folder, whose tokenizer encodes text and
+  // instruction data; empty: the model has none (text is bytes). The caller
+  // sets it.
+  std::string tokenizer_folder;
 };
 
 // Throws UsageError naming the spec and the forms that are accepted.

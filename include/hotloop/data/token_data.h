@@ -9,6 +9,9 @@
 //   train.bin / val.bin.
 // - Text, as byte-level tokens (vocabulary 256): a file, a folder of files, or
 //   the built-in corpus `fortunes` (Debian's fortunes package).
+// - Token ids in memory (text tokenized with a model folder's tokenizer,
+//   instruction data: data/instructions.h), where some tokens may be context
+//   only: their targets are kNoTarget, which the loss ignores.
 // Every shard is checked when it is opened: a bad header or a truncated file
 // is a DataError naming the file and the byte offset.
 
@@ -22,6 +25,19 @@
 
 namespace hotloop::data {
 
+// The target of a token that is context only (a prompt's): torch's default
+// ignore_index, which model/loss.cpp's losses skip.
+inline constexpr std::int64_t kNoTarget = -100;
+
+// Token ids of one text or document set, held in memory.
+struct TokenSequence {
+  std::string name; // for messages
+  std::vector<std::uint32_t> ids;
+  // Per token, 1 when predicting it is trained (a completion's), 0 when it
+  // is context only; empty: every token is trained.
+  std::vector<std::uint8_t> trained;
+};
+
 class TokenDataset final : public Dataset {
  public:
   // Where the built-in corpus comes from.
@@ -34,6 +50,8 @@ class TokenDataset final : public Dataset {
     std::uint64_t header_bytes = 0; // before the first token (llm.c: 1024)
     std::uint32_t token_bytes = 2; // 2, or 4 for llm.c's uint32 shards
     std::uint32_t max_token = 0;
+    // TokenSequence::trained (count entries), or null: every token is.
+    const std::uint8_t* trained = nullptr;
     std::shared_ptr<const void> storage; // the mapping or the owned tokens
     std::uint32_t token(std::uint64_t i) const {
       return token_bytes == 2 ? static_cast<const std::uint16_t*>(tokens)[i]
@@ -49,6 +67,13 @@ class TokenDataset final : public Dataset {
   static std::unique_ptr<TokenDataset> from_text(
       const std::vector<std::pair<std::string, std::string>>& texts,
       std::string what);
+  // Token ids in memory, one shard each (sequences of fewer than 2 tokens
+  // are left out). `byte_level`: the ids are bytes (bits per byte apply).
+  // DataError when none is left.
+  static std::unique_ptr<TokenDataset> from_ids(
+      std::vector<TokenSequence> sequences,
+      std::string what,
+      bool byte_level = false);
 
   // Items are tokens: size() counts them, get(i) is token i (label = its id,
   // image = the id as a 0-dim int64 tensor). Training reads windows.
@@ -82,9 +107,19 @@ class TokenDataset final : public Dataset {
   // Windows of `length` + 1 tokens starting every `length` tokens within a
   // shard (a window never spans two shards).
   std::uint64_t windows(std::int64_t length) const;
-  // Window `w`'s tokens into out[0 .. length].
-  void read_window(std::uint64_t w, std::int64_t length, std::int64_t* out)
-      const;
+  // Window `w`'s tokens into out[0 .. length]; with `targets`, the targets
+  // of out[0 .. length - 1] into targets[0 .. length - 1]: the next token,
+  // or kNoTarget where it is context only.
+  void read_window(
+      std::uint64_t w,
+      std::int64_t length,
+      std::int64_t* out,
+      std::int64_t* targets = nullptr) const;
+  // Whether some tokens are context only (their targets kNoTarget).
+  bool has_context_only_tokens() const;
+  // The windows (as windows() counts them) with at least one trained
+  // target: a batch of windows without any would have no loss.
+  std::vector<std::uint64_t> trained_windows(std::int64_t length) const;
   const std::vector<Shard>& shards() const {
     return shards_;
   }
@@ -104,12 +139,21 @@ class TokenDataset final : public Dataset {
 // Throws DataError when there are none.
 std::vector<std::string> token_files(const std::string& path, Split split);
 
+// A train file's val counterpart: the path with the last "train" in its name
+// as "val"; empty when the name has none.
+std::string val_counterpart(const std::string& path);
+
 // Where a text's training part ends: 90% of its bytes, moved on to the next
 // line's start (the rest is its validation part).
 std::size_t train_share(std::string_view text);
 
 // `text:fortunes|FILE|DIR` -> the texts of `split`: each file's first 90%
-// (cut at a line end) is train, the rest val.
-std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split);
+// (cut at a line end) is train, the rest val. As bytes, or, when
+// `tokenizer_folder` (the model's Hugging Face folder) has a tokenizer,
+// encoded with it (data/tokenizer.h), one shard per file.
+std::unique_ptr<TokenDataset> open_text(
+    const std::string& path,
+    Split split,
+    const std::string& tokenizer_folder = {});
 
 } // namespace hotloop::data

@@ -65,6 +65,10 @@ class Tokenizer {
   // Its files' paths: vocab.json and merges.txt, or tokenizer.json; bytes:
   // none.
   std::vector<std::string> files() const;
+  // The ids tokenizers' encode with add_special_tokens puts before a text:
+  // tokenizer.json's TemplateProcessing post-processor (Llama 3's
+  // <|begin_of_text|>); none for Qwen2's, GPT-2's and bytes.
+  std::vector<std::int32_t> special_prefix() const;
   // An added token's id (e.g. "<|end_of_text|>"); nullopt when it has none.
   std::optional<std::int32_t> added_token(std::string_view text) const;
 

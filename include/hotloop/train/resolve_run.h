@@ -25,8 +25,11 @@ namespace hotloop::train {
 
 struct ResolveContext {
   // Opens the train split of a data spec (the caller keeps it: the trainer
-  // and the batch finder read it).
-  std::function<std::shared_ptr<const data::Dataset>(const std::string&)>
+  // and the batch finder read it), given the model's Hugging Face folder
+  // (empty: none), whose tokenizer encodes instruction data.
+  std::function<std::shared_ptr<const data::Dataset>(
+      const std::string& spec,
+      const std::string& model_folder)>
       open_train;
   parallel::ProcessGroup* group = nullptr; // data parallel: ranks agree
   // The finder's settings for "auto" (its trainer options are the run's).

@@ -250,7 +250,9 @@ RowResult run_row(
       train::set_flag(run, name, value);
     }
     train::ResolveContext resolve;
-    resolve.open_train = [&d](const std::string&) { return d.train; };
+    resolve.open_train = [&d](const std::string&, const std::string&) {
+      return d.train;
+    };
     train::resolve_run(run, resolve);
     const train::TrainerOptions& t = run.trainer;
     r.run_dir = t.out_dir;

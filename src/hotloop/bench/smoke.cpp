@@ -87,7 +87,9 @@ model::ModelOptions model_for(
     train::set_flag(run, name, value);
   }
   train::ResolveContext context;
-  context.open_train = [&dataset](const std::string&) { return dataset; };
+  context.open_train = [&dataset](const std::string&, const std::string&) {
+    return dataset;
+  };
   train::resolve_run(run, context);
   return run.trainer.model;
 }

@@ -7,6 +7,7 @@
 
 #include "hotloop/data/fashion_mnist.h"
 #include "hotloop/data/image_folder.h"
+#include "hotloop/data/instructions.h"
 #include "hotloop/data/synthetic.h"
 #include "hotloop/data/token_data.h"
 #include "hotloop/data/tokenizer.h"
@@ -17,7 +18,7 @@ namespace hotloop::data {
 namespace {
 
 constexpr const char* kForms =
-    "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N or synthetic:NxCxHxW, tokens:FILE_DIR_OR_GLOB, text:fortunes or text:FILE_OR_DIR";
+    "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N or synthetic:NxCxHxW, tokens:FILE_DIR_OR_GLOB, text:fortunes or text:FILE_OR_DIR, instruct:FILE_OR_DIR (JSON Lines)";
 
 UsageError bad_spec(const std::string& text, const std::string& why) {
   return UsageError(
@@ -84,14 +85,16 @@ DataSpec parse_data_spec(const std::string& text) {
     spec.kind = DataSpec::Kind::FashionMnist;
     spec.path = rest.empty() ? FashionMnist::kDefaultDir : rest;
   } else if (
-      kind == "folder" || kind == "wds" || kind == "tokens" || kind == "text") {
+      kind == "folder" || kind == "wds" || kind == "tokens" || kind == "text" ||
+      kind == "instruct") {
     if (rest.empty()) {
       throw bad_spec(text, kind + " needs a path");
     }
     spec.kind = kind == "folder" ? DataSpec::Kind::Folder
         : kind == "wds"          ? DataSpec::Kind::WebDataset
         : kind == "tokens"       ? DataSpec::Kind::Tokens
-                                 : DataSpec::Kind::Text;
+        : kind == "text"         ? DataSpec::Kind::Text
+                                 : DataSpec::Kind::Instructions;
     spec.path = rest;
   } else if (kind == "synthetic") {
     if (rest.empty()) {
@@ -141,7 +144,9 @@ std::unique_ptr<Dataset> open_dataset(
       return tokens;
     }
     case DataSpec::Kind::Text:
-      return open_text(spec.path, split);
+      return open_text(spec.path, split, spec.tokenizer_folder);
+    case DataSpec::Kind::Instructions:
+      return open_instructions(spec.path, split, spec.tokenizer_folder);
   }
   throw UsageError(fmt::format("--data '{}': unknown kind", spec.text));
 }

@@ -147,13 +147,16 @@ EvalResult Evaluator::run_language_model(
   at::Tensor loss_sum =
       at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(s.device));
   at::Tensor correct = at::zeros_like(loss_sum, at::kLong);
-  std::int64_t n = 0;
+  // Targets the loss counts: context-only tokens (instruction data's
+  // prompts, data::kNoTarget) are not.
+  at::Tensor counted = at::zeros_like(loss_sum, at::kLong);
   forward_all(
       s, precision, [&](const at::Tensor& logits, const data::Batch& b) {
         loss_sum += s.model->loss(logits, b.labels, {0, at::Reduction::Sum});
         correct += at::argmax(logits, 2).eq(b.labels).sum();
-        n += b.labels.numel();
+        counted += b.labels.ne(data::kNoTarget).sum();
       });
+  const std::int64_t n = counted.item<std::int64_t>();
   EvalResult r;
   r.samples = n;
   r.loss = n > 0 ? loss_sum.item<double>() / static_cast<double>(n) : 0;

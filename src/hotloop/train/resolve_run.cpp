@@ -43,7 +43,7 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
       model::hf_folder_of(o.model.name).empty() && !run.given("data")) {
     run.data = "text:fortunes";
   }
-  out.train = context.open_train(run.data);
+  out.train = context.open_train(run.data, model::hf_folder_of(o.model.name));
   const std::set<std::string> given = given_options(run);
   const std::optional<OptimizerKind> chosen = given.contains("optimizer")
       ? std::optional(o.optimizer.kind)

@@ -16,6 +16,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <fmt/format.h>
 
+#include "hotloop/data/tokenizer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -175,17 +176,6 @@ std::vector<std::string> glob_files(const std::string& pattern) {
 }
 
 // "train" -> "val" in the file name part of `path`.
-std::string val_counterpart(const std::string& path) {
-  const fs::path p(path);
-  std::string name = p.filename().string();
-  const std::size_t at = name.rfind("train");
-  if (at == std::string::npos) {
-    return {};
-  }
-  name.replace(at, 5, "val");
-  return (p.parent_path() / name).string();
-}
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -247,6 +237,67 @@ std::unique_ptr<TokenDataset> TokenDataset::from_text(
   }
   return std::unique_ptr<TokenDataset>(
       new TokenDataset(std::move(shards), std::move(what), true));
+}
+
+std::unique_ptr<TokenDataset> TokenDataset::from_ids(
+    std::vector<TokenSequence> sequences,
+    std::string what,
+    bool byte_level) {
+  std::vector<Shard> shards;
+  for (TokenSequence& seq : sequences) {
+    if (seq.ids.size() < 2) {
+      continue;
+    }
+    if (!seq.trained.empty() && seq.trained.size() != seq.ids.size()) {
+      throw Error(fmt::format(
+          "{}: {} tokens but {} trained flags",
+          seq.name,
+          seq.ids.size(),
+          seq.trained.size()));
+    }
+    auto held = std::make_shared<TokenSequence>(std::move(seq));
+    Shard s;
+    s.name = held->name;
+    s.tokens = held->ids.data();
+    s.token_bytes = 4;
+    s.count = held->ids.size();
+    s.max_token = max_of(s);
+    s.trained = held->trained.empty() ? nullptr : held->trained.data();
+    s.storage = held;
+    shards.push_back(std::move(s));
+  }
+  if (shards.empty()) {
+    throw DataError(fmt::format("{}: no tokens", what));
+  }
+  return std::unique_ptr<TokenDataset>(
+      new TokenDataset(std::move(shards), std::move(what), byte_level));
+}
+
+bool TokenDataset::has_context_only_tokens() const {
+  return std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) {
+    return s.trained != nullptr;
+  });
+}
+
+std::vector<std::uint64_t> TokenDataset::trained_windows(
+    std::int64_t length) const {
+  std::vector<std::uint64_t> out;
+  const auto l = static_cast<std::uint64_t>(length);
+  std::uint64_t w = 0;
+  for (const Shard& s : shards_) {
+    const std::uint64_t here = (s.count - 1) / l;
+    for (std::uint64_t i = 0; i < here; ++i, ++w) {
+      // Window i's targets are tokens i*l + 1 .. i*l + l.
+      const std::uint8_t* t = s.trained;
+      if (t == nullptr ||
+          std::any_of(t + i * l + 1, t + i * l + l + 1, [](std::uint8_t x) {
+            return x != 0;
+          })) {
+        out.push_back(w);
+      }
+    }
+  }
+  return out;
 }
 
 Sample TokenDataset::get(std::size_t index) const {
@@ -332,7 +383,8 @@ std::uint64_t TokenDataset::windows(std::int64_t length) const {
 void TokenDataset::read_window(
     std::uint64_t w,
     std::int64_t length,
-    std::int64_t* out) const {
+    std::int64_t* out,
+    std::int64_t* targets) const {
   const auto l = static_cast<std::uint64_t>(length);
   for (const Shard& s : shards_) {
     const std::uint64_t here = (s.count - 1) / l;
@@ -345,11 +397,29 @@ void TokenDataset::read_window(
         const auto* t = static_cast<const std::uint32_t*>(s.tokens) + first;
         std::copy(t, t + l + 1, out);
       }
+      if (targets != nullptr) {
+        for (std::uint64_t i = 0; i < l; ++i) {
+          targets[i] = s.trained == nullptr || s.trained[first + i + 1] != 0
+              ? out[i + 1]
+              : kNoTarget;
+        }
+      }
       return;
     }
     w -= here;
   }
   throw DataError(fmt::format("{}: window {} is past the end", what_, w));
+}
+
+std::string val_counterpart(const std::string& path) {
+  const fs::path p(path);
+  std::string name = p.filename().string();
+  const std::size_t at = name.rfind("train");
+  if (at == std::string::npos) {
+    return {};
+  }
+  name.replace(at, 5, "val");
+  return (p.parent_path() / name).string();
 }
 
 std::vector<std::string> token_files(const std::string& path, Split split) {
@@ -419,7 +489,10 @@ std::size_t train_share(std::string_view text) {
   return line == std::string_view::npos ? text.size() : line + 1;
 }
 
-std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split) {
+std::unique_ptr<TokenDataset> open_text(
+    const std::string& path,
+    Split split,
+    const std::string& tokenizer_folder) {
   const bool fortunes = path == "fortunes";
   const fs::path root =
       fortunes ? fs::path(TokenDataset::kFortunesDir) : fs::path(path);
@@ -460,10 +533,32 @@ std::unique_ptr<TokenDataset> open_text(const std::string& path, Split split) {
         f.string(),
         split == Split::Train ? text.substr(0, cut) : text.substr(cut));
   }
-  return TokenDataset::from_text(
-      texts,
-      fmt::format(
-          "text:{} {} ({} file(s))", path, to_string(split), files.size()));
+  const std::string what = fmt::format(
+      "text:{} {} ({} file(s))", path, to_string(split), files.size());
+  // The model's own tokens when its folder has a tokenizer; else bytes (a
+  // model of a byte vocabulary).
+  if (tokenizer_folder.empty() || !fs::is_directory(tokenizer_folder, ec) ||
+      !Tokenizer::dir_beside(tokenizer_folder)) {
+    return TokenDataset::from_text(texts, what);
+  }
+  Tokenizer tokenizer = Tokenizer::in_dir(tokenizer_folder);
+  std::vector<TokenSequence> sequences;
+  for (const auto& [name, text] : texts) {
+    TokenSequence s;
+    s.name = name;
+    try {
+      for (const std::int32_t id : tokenizer.encode(text)) {
+        s.ids.push_back(static_cast<std::uint32_t>(id));
+      }
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("{}: {}", name, e.what()), e.hint());
+    }
+    sequences.push_back(std::move(s));
+  }
+  auto data = TokenDataset::from_ids(
+      std::move(sequences), fmt::format("{}, {}", what, tokenizer.spec()));
+  data->set_tokenizer_vocabulary(tokenizer.vocab_size());
+  return data;
 }
 
 } // namespace hotloop::data

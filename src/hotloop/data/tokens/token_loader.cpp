@@ -22,12 +22,11 @@ SamplerOptions sampler_options(const LoaderOptions& o) {
   return s;
 }
 
-std::uint64_t count_windows(const TokenDataset& d, const LoaderOptions& o) {
+void check_context(const LoaderOptions& o) {
   if (o.context < 1) {
     throw UsageError(
         "token data needs the model's context (tokens per sample)");
   }
-  return d.windows(o.context);
 }
 
 } // namespace
@@ -37,7 +36,11 @@ TokenLoader::TokenLoader(
     LoaderOptions options)
     : data_(std::move(data)),
       options_(std::move(options)),
-      windows_(count_windows(*data_, options_)),
+      masked_((check_context(options_), data_->has_context_only_tokens())),
+      trained_(
+          masked_ ? data_->trained_windows(options_.context)
+                  : std::vector<std::uint64_t>()),
+      windows_(masked_ ? trained_.size() : data_->windows(options_.context)),
       samples_(
           options_.max_samples > 0 && options_.max_samples < windows_
               ? options_.max_samples
@@ -46,10 +49,11 @@ TokenLoader::TokenLoader(
   if (sampler_.batches_per_epoch() == 0) {
     throw UsageError(
         fmt::format(
-            "{} has {} windows of {} tokens: fewer than one batch of {} x {} rank(s)",
+            "{} has {} windows of {} tokens{}: fewer than one batch of {} x {} rank(s)",
             data_->describe(),
             windows_,
             options_.context + 1,
+            masked_ ? " with a trained target" : "",
             options_.batch_size,
             options_.world_size),
         "use a smaller --batch or --context, or more data");
@@ -67,10 +71,10 @@ void TokenLoader::start_epoch(std::size_t epoch, std::size_t start_batch) {
 }
 
 std::uint64_t TokenLoader::window(std::size_t i) const {
-  if (samples_ == windows_) {
-    return i;
-  }
-  return static_cast<std::uint64_t>(i) * windows_ / samples_;
+  const std::uint64_t w = samples_ == windows_
+      ? i
+      : static_cast<std::uint64_t>(i) * windows_ / samples_;
+  return masked_ ? trained_[w] : w;
 }
 
 std::optional<Batch> TokenLoader::next() {
@@ -85,15 +89,26 @@ std::optional<Batch> TokenLoader::next() {
   const at::Tensor host = at::empty(
       {b, t + 1}, at::TensorOptions().dtype(at::kLong).pinned_memory(gpu));
   auto* out = host.data_ptr<std::int64_t>();
+  // Context-only tokens: the targets come apart, kNoTarget where ignored.
+  const bool masked = masked_;
+  const at::Tensor host_targets = masked
+      ? at::empty(
+            {b, t}, at::TensorOptions().dtype(at::kLong).pinned_memory(gpu))
+      : at::Tensor();
   for (std::int64_t i = 0; i < b; ++i) {
     data_->read_window(
-        window(items[static_cast<std::size_t>(i)]), t, out + i * (t + 1));
+        window(items[static_cast<std::size_t>(i)]),
+        t,
+        out + i * (t + 1),
+        masked ? host_targets.data_ptr<std::int64_t>() + i * t : nullptr);
   }
   const at::Tensor on_device =
       gpu ? host.to(options_.device, /*non_blocking=*/true) : host;
   Batch batch;
   batch.images = on_device.narrow(1, 0, t).contiguous();
-  batch.labels = on_device.narrow(1, 1, t).contiguous();
+  batch.labels = !masked ? on_device.narrow(1, 1, t).contiguous()
+      : gpu              ? host_targets.to(options_.device, true)
+                         : host_targets;
   batch.epoch = epoch_;
   batch.index = next_++;
   last_wait_ =

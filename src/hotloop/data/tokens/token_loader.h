@@ -6,6 +6,8 @@
 // rank its own part of every global batch, so N ranks together read what one
 // would and no window twice; the position (epoch, batch) resumes exactly.
 // Reading a batch is a memory copy of B x (context + 1) tokens: no threads.
+// Data with context-only tokens (instruction data's prompts) gives their
+// targets as kNoTarget, and only windows with a trained target are read.
 
 #include <memory>
 
@@ -40,6 +42,9 @@ class TokenLoader final : public EpochLoader {
  private:
   std::shared_ptr<const TokenDataset> data_;
   LoaderOptions options_;
+  bool masked_ = false; // some tokens are context only
+  // With masked_, the windows read: those with a trained target.
+  std::vector<std::uint64_t> trained_;
   std::uint64_t windows_ = 0;
   std::size_t samples_ = 0; // per epoch, before the rank split
   Sampler sampler_;

@@ -107,6 +107,9 @@ class BpeVocabulary {
     }
     return std::nullopt;
   }
+  const std::vector<std::int32_t>& special_prefix() const {
+    return prefix_;
+  }
   // tokenizer.json's path; empty for vocab.json + merges.txt.
   const std::string& file() const {
     return file_;
@@ -473,6 +476,47 @@ class BpeVocabulary {
         id_of_bytes_.emplace(bytes_of_[id], static_cast<std::int32_t>(id));
       }
     }
+    read_post_processor(j.value("post_processor", nlohmann::json()));
+  }
+
+  // The special tokens a TemplateProcessing post-processor puts before a
+  // single text (Llama 3's <|begin_of_text|>), alone or in a Sequence.
+  void read_post_processor(const nlohmann::json& p) {
+    if (!p.is_object()) {
+      return;
+    }
+    if (p.value("type", "") == "Sequence") {
+      for (const nlohmann::json& q :
+           p.value("processors", nlohmann::json::array())) {
+        read_post_processor(q);
+      }
+      return;
+    }
+    if (p.value("type", "") != "TemplateProcessing") {
+      return;
+    }
+    const nlohmann::json specials =
+        p.value("special_tokens", nlohmann::json::object());
+    for (const nlohmann::json& piece :
+         p.value("single", nlohmann::json::array())) {
+      if (piece.contains("Sequence")) {
+        break;
+      }
+      const std::string id =
+          piece.value("SpecialToken", nlohmann::json::object())
+              .value("id", std::string());
+      const auto it = specials.find(id);
+      if (it == specials.end()) {
+        throw DataError(fmt::format(
+            "{}: the post-processor's template names {:?}, which is not in its special_tokens",
+            file_,
+            id));
+      }
+      for (const nlohmann::json& x :
+           it->value("ids", nlohmann::json::array())) {
+        prefix_.push_back(x.get<std::int32_t>());
+      }
+    }
   }
 
   // One piece's tokens: its bytes' tokens, then the lowest-ranked adjacent
@@ -528,6 +572,7 @@ class BpeVocabulary {
   std::unordered_map<std::string, std::int32_t> id_of_bytes_; // ignore_merges
   // Added tokens' text and id, the longest first.
   std::vector<std::pair<std::string, std::int32_t>> added_;
+  std::vector<std::int32_t> prefix_; // the post-processor's, before a text
   std::unordered_map<std::string, std::int32_t> ids_;
   std::vector<std::string> bytes_of_; // id -> its bytes
   std::array<std::int32_t, 256> byte_token_{};
@@ -652,6 +697,11 @@ std::vector<std::string> Tokenizer::files() const {
 std::optional<std::int32_t> Tokenizer::added_token(
     std::string_view text) const {
   return vocabulary_ == nullptr ? std::nullopt : vocabulary_->added_token(text);
+}
+
+std::vector<std::int32_t> Tokenizer::special_prefix() const {
+  return vocabulary_ == nullptr ? std::vector<std::int32_t>()
+                                : vocabulary_->special_prefix();
 }
 
 std::string Tokenizer::dir() const {

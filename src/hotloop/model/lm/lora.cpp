@@ -317,9 +317,15 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
         fmt::format("{}: {}: hotloop cannot apply it", file.string(), what),
         fix);
   };
+  // PEFT writes null for what it does not know (the base of a model built
+  // from a config): null reads as absent.
+  auto text = [&](const char* key, const std::string& absent) {
+    const auto it = j.find(key);
+    return it == j.end() || it->is_null() ? absent : it->get<std::string>();
+  };
   PeftAdapter out;
   try {
-    const std::string type = j.value("peft_type", std::string());
+    const std::string type = text("peft_type", "");
     if (type != "LORA") {
       refuse(
           fmt::format("peft_type \"{}\"", type),
@@ -373,7 +379,7 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
               init->get<std::string>()),
           "convert it to plain LoRA with PEFT first (path_initial_model_for_weight_conversion)");
     }
-    if (j.value("bias", std::string("none")) != "none") {
+    if (text("bias", "none") != "none") {
       refuse("bias is trained", "hotloop trains the low-rank matrices only");
     }
     for (const char* extra : {"modules_to_save", "layers_to_transform"}) {
@@ -396,7 +402,7 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     } else {
       out.options.targets = targets.get<std::vector<std::string>>();
     }
-    out.base = j.value("base_model_name_or_path", std::string());
+    out.base = text("base_model_name_or_path", "");
   } catch (const json::exception& e) {
     throw DataError(fmt::format("{}: {}", file.string(), e.what()));
   }

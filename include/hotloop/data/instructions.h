@@ -1,0 +1,105 @@
+#pragma once
+// Instruction data (`--data instruct:FILE|DIR`): JSON Lines, one example per
+// line, tokenized with the model folder's tokenizer, packed into windows,
+// with the loss only on what the model is to answer.
+//
+// A line is one of
+//   {"prompt": "...", "completion": "..."}
+//       [prefix] prompt completion EOS; trained: the completion and EOS.
+//   {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}]}
+//       the chat template; trained: each assistant message and its end.
+//   {"prompt": [messages], "completion": [messages]} (TRL's conversational
+//   prompt-completion)
+//       the chat template; trained: the completion's messages and their ends.
+// Other keys are ignored.
+//
+// The chat template is chosen by the tokenizer's added tokens, not from the
+// folder's Jinja chat_template (no default system message is added):
+//   ChatML (<|im_start|>, <|im_end|>: Qwen2)
+//       <|im_start|>{role}\n{content}<|im_end|>\n
+//   Llama 3 (<|start_header_id|>, <|end_header_id|>, <|eot_id|>)
+//       <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
+//   plain (any other)
+//       {Role}: {content}\n, an assistant's content followed by EOS instead
+//       of the newline (System:, User:, Assistant:).
+// The trained part of a message is its content and the end marker after it
+// (<|im_end|>, <|eot_id|>, EOS), not its header.
+//
+// Each example is rendered to text as above and encoded whole (the text of
+// special tokens becomes their id, as tokenizers' encode does), then
+// [prefix] is put before it: the tokenizer's special prefix (Llama 3's
+// <|begin_of_text|>; data/tokenizer.h). A token is trained when its first
+// byte is in a trained part. EOS is tokenizer_config.json's eos_token, else
+// config.json's eos_token_id.
+//
+// Packing: a split's examples, in file order, are one token sequence cut into
+// windows of context + 1 tokens (data/token_data.h): a window may start
+// inside an example and may hold the end of one and the start of the next.
+// Only windows with a trained target are read.
+//
+// Splits. A file: its val counterpart (the name with "train" as "val") when
+// it exists, else the last 10% of its examples (none below 10 examples). A
+// folder: its *.jsonl files, by name ("train", "val", "test") when some are
+// so named, else all of them as one file.
+//
+// Errors: a DataError "FILE:LINE: what" for a line that is not JSON, lacks
+// the keys, has a wrong type, an unknown role, an empty completion or no
+// assistant message, or text the tokenizer refuses.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokenizer.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+
+// The split asked for is not in the data (a missing split, not a bad one).
+class NoSuchSplit : public DataError {
+ public:
+  using DataError::DataError;
+};
+
+enum class ChatTemplate { ChatMl, Llama3, Plain };
+const char* to_string(ChatTemplate t);
+
+// How examples become tokens: a folder's tokenizer, its prefix, its EOS and
+// the chat template its added tokens choose.
+class InstructionEncoder {
+ public:
+  // DataError when the folder has no tokenizer or no EOS.
+  explicit InstructionEncoder(const std::string& folder);
+  // One example (one JSON line). DataError saying what is wrong (the caller
+  // names the file and line).
+  TokenSequence encode(std::string_view line);
+  ChatTemplate chat_template() const {
+    return template_;
+  }
+  std::int32_t eos() const {
+    return eos_;
+  }
+  Tokenizer& tokenizer() {
+    return tokenizer_;
+  }
+
+ private:
+  Tokenizer tokenizer_;
+  std::vector<std::int32_t> prefix_;
+  std::int32_t eos_ = 0;
+  std::string eos_text_;
+  ChatTemplate template_ = ChatTemplate::Plain;
+};
+
+// `instruct:PATH`'s `split`, tokenized with `folder`'s tokenizer (the model's
+// Hugging Face folder). UsageError without a folder; DataError for a missing
+// split or a bad line.
+std::unique_ptr<TokenDataset> open_instructions(
+    const std::string& path,
+    Split split,
+    const std::string& folder);
+
+} // namespace hotloop::data

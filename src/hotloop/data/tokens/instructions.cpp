@@ -1,0 +1,433 @@
+#include "hotloop/data/instructions.h"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// An example as text, with the byte ranges whose tokens are trained.
+struct Rendered {
+  std::string text;
+  std::vector<std::pair<std::size_t, std::size_t>> trained;
+
+  void add(std::string_view s, bool train) {
+    if (train && !s.empty()) {
+      trained.emplace_back(text.size(), text.size() + s.size());
+    }
+    text += s;
+  }
+};
+
+struct Message {
+  std::string role;
+  std::string content;
+  bool trained = false;
+};
+
+json read_json_or_null(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    return nullptr;
+  }
+  std::ifstream in(file, std::ios::binary);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw DataError(fmt::format("{}: {}", file.string(), e.what()));
+  }
+}
+
+// tokenizer_config.json's eos_token: "text" or {"content": "text"}.
+std::string eos_token_text(const json& config) {
+  if (!config.is_object() || !config.contains("eos_token")) {
+    return {};
+  }
+  const json& e = config["eos_token"];
+  if (e.is_string()) {
+    return e.get<std::string>();
+  }
+  if (e.is_object() && e.contains("content") && e["content"].is_string()) {
+    return e["content"].get<std::string>();
+  }
+  return {};
+}
+
+std::vector<Message> read_messages(const json& list, const char* key) {
+  if (!list.is_array() || list.empty()) {
+    throw DataError(fmt::format("\"{}\" is not a list of messages", key));
+  }
+  std::vector<Message> out;
+  for (const json& m : list) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+        !m.contains("content") || !m["content"].is_string()) {
+      throw DataError(fmt::format(
+          "a message of \"{}\" is not {{\"role\": text, \"content\": text}}: {}",
+          key,
+          m.dump().substr(0, 120)));
+    }
+    Message msg{m["role"], m["content"], false};
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+      throw DataError(
+          fmt::format(
+              "role \"{}\" (system, user or assistant)",
+              msg.role.substr(0, 40)),
+          "hotloop's chat templates know these three roles");
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+std::string capitalized(std::string s) {
+  if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') {
+    s[0] = static_cast<char>(s[0] - 'a' + 'A');
+  }
+  return s;
+}
+
+// The files and lines of one split.
+struct Line {
+  std::shared_ptr<const std::string> file;
+  std::size_t number = 0; // 1-based
+  std::string text;
+};
+
+std::vector<Line> read_lines(const std::vector<std::string>& files) {
+  std::vector<Line> out;
+  for (const std::string& f : files) {
+    const auto name = std::make_shared<const std::string>(f);
+    std::ifstream in(f, std::ios::binary);
+    if (!in) {
+      throw DataError(fmt::format("instruct: cannot read {}", f));
+    }
+    std::string line;
+    std::size_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) {
+        continue;
+      }
+      out.push_back({name, n, std::move(line)});
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> jsonl_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file() && e.path().extension() == ".jsonl") {
+      out.push_back(e.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The last tenth of `lines` (Val) or the rest (Train); DataError for Val
+// below 10 examples.
+std::vector<Line> held_out(
+    std::vector<Line> lines,
+    Split split,
+    const std::string& path) {
+  if (split == Split::Test) {
+    throw NoSuchSplit(fmt::format("instruct:{}: no test split", path));
+  }
+  const std::size_t val = lines.size() / 10;
+  if (split == Split::Val && val == 0) {
+    throw NoSuchSplit(
+        fmt::format(
+            "instruct:{}: {} examples, no val split (the last 10% is val from 10 examples on)",
+            path,
+            lines.size()),
+        "put a val file beside it (the name with 'train' as 'val'), or train without evaluation (--no-eval)");
+  }
+  const std::size_t cut = lines.size() - val;
+  if (split == Split::Train) {
+    lines.resize(cut);
+    return lines;
+  }
+  return {
+      std::make_move_iterator(lines.begin() + static_cast<long>(cut)),
+      std::make_move_iterator(lines.end())};
+}
+
+} // namespace
+
+const char* to_string(ChatTemplate t) {
+  switch (t) {
+    case ChatTemplate::ChatMl:
+      return "ChatML";
+    case ChatTemplate::Llama3:
+      return "Llama 3";
+    case ChatTemplate::Plain:
+      return "plain";
+  }
+  return "?";
+}
+
+InstructionEncoder::InstructionEncoder(const std::string& folder)
+    : tokenizer_([&] {
+        if (!Tokenizer::dir_beside(folder) || !fs::is_directory(folder)) {
+          throw DataError(
+              fmt::format(
+                  "{}: no tokenizer (tokenizer.json, or vocab.json + merges.txt)",
+                  folder),
+              "instruction data is tokenized with the model folder's tokenizer");
+        }
+        return Tokenizer::in_dir(folder);
+      }()),
+      prefix_(tokenizer_.special_prefix()) {
+  const fs::path dir(folder);
+  eos_text_ = eos_token_text(read_json_or_null(dir / "tokenizer_config.json"));
+  if (!eos_text_.empty()) {
+    const auto id = tokenizer_.added_token(eos_text_);
+    if (!id) {
+      throw DataError(fmt::format(
+          "{}: eos_token {:?} is not one of tokenizer.json's added tokens",
+          (dir / "tokenizer_config.json").string(),
+          eos_text_));
+    }
+    eos_ = *id;
+  } else {
+    const json config = read_json_or_null(dir / "config.json");
+    const json id =
+        config.is_object() ? config.value("eos_token_id", json()) : json();
+    const json first = id.is_array() && !id.empty() ? id[0] : id;
+    if (!first.is_number_integer()) {
+      throw DataError(
+          fmt::format(
+              "{}: no end-of-sequence token (tokenizer_config.json's eos_token or config.json's eos_token_id)",
+              folder),
+          "instruction data ends each answer with it: add eos_token to tokenizer_config.json");
+    }
+    eos_ = first.get<std::int32_t>();
+    eos_text_ = tokenizer_.decode(eos_);
+  }
+  if (tokenizer_.encode(eos_text_) != std::vector<std::int32_t>{eos_}) {
+    throw DataError(fmt::format(
+        "{}: the end-of-sequence token {} ({:?}) does not encode to itself (not an added token)",
+        folder,
+        eos_,
+        eos_text_));
+  }
+  auto has = [&](std::initializer_list<const char*> tokens) {
+    return std::all_of(tokens.begin(), tokens.end(), [&](const char* t) {
+      return tokenizer_.added_token(t).has_value();
+    });
+  };
+  if (has({"<|im_start|>", "<|im_end|>"})) {
+    template_ = ChatTemplate::ChatMl;
+  } else if (has({"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"})) {
+    template_ = ChatTemplate::Llama3;
+  }
+}
+
+TokenSequence InstructionEncoder::encode(std::string_view line) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    throw DataError(fmt::format("not JSON: {}", e.what()));
+  }
+  if (!j.is_object()) {
+    throw DataError("not a JSON object");
+  }
+  Rendered r;
+  std::vector<Message> messages;
+  if (j.contains("messages")) {
+    messages = read_messages(j["messages"], "messages");
+    for (Message& m : messages) {
+      m.trained = m.role == "assistant";
+    }
+    if (std::none_of(messages.begin(), messages.end(), [](const Message& m) {
+          return m.trained;
+        })) {
+      throw DataError(
+          "no assistant message: nothing to train",
+          "a conversation ends with the assistant's answer");
+    }
+  } else if (j.contains("prompt") && j.contains("completion")) {
+    const json& p = j["prompt"];
+    const json& c = j["completion"];
+    if (p.is_string() && c.is_string()) {
+      if (c.get_ref<const std::string&>().empty()) {
+        throw DataError("empty completion: nothing to train");
+      }
+      r.add(p.get_ref<const std::string&>(), false);
+      r.add(c.get_ref<const std::string&>(), true);
+      r.add(eos_text_, true);
+    } else if (p.is_array() && c.is_array()) {
+      messages = read_messages(p, "prompt");
+      std::vector<Message> answer = read_messages(c, "completion");
+      for (Message& m : answer) {
+        m.trained = true;
+        messages.push_back(std::move(m));
+      }
+    } else {
+      throw DataError(
+          "\"prompt\" and \"completion\" are not both text or both lists of messages");
+    }
+  } else {
+    throw DataError(
+        "no \"prompt\" and \"completion\", nor \"messages\"",
+        "a line is {\"prompt\": ..., \"completion\": ...} or {\"messages\": [{\"role\": ..., \"content\": ...}]}");
+  }
+  for (const Message& m : messages) {
+    switch (template_) {
+      case ChatTemplate::ChatMl:
+        r.add("<|im_start|>" + m.role + "\n", false);
+        r.add(m.content, m.trained);
+        r.add("<|im_end|>", m.trained);
+        r.add("\n", false);
+        break;
+      case ChatTemplate::Llama3:
+        r.add("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", false);
+        r.add(m.content, m.trained);
+        r.add("<|eot_id|>", m.trained);
+        break;
+      case ChatTemplate::Plain:
+        r.add(capitalized(m.role) + ": ", false);
+        r.add(m.content, m.trained);
+        r.add(m.role == "assistant" ? eos_text_ : "\n", m.trained);
+        break;
+    }
+  }
+  const std::vector<std::int32_t> ids = tokenizer_.encode(r.text);
+  TokenSequence out;
+  out.ids.reserve(prefix_.size() + ids.size());
+  out.trained.reserve(prefix_.size() + ids.size());
+  for (const std::int32_t id : prefix_) {
+    out.ids.push_back(static_cast<std::uint32_t>(id));
+    out.trained.push_back(0);
+  }
+  // Each token's first byte says whether it is trained.
+  std::size_t at = 0;
+  auto span = r.trained.begin();
+  for (const std::int32_t id : ids) {
+    while (span != r.trained.end() && span->second <= at) {
+      ++span;
+    }
+    const bool trained = span != r.trained.end() && span->first <= at;
+    out.ids.push_back(static_cast<std::uint32_t>(id));
+    out.trained.push_back(trained ? 1 : 0);
+    at += tokenizer_.decode(id).size();
+  }
+  if (at != r.text.size()) {
+    throw Error(fmt::format(
+        "instruction tokens cover {} bytes of a {}-byte text",
+        at,
+        r.text.size()));
+  }
+  return out;
+}
+
+std::unique_ptr<TokenDataset> open_instructions(
+    const std::string& path,
+    Split split,
+    const std::string& folder) {
+  if (folder.empty()) {
+    throw UsageError(
+        fmt::format(
+            "--data instruct:{}: instruction data is tokenized with the model folder's tokenizer, and the model has no folder",
+            path),
+        "fine-tune a Hugging Face folder: train --init DIR (or --model hf:DIR)");
+  }
+  std::error_code ec;
+  std::vector<Line> lines;
+  if (fs::is_directory(path, ec)) {
+    const std::vector<std::string> all = jsonl_in(path);
+    if (all.empty()) {
+      throw DataError(fmt::format("instruct:{}: no *.jsonl files", path));
+    }
+    auto named = [&](const char* part) {
+      std::vector<std::string> out;
+      for (const auto& f : all) {
+        if (fs::path(f).filename().string().find(part) != std::string::npos) {
+          out.push_back(f);
+        }
+      }
+      return out;
+    };
+    const std::array<std::vector<std::string>, 3> by_name = {
+        named("train"), named("val"), named("test")};
+    const bool some_named =
+        std::any_of(by_name.begin(), by_name.end(), [](const auto& v) {
+          return !v.empty();
+        });
+    if (!some_named) {
+      lines = held_out(read_lines(all), split, path);
+    } else {
+      const auto& files = by_name[static_cast<std::size_t>(split)];
+      if (files.empty()) {
+        throw NoSuchSplit(fmt::format(
+            "instruct:{}: no {} files (*.jsonl with '{}' in the name)",
+            path,
+            to_string(split),
+            to_string(split)));
+      }
+      lines = read_lines(files);
+    }
+  } else if (fs::is_regular_file(path, ec)) {
+    const std::string val = val_counterpart(path);
+    if (!val.empty() && fs::is_regular_file(val, ec)) {
+      if (split == Split::Test) {
+        throw NoSuchSplit(fmt::format("instruct:{}: no test split", path));
+      }
+      lines = read_lines({split == Split::Train ? path : val});
+    } else {
+      lines = held_out(read_lines({path}), split, path);
+    }
+  } else {
+    throw DataError(
+        fmt::format("instruct:{}: no such file or folder", path),
+        "give a .jsonl file or a folder of them");
+  }
+  if (lines.empty()) {
+    throw DataError(fmt::format(
+        "instruct:{}: no examples in the {} split", path, to_string(split)));
+  }
+  InstructionEncoder encoder(folder);
+  TokenSequence all;
+  all.name = fmt::format("instruct:{} {}", path, to_string(split));
+  for (const Line& l : lines) {
+    TokenSequence one;
+    try {
+      one = encoder.encode(l.text);
+    } catch (const DataError& e) {
+      throw DataError(
+          fmt::format("{}:{}: {}", *l.file, l.number, e.what()), e.hint());
+    }
+    all.ids.insert(all.ids.end(), one.ids.begin(), one.ids.end());
+    all.trained.insert(
+        all.trained.end(), one.trained.begin(), one.trained.end());
+  }
+  const std::string what = fmt::format(
+      "instruct:{} {} ({} examples, {} tokens, {} template)",
+      path,
+      to_string(split),
+      lines.size(),
+      all.ids.size(),
+      to_string(encoder.chat_template()));
+  std::vector<TokenSequence> one;
+  one.push_back(std::move(all));
+  auto data = TokenDataset::from_ids(std::move(one), what);
+  data->set_tokenizer_vocabulary(encoder.tokenizer().vocab_size());
+  return data;
+}
+
+} // namespace hotloop::data

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""hotloop's instruction data (`--data instruct:`) against transformers, and a LoRA fine-tune on it.
+
+Run by ctest (model.instruct_lora) as: instruct_lora.py HOTLOOP_BINARY. No download: two model folders
+are built here, each a random model with a byte-level BPE tokenizer that `tokenizers` trains on the
+data's text:
+- "qwen": Qwen2ForCausalLM, Qwen2's split pattern and NFC, <|endoftext|> (eos_token), <|im_start|>,
+  <|im_end|>: hotloop's ChatML template;
+- "llama": LlamaForCausalLM, Llama 3's pattern, a TemplateProcessing post-processor that puts
+  <|begin_of_text|> first, <|eot_id|> (eos_token) and the header tokens: hotloop's Llama 3 template.
+Each folder's tokenizer_config.json carries a Jinja chat template written to be hotloop's template, with
+{% generation %} around what hotloop trains (an assistant's content and its end marker).
+The data: capitals of countries as the three line kinds (prompt/completion text, messages, and
+prompt/completion lists of messages), train.jsonl and val.jsonl.
+1. The first batch's loss: hotloop's step-1 loss (--shuffle false, fp32, LoRA B = 0 so the base) equals
+   the loss transformers computes on the same packed windows within 1e-5 relative, where the reference
+   tokenizes each line with the folder's tokenizer as TRL does (prompt/completion: the text tokenized
+   whole, completion tokens by their offsets; messages: apply_chat_template's assistant mask). A wrong id,
+   template, mask or window moves it far more.
+2. A LoRA fine-tune (rank 16, 200 steps at 3e-3) lowers the validation completion loss, computed by peft
+   with the run's adapter, below 0.85 x the base's (a random base learns slowly through frozen random
+   embeddings: 6.0 -> 4.9 nats); hotloop's own final val_loss (summary.json) equals that
+   computation within 1e-5 relative (the loss counts completion tokens only).
+3. `text:` data for that folder is encoded with its tokenizer (the ids tokenizers gives), not as bytes.
+4. A bad line is named by file and line (exit 1).
+Skips (exit 0) with the reason when peft or tokenizers is missing.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+try:
+    from peft import PeftModel
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import (LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
+                              Qwen2ForCausalLM)
+except ImportError as e:
+    print(f"SKIP: {e}; scripts/setup installs peft and tokenizers")
+    sys.exit(0)
+
+HOTLOOP = sys.argv[1]
+TOLERANCE = 1e-5
+CONTEXT, BATCH = 32, 8
+failures = []
+LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+# transformers renders with trim_blocks: a newline right after a block tag is dropped, hence the newline
+# as an expression.
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+          "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|im_end|>{% endgeneration %}"
+          "{% else %}{{ m['content'] }}<|im_end|>{% endif %}{{ '\\n' }}{% endfor %}")
+LLAMA3_CHAT = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+               "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|eot_id|>{% endgeneration %}"
+               "{% else %}{{ m['content'] }}<|eot_id|>{% endif %}{% endfor %}")
+CAPITALS = [("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"),
+            ("Norway", "Oslo"), ("Egypt", "Cairo"), ("Chile", "Santiago"), ("Canada", "Ottawa"),
+            ("Spain", "Madrid"), ("Italy", "Rome"), ("Ghana", "Accra"), ("Cuba", "Havana"),
+            ("Nepal", "Kathmandu"), ("Poland", "Warsaw"), ("Greece", "Athens"), ("Ireland", "Dublin")]
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def hotloop(*args, expect=0):
+    r = subprocess.run([HOTLOOP, *args], capture_output=True, text=True)
+    if r.returncode != expect:
+        print(r.stdout[-3000:], r.stderr[-3000:])
+        sys.exit(f"hotloop {' '.join(args)} exited {r.returncode}, expected {expect}")
+    return r
+
+
+def lines(n, offset):
+    out = []
+    for i in range(n):
+        country, capital = CAPITALS[(i * 7 + offset) % len(CAPITALS)]
+        kind = (i + offset) % 3
+        if kind == 0:
+            out.append({"prompt": f"Q: What is the capital of {country}?\nA:", "completion": f" {capital}."})
+        elif kind == 1:
+            msgs = [{"role": "user", "content": f"Capital of {country}?"},
+                    {"role": "assistant", "content": f"{capital}."}]
+            if i % 2:
+                msgs.insert(0, {"role": "system", "content": "Answer with one word."})
+            out.append({"messages": msgs})
+        else:
+            out.append({"prompt": [{"role": "user", "content": f"Name the capital of {country}."}],
+                        "completion": [{"role": "assistant", "content": f"It is {capital}."}]})
+    return out
+
+
+def build_folder(path, kind, texts):
+    if kind == "qwen":
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        tok = Tokenizer(models.BPE(ignore_merges=True))
+        tok.normalizer = normalizers.NFC()
+        pattern = QWEN2
+    else:
+        specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                    "<|eot_id|>"]
+        tok = Tokenizer(models.BPE(ignore_merges=True))
+        pattern = LLAMA3
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=400, min_frequency=2, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=specials))
+    if kind == "llama":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",
+                                       eos_token="<|eot_id|>", chat_template=LLAMA3_CHAT)
+    else:
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", chat_template=CHATML)
+    fast.save_pretrained(path)
+    shape = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                 tie_word_embeddings=True, eos_token_id=fast.eos_token_id)
+    torch.manual_seed(0)
+    model = (Qwen2ForCausalLM(Qwen2Config(**shape)) if kind == "qwen"
+             else LlamaForCausalLM(LlamaConfig(**shape)))
+    model.save_pretrained(path)
+    return fast
+
+
+def reference_tokens(tok, example):
+    """ids and trained flags of one line, tokenized as TRL does."""
+    if "messages" in example or isinstance(example["prompt"], list):
+        msgs = example.get("messages") or example["prompt"] + example["completion"]
+        out = tok.apply_chat_template(msgs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        return list(out["input_ids"]), list(out["assistant_masks"])
+    prompt = example["prompt"]
+    enc = tok(prompt + example["completion"] + tok.eos_token, return_offsets_mapping=True)
+    mask = [1 if s >= len(prompt) and e > s else 0 for s, e in enc["offset_mapping"]]
+    return list(enc["input_ids"]), mask
+
+
+def packed_windows(tok, examples):
+    """hotloop's packing: all examples in order, windows of CONTEXT + 1 every CONTEXT tokens, those with a
+    trained target kept; (inputs, targets with -100 where not trained)."""
+    ids, mask = [], []
+    for ex in examples:
+        i, m = reference_tokens(tok, ex)
+        ids += i
+        mask += m
+    ids, mask = torch.tensor(ids), torch.tensor(mask)
+    xs, ys = [], []
+    for w in range((len(ids) - 1) // CONTEXT):
+        window = ids[w * CONTEXT:w * CONTEXT + CONTEXT + 1]
+        trained = mask[w * CONTEXT + 1:w * CONTEXT + CONTEXT + 1].bool()
+        if trained.any():
+            xs.append(window[:-1])
+            ys.append(torch.where(trained, window[1:], torch.full_like(window[1:], -100)))
+    return torch.stack(xs), torch.stack(ys)
+
+
+def completion_loss(model, x, y):
+    with torch.no_grad():
+        logits = model(x).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).double(), y.reshape(-1)).item()
+
+
+PLAIN = ["--telemetry", "false", "--threads", "2", "--precision", "fp32", "--context", str(CONTEXT),
+         "--batch", str(BATCH), "--shuffle", "false"]
+
+with tempfile.TemporaryDirectory() as d:
+    train, val = lines(240, 0), lines(24, 5)
+    data = os.path.join(d, "data")
+    os.makedirs(data)
+    for name, rows in (("train.jsonl", train), ("val.jsonl", val)):
+        with open(os.path.join(data, name), "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+    texts = [json.dumps(r) for r in train]
+
+    for kind in ("qwen", "llama"):
+        folder = os.path.join(d, kind)
+        tok = build_folder(folder, kind, texts)
+        base = (Qwen2ForCausalLM if kind == "qwen" else LlamaForCausalLM).from_pretrained(folder).eval()
+
+        # 1. hotloop's first batch against transformers' loss on the reference tokens.
+        x, y = packed_windows(tok, train)
+        want = completion_loss(base, x[:BATCH], y[:BATCH])
+        run = os.path.join(d, f"{kind}-first")
+        r = hotloop("train", "--init", folder, "--data", "instruct:" + os.path.join(data, "train.jsonl"),
+                    "--steps", "1", "--no-eval", "--lora-rank", "4", "--out", run, *PLAIN)
+        template = "ChatML" if kind == "qwen" else "Llama 3"
+        check(f"{template} template" in r.stdout, f"{kind}: the data line names the {template} template")
+        got = [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l][0]
+        rel = abs(got - want) / want
+        check(rel <= TOLERANCE, f"{kind}: first-batch completion loss {got:.6f} vs transformers {want:.6f} "
+                                f"(rel {rel:.1e} <= {TOLERANCE})")
+
+    # 2. A LoRA fine-tune lowers the validation completion loss (the Qwen2 folder).
+    folder = os.path.join(d, "qwen")
+    tok = PreTrainedTokenizerFast.from_pretrained(folder)
+    vx, vy = packed_windows(tok, val)
+    before = completion_loss(Qwen2ForCausalLM.from_pretrained(folder).eval(), vx, vy)
+    run = os.path.join(d, "lora")
+    hotloop("train", "--init", folder, "--data", "instruct:" + data, "--steps", "200", "--lora-rank", "16",
+            "--lora-alpha", "32", "--lr", "3e-3", "--out", run, *PLAIN)
+    tuned = PeftModel.from_pretrained(Qwen2ForCausalLM.from_pretrained(folder), os.path.join(run, "adapter")).eval()
+    after = completion_loss(tuned, vx, vy)
+    check(after < 0.85 * before, f"LoRA: val completion loss {before:.3f} -> {after:.3f} (< 0.85 x)")
+    reported = json.load(open(os.path.join(run, "summary.json")))["val_loss"]
+    rel = abs(reported - after) / after
+    check(rel <= TOLERANCE, f"hotloop's val_loss {reported:.6f} is peft's completion loss {after:.6f} "
+                            f"(rel {rel:.1e} <= {TOLERANCE})")
+
+    # 3. text: data for a model folder with a tokenizer is in the folder's tokens, not bytes.
+    text = "".join(f"The capital of {c} is {k}.\n" for c, k in CAPITALS * 20).encode()
+    with open(os.path.join(d, "capitals.txt"), "wb") as f:
+        f.write(text)
+    cut = text.find(b"\n", len(text) * 9 // 10) + 1  # the train share: 90%, moved to a line start
+    want = len(tok(text[:cut].decode(), add_special_tokens=False)["input_ids"])
+    r = hotloop("train", "--init", folder, "--data", "text:" + os.path.join(d, "capitals.txt"), "--steps", "1",
+                "--no-eval", "--out", os.path.join(d, "text"), *PLAIN)
+    check(f"tokenizer.json: {want} tokens" in r.stdout, f"text: is encoded with the folder's tokenizer ({want} ids)")
+
+    # 4. A bad line: named by file and line, exit 1.
+    bad = os.path.join(d, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write(json.dumps(train[0]) + "\n" + '{"prompt": "x", "completion": ""}\n')
+    r = hotloop("train", "--init", folder, "--data", "instruct:" + bad, "--steps", "1", "--no-eval",
+                "--out", os.path.join(d, "bad"), *PLAIN, expect=1)
+    check(f"{bad}:2: empty completion" in r.stdout + r.stderr, "a bad line is named by file and line")
+
+if failures:
+    sys.exit(f"{len(failures)} check(s) failed: {failures}")
+print("all checks passed")
