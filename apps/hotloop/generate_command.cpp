@@ -1,10 +1,14 @@
 // `hotloop generate`: text from a language model (lm_options.h says how its
 // size is found).
 
+#include <algorithm>
+#include <optional>
+
 #include <ATen/Context.h>
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "hotloop/data/instructions.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/generate.h"
@@ -24,7 +28,23 @@ struct GenerateFlags {
   std::string tokenizer; // empty: the run's, else bytes
   model::GenerateOptions generate;
   bool no_cache = false;
+  bool chat = false;
+  bool ignore_eos = false;
 };
+
+// The folder's chat template and EOS (data/instructions.h); nullopt for a
+// tokenizer without a folder or an EOS.
+std::optional<data::InstructionEncoder> chat_format_of(
+    const data::Tokenizer& tokenizer) {
+  if (tokenizer.dir().empty()) {
+    return std::nullopt;
+  }
+  try {
+    return data::InstructionEncoder(tokenizer, tokenizer.dir());
+  } catch (const DataError&) {
+    return std::nullopt;
+  }
+}
 
 int generate(const GenerateFlags& f, const CLI::App& cmd) {
   const model::ModelOptions options =
@@ -39,12 +59,38 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   // The prompt's tokens in; each new token's bytes out as it comes.
   data::Tokenizer tokenizer =
       resolve_tokenizer(f.tokenizer, f.weights, options);
-  const std::vector<std::int32_t> ids = tokenizer.encode(f.prompt);
+  // As transformers does: the tokenizer's special prefix (Llama 3's
+  // <|begin_of_text|>) first, and the end at its EOS; --chat: the prompt as
+  // a user message in the chat template, the end at the answer's end.
+  std::optional<data::InstructionEncoder> format = chat_format_of(tokenizer);
+  if (f.chat && !format) {
+    throw UsageError(
+        fmt::format(
+            "--chat: the tokenizer ({}) has no folder with an end-of-sequence token (tokenizer_config.json's eos_token or config.json's eos_token_id)",
+            tokenizer.spec()),
+        "use a Hugging Face model folder's tokenizer, or leave out --chat");
+  }
+  std::vector<std::int32_t> ids =
+      format ? format->prefix() : std::vector<std::int32_t>();
+  if (f.chat) {
+    ids = format->chat_prompt(f.prompt);
+  } else {
+    const std::vector<std::int32_t> text = tokenizer.encode(f.prompt);
+    ids.insert(ids.end(), text.begin(), text.end());
+  }
   const std::vector<std::int64_t> prompt(ids.begin(), ids.end());
   model::GenerateOptions g = f.generate;
   g.use_cache = !f.no_cache;
-  std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
-  model::generate(*lm, prompt, g, [&tokenizer](std::int64_t t) {
+  if (format && !f.ignore_eos) {
+    g.stop = {format->eos(), format->answer_end()};
+  }
+  if (!f.chat) {
+    std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
+  }
+  model::generate(*lm, prompt, g, [&](std::int64_t t) {
+    if (std::find(g.stop.begin(), g.stop.end(), t) != g.stop.end()) {
+      return; // the end, not printed
+    }
     const std::string bytes = tokenizer.decode(t);
     std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     std::fflush(stdout);
@@ -90,11 +136,19 @@ void add_generate_command(CLI::App& app, Action& action) {
   cmd->add_option("--device", f->device, "cpu or cuda[:N]")
       ->capture_default_str();
   cmd->add_flag(
+      "--chat",
+      f->chat,
+      "The prompt as a user message in the folder's chat template (ChatML, Llama 3 or plain, as for instruct: data); prints only the answer, which ends at <|im_end|>, <|eot_id|> or EOS");
+  cmd->add_flag(
+      "--ignore-eos",
+      f->ignore_eos,
+      "Keep sampling past the end-of-sequence token (default: a tokenizer folder's EOS ends the text)");
+  cmd->add_flag(
       "--no-cache",
       f->no_cache,
       "Run the whole window for every token (no KV cache; the same tokens, slower)");
   cmd->footer(
-      "Example: hotloop generate --weights runs/a/checkpoints/step-00000282.safetensors --prompt 'The computer'");
+      "Examples:\n  hotloop generate --weights runs/a/checkpoints/step-00000282.safetensors --prompt 'The computer'\n  hotloop generate --weights runs/lora/adapter --chat --prompt 'What is the capital of Peru?'");
   cmd->callback(
       [f, cmd, &action] { action = [f, cmd] { return generate(*f, *cmd); }; });
 }

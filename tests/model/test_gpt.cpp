@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -190,6 +192,19 @@ TEST(Gpt, CachedAndUncachedGenerationGiveTheSameTokens) {
   GenerateOptions o;
   EXPECT_THROW(generate(*m, {}, o), UsageError);
   EXPECT_THROW(generate(*m, {50}, o), UsageError);
+}
+
+TEST(Gpt, GenerationEndsAtAStopToken) {
+  const auto m = make_tiny();
+  GenerateOptions o;
+  o.tokens = 20;
+  o.temperature = 0;
+  const std::vector<std::int64_t> all = generate(*m, {3, 1, 4}, o);
+  // The fifth token as the end: the output stops there, with it.
+  o.stop = {all[4]};
+  const auto first = std::find(all.begin(), all.end(), all[4]);
+  const std::vector<std::int64_t> want(all.begin(), first + 1);
+  EXPECT_EQ(generate(*m, {3, 1, 4}, o), want);
 }
 
 TEST(Gpt, CheckpointedBlocksGiveTheSameGradients) {

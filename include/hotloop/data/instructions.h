@@ -68,14 +68,27 @@ enum class ChatTemplate { ChatMl, Llama3, Plain };
 const char* to_string(ChatTemplate t);
 
 // How examples become tokens: a folder's tokenizer, its prefix, its EOS and
-// the chat template its added tokens choose.
+// the chat template its added tokens choose. `hotloop generate --chat` asks
+// it for a prompt in the same template.
 class InstructionEncoder {
  public:
   // DataError when the folder has no tokenizer or no EOS.
   explicit InstructionEncoder(const std::string& folder);
+  // `tokenizer`, already loaded, with `folder`'s tokenizer_config.json and
+  // config.json for the EOS. DataError when there is no EOS.
+  InstructionEncoder(Tokenizer tokenizer, const std::string& folder);
   // One example (one JSON line). DataError saying what is wrong (the caller
   // names the file and line).
   TokenSequence encode(std::string_view line);
+  // A chat prompt: [prefix] `user` as a user message, then the assistant's
+  // header, after which the model answers.
+  std::vector<std::int32_t> chat_prompt(std::string_view user);
+  // The token that ends an answer: <|im_end|> (ChatML), <|eot_id|> (Llama
+  // 3), EOS (plain).
+  std::int32_t answer_end() const;
+  const std::vector<std::int32_t>& prefix() const {
+    return prefix_;
+  }
   ChatTemplate chat_template() const {
     return template_;
   }

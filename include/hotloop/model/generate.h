@@ -20,6 +20,9 @@ struct GenerateOptions {
   std::int64_t top_k = 200; // sample among the k most likely; 0: all
   std::uint64_t seed = 0;
   bool use_cache = true; // false: the whole window again for every token
+  // Tokens that end the text (EOS, a chat answer's end): generation stops
+  // after making one (it is in the output and seen by on_token).
+  std::vector<std::int64_t> stop;
 };
 
 // The prompt's continuation: `options.tokens` new token ids (the prompt not

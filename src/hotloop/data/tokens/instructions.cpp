@@ -180,18 +180,29 @@ const char* to_string(ChatTemplate t) {
   return "?";
 }
 
+namespace {
+
+Tokenizer folder_tokenizer(const std::string& folder) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec) || !Tokenizer::dir_beside(folder)) {
+    throw DataError(
+        fmt::format(
+            "{}: no tokenizer (tokenizer.json, or vocab.json + merges.txt)",
+            folder),
+        "instruction data is tokenized with the model folder's tokenizer");
+  }
+  return Tokenizer::in_dir(folder);
+}
+
+} // namespace
+
 InstructionEncoder::InstructionEncoder(const std::string& folder)
-    : tokenizer_([&] {
-        if (!Tokenizer::dir_beside(folder) || !fs::is_directory(folder)) {
-          throw DataError(
-              fmt::format(
-                  "{}: no tokenizer (tokenizer.json, or vocab.json + merges.txt)",
-                  folder),
-              "instruction data is tokenized with the model folder's tokenizer");
-        }
-        return Tokenizer::in_dir(folder);
-      }()),
-      prefix_(tokenizer_.special_prefix()) {
+    : InstructionEncoder(folder_tokenizer(folder), folder) {}
+
+InstructionEncoder::InstructionEncoder(
+    Tokenizer tokenizer,
+    const std::string& folder)
+    : tokenizer_(std::move(tokenizer)), prefix_(tokenizer_.special_prefix()) {
   const fs::path dir(folder);
   eos_text_ = eos_token_text(read_json_or_null(dir / "tokenizer_config.json"));
   if (!eos_text_.empty()) {
@@ -235,6 +246,42 @@ InstructionEncoder::InstructionEncoder(const std::string& folder)
   } else if (has({"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"})) {
     template_ = ChatTemplate::Llama3;
   }
+}
+
+std::int32_t InstructionEncoder::answer_end() const {
+  switch (template_) {
+    case ChatTemplate::ChatMl:
+      return *tokenizer_.added_token("<|im_end|>");
+    case ChatTemplate::Llama3:
+      return *tokenizer_.added_token("<|eot_id|>");
+    case ChatTemplate::Plain:
+      break;
+  }
+  return eos_;
+}
+
+std::vector<std::int32_t> InstructionEncoder::chat_prompt(
+    std::string_view user) {
+  std::string text;
+  switch (template_) {
+    case ChatTemplate::ChatMl:
+      text = fmt::format(
+          "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n", user);
+      break;
+    case ChatTemplate::Llama3:
+      text = fmt::format(
+          "<|start_header_id|>user<|end_header_id|>\n\n{}<|eot_id|>"
+          "<|start_header_id|>assistant<|end_header_id|>\n\n",
+          user);
+      break;
+    case ChatTemplate::Plain:
+      text = fmt::format("User: {}\nAssistant: ", user);
+      break;
+  }
+  std::vector<std::int32_t> ids = prefix_;
+  const std::vector<std::int32_t> rest = tokenizer_.encode(text);
+  ids.insert(ids.end(), rest.begin(), rest.end());
+  return ids;
 }
 
 TokenSequence InstructionEncoder::encode(std::string_view line) {

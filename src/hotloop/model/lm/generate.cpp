@@ -1,5 +1,7 @@
 #include "hotloop/model/generate.h"
 
+#include <algorithm>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
@@ -91,6 +93,9 @@ std::vector<std::int64_t> generate(
     out.push_back(next);
     if (on_token) {
       on_token(next);
+    }
+    if (std::find(o.stop.begin(), o.stop.end(), next) != o.stop.end()) {
+      break;
     }
   }
   return out;
