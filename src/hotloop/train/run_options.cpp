@@ -48,7 +48,7 @@ std::vector<RunOption> make_table() {
       "data",
       "Model",
       field(&R::data),
-      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]; for language models tokens:FILE|DIR|GLOB or text:fortunes|FILE|DIR (default with a named language model: text:fortunes)"));
+      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]; for language models tokens:FILE|DIR|GLOB, text:fortunes|FILE|DIR (bytes; a Hugging Face folder's model: its tokens) or instruct:FILE|DIR (JSON Lines of prompt/completion or messages; the loss on the answers) (default with a named language model: text:fortunes)"));
   for (const TrainerOption& t : trainer_options()) {
     RunOption o = lift(t, &R::trainer);
     if (t.name == "batch") {

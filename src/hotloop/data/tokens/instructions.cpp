@@ -464,11 +464,10 @@ std::unique_ptr<TokenDataset> open_instructions(
         all.trained.end(), one.trained.begin(), one.trained.end());
   }
   const std::string what = fmt::format(
-      "instruct:{} {} ({} examples, {} tokens, {} template)",
+      "instruct:{} {} ({} examples, {} template)",
       path,
       to_string(split),
       lines.size(),
-      all.ids.size(),
       to_string(encoder.chat_template()));
   std::vector<TokenSequence> one;
   one.push_back(std::move(all));
