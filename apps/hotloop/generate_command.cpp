@@ -32,17 +32,22 @@ struct GenerateFlags {
   bool ignore_eos = false;
 };
 
-// The folder's chat template and EOS (data/instructions.h); nullopt for a
-// tokenizer without a folder or an EOS.
-std::optional<data::InstructionEncoder> chat_format_of(
-    const data::Tokenizer& tokenizer) {
+// The folder's chat template and EOS (data/instructions.h), or why there is
+// none (a tokenizer without a folder, a folder without an EOS).
+struct ChatFormat {
+  std::optional<data::InstructionEncoder> encoder;
+  std::string why_not;
+};
+ChatFormat chat_format_of(const data::Tokenizer& tokenizer) {
   if (tokenizer.dir().empty()) {
-    return std::nullopt;
+    return {
+        std::nullopt,
+        fmt::format("the tokenizer ({}) has no folder", tokenizer.spec())};
   }
   try {
-    return data::InstructionEncoder(tokenizer, tokenizer.dir());
-  } catch (const DataError&) {
-    return std::nullopt;
+    return {data::InstructionEncoder(tokenizer, tokenizer.dir()), {}};
+  } catch (const DataError& e) {
+    return {std::nullopt, e.what()};
   }
 }
 
@@ -62,16 +67,14 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   // As transformers does: the tokenizer's special prefix (Llama 3's
   // <|begin_of_text|>) first, and the end at its EOS; --chat: the prompt as
   // a user message in the chat template, the end at the answer's end.
-  std::optional<data::InstructionEncoder> format = chat_format_of(tokenizer);
+  ChatFormat chat = chat_format_of(tokenizer);
+  std::optional<data::InstructionEncoder>& format = chat.encoder;
   if (f.chat && !format) {
     throw UsageError(
-        fmt::format(
-            "--chat: the tokenizer ({}) has no folder with an end-of-sequence token (tokenizer_config.json's eos_token or config.json's eos_token_id)",
-            tokenizer.spec()),
-        "use a Hugging Face model folder's tokenizer, or leave out --chat");
+        fmt::format("--chat: {}", chat.why_not),
+        "use a Hugging Face model folder's tokenizer (with an eos_token), or leave out --chat");
   }
-  std::vector<std::int32_t> ids =
-      format ? format->prefix() : std::vector<std::int32_t>();
+  std::vector<std::int32_t> ids = tokenizer.special_prefix();
   if (f.chat) {
     ids = format->chat_prompt(f.prompt);
   } else {

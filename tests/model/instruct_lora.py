@@ -7,16 +7,18 @@ data's text:
 - "qwen": Qwen2ForCausalLM, Qwen2's split pattern and NFC, <|endoftext|> (eos_token), <|im_start|>,
   <|im_end|>: hotloop's ChatML template;
 - "llama": LlamaForCausalLM, Llama 3's pattern, a TemplateProcessing post-processor that puts
-  <|begin_of_text|> first, <|eot_id|> (eos_token) and the header tokens: hotloop's Llama 3 template.
+  <|begin_of_text|> first, <|eot_id|> (eos_token) and the header tokens: hotloop's Llama 3 template;
+- "plain": LlamaForCausalLM, GPT-2's pre-tokenizer and only <|endoftext|>: hotloop's plain template.
 Each folder's tokenizer_config.json carries a Jinja chat template written to be hotloop's template, with
 {% generation %} around what hotloop trains (an assistant's content and its end marker).
 The data: capitals of countries as the three line kinds (prompt/completion text, messages, and
 prompt/completion lists of messages), train.jsonl and val.jsonl.
 1. The first batch's loss: hotloop's step-1 loss (--shuffle false, fp32, LoRA B = 0 so the base) equals
    the loss transformers computes on the same packed windows within 1e-5 relative, where the reference
-   tokenizes each line with the folder's tokenizer as TRL does (prompt/completion: the text tokenized
-   whole, completion tokens by their offsets; messages: apply_chat_template's assistant mask). A wrong id,
-   template, mask or window moves it far more.
+   tokenizes each line with the folder's tokenizer (prompt/completion: the text tokenized whole, a token
+   with a character of the completion trained; messages: apply_chat_template's assistant mask). The Jinja
+   templates are written here to be hotloop's (the check is of the tokens, the mask and the windows for
+   a given template, not of a model's own template). A wrong id, mask or window moves the loss far more.
 2. A LoRA fine-tune (rank 16, 300 steps at 3e-3) lowers the validation completion loss, computed by peft
    with the run's adapter, below 0.3 x the base's (the base's weights are drawn with std 0.2: with
    transformers' 0.02 the frozen tied embeddings cap the logits and no adapter gets below ~4.7 nats);
@@ -24,7 +26,8 @@ prompt/completion lists of messages), train.jsonl and val.jsonl.
    counts completion tokens only). `generate --chat` with the run's adapter answers a question greedily
    with transformers' answer from apply_chat_template(add_generation_prompt) through the PeftModel, and
    ends where it does (<|im_end|>).
-3. `text:` data for that folder is encoded with its tokenizer (the ids tokenizers gives), not as bytes.
+3. `text:` data for that folder is encoded with its tokenizer: the token count and the first batch's
+   loss are transformers' on the ids tokenizers gives.
 4. A bad line is named by file and line (exit 1).
 Skips (exit 0) with the reason when peft or tokenizers is missing.
 """
@@ -57,6 +60,10 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
           "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|im_end|>{% endgeneration %}"
           "{% else %}{{ m['content'] }}<|im_end|>{% endif %}{{ '\\n' }}{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+PLAIN_CHAT = ("{% for m in messages %}{{ m['role'] | capitalize }}: "
+              "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|endoftext|>{% endgeneration %}"
+              "{% else %}{{ m['content'] }}{{ '\\n' }}{% endif %}{% endfor %}"
+              "{% if add_generation_prompt %}Assistant:{% endif %}")
 LLAMA3_CHAT = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
                "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|eot_id|>{% endgeneration %}"
                "{% else %}{{ m['content'] }}<|eot_id|>{% endif %}{% endfor %}")
@@ -100,20 +107,21 @@ def lines(n, offset):
 
 
 def build_folder(path, kind, texts):
+    tok = Tokenizer(models.BPE(ignore_merges=kind != "plain"))
     if kind == "qwen":
         specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-        tok = Tokenizer(models.BPE(ignore_merges=True))
         tok.normalizer = normalizers.NFC()
-        pattern = QWEN2
-    else:
+    elif kind == "llama":
         specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                     "<|eot_id|>"]
-        tok = Tokenizer(models.BPE(ignore_merges=True))
-        pattern = LLAMA3
+    else:  # GPT-2's pre-tokenizer and only <|endoftext|>: the plain template
+        specials = ["<|endoftext|>"]
     tok.decoder = decoders.ByteLevel()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = (pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True) if kind == "plain" else
+                         pre_tokenizers.Sequence([
+                             pre_tokenizers.Split(Regex(QWEN2 if kind == "qwen" else LLAMA3), behavior="isolated",
+                                                  invert=False),
+                             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
     tok.train_from_iterator(texts, trainers.BpeTrainer(
         vocab_size=400, min_frequency=2, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=specials))
@@ -124,7 +132,8 @@ def build_folder(path, kind, texts):
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",
                                        eos_token="<|eot_id|>", chat_template=LLAMA3_CHAT)
     else:
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", chat_template=CHATML)
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                       chat_template=CHATML if kind == "qwen" else PLAIN_CHAT)
     fast.save_pretrained(path)
     shape = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
@@ -144,21 +153,25 @@ def reference_tokens(tok, example):
         return list(out["input_ids"]), list(out["assistant_masks"])
     prompt = example["prompt"]
     enc = tok(prompt + example["completion"] + tok.eos_token, return_offsets_mapping=True)
-    mask = [1 if s >= len(prompt) and e > s else 0 for s, e in enc["offset_mapping"]]
+    # A token with a character of the completion is trained (as char_to_token marks the assistant mask).
+    mask = [1 if e > len(prompt) and e > s else 0 for s, e in enc["offset_mapping"]]
     return list(enc["input_ids"]), mask
 
 
 def packed_windows(tok, examples):
-    """hotloop's packing: all examples in order, windows of CONTEXT + 1 every CONTEXT tokens, those with a
-    trained target kept; (inputs, targets with -100 where not trained)."""
+    """hotloop's packing: all examples in order, windows of CONTEXT + 1 every CONTEXT tokens (the last one
+    padded; padding is never a target, and causal attention keeps it out of the others' logits), those with
+    a trained target kept; (inputs, targets with -100 where not trained)."""
     ids, mask = [], []
     for ex in examples:
         i, m = reference_tokens(tok, ex)
         ids += i
         mask += m
-    ids, mask = torch.tensor(ids), torch.tensor(mask)
+    windows = (len(ids) - 1 + CONTEXT - 1) // CONTEXT
+    pad = windows * CONTEXT + 1 - len(ids)
+    ids, mask = torch.tensor(ids + [0] * pad), torch.tensor(mask + [0] * pad)
     xs, ys = [], []
-    for w in range((len(ids) - 1) // CONTEXT):
+    for w in range(windows):
         window = ids[w * CONTEXT:w * CONTEXT + CONTEXT + 1]
         trained = mask[w * CONTEXT + 1:w * CONTEXT + CONTEXT + 1].bool()
         if trained.any():
@@ -185,7 +198,7 @@ with tempfile.TemporaryDirectory() as d:
             f.write("".join(json.dumps(r) + "\n" for r in rows))
     texts = [json.dumps(r) for r in train]
 
-    for kind in ("qwen", "llama"):
+    for kind in ("qwen", "llama", "plain"):
         folder = os.path.join(d, kind)
         tok = build_folder(folder, kind, texts)
         base = (Qwen2ForCausalLM if kind == "qwen" else LlamaForCausalLM).from_pretrained(folder).eval()
@@ -196,7 +209,7 @@ with tempfile.TemporaryDirectory() as d:
         run = os.path.join(d, f"{kind}-first")
         r = hotloop("train", "--init", folder, "--data", "instruct:" + os.path.join(data, "train.jsonl"),
                     "--steps", "1", "--no-eval", "--lora-rank", "4", "--out", run, *PLAIN)
-        template = "ChatML" if kind == "qwen" else "Llama 3"
+        template = {"qwen": "ChatML", "llama": "Llama 3", "plain": "plain"}[kind]
         check(f"{template} template" in r.stdout, f"{kind}: the data line names the {template} template")
         got = [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l][0]
         rel = abs(got - want) / want
@@ -241,7 +254,7 @@ with tempfile.TemporaryDirectory() as d:
         out = tuned.generate(ids, max_new_tokens=40, do_sample=False, eos_token_id=stops, pad_token_id=stops[1])
     answer = out[0, ids.shape[1]:].tolist()
     want = tok.decode([t for t in answer if t not in stops])
-    check(r.stdout.strip() == want.strip() and answer[-1] in stops,
+    check("Lima" in want and r.stdout.strip() == want.strip() and answer[-1] in stops,
           f"generate --chat answers {r.stdout.strip()!r}, transformers {want!r} (ended by {answer[-1]})")
 
     # 3. text: data for a model folder with a tokenizer is in the folder's tokens, not bytes.
@@ -249,10 +262,15 @@ with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "capitals.txt"), "wb") as f:
         f.write(text)
     cut = text.find(b"\n", len(text) * 9 // 10) + 1  # the train share: 90%, moved to a line start
-    want = len(tok(text[:cut].decode(), add_special_tokens=False)["input_ids"])
+    ids = torch.tensor(tok(text[:cut].decode(), add_special_tokens=False)["input_ids"])
+    w = torch.stack([ids[i * CONTEXT:(i + 1) * CONTEXT + 1] for i in range(BATCH)])
+    want = completion_loss(Qwen2ForCausalLM.from_pretrained(folder).eval(), w[:, :-1], w[:, 1:])
+    run = os.path.join(d, "text")
     r = hotloop("train", "--init", folder, "--data", "text:" + os.path.join(d, "capitals.txt"), "--steps", "1",
-                "--no-eval", "--out", os.path.join(d, "text"), *PLAIN)
-    check(f"tokenizer.json: {want} tokens" in r.stdout, f"text: is encoded with the folder's tokenizer ({want} ids)")
+                "--no-eval", "--out", run, *PLAIN)
+    got = [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l][0]
+    check(f"tokenizer.json: {len(ids)} tokens" in r.stdout and abs(got - want) / want <= TOLERANCE,
+          f"text: is in the folder's tokens ({len(ids)} ids; first-batch loss {got:.6f} vs transformers {want:.6f})")
 
     # 4. A bad line: named by file and line, exit 1.
     bad = os.path.join(d, "bad.jsonl")

@@ -86,9 +86,6 @@ class InstructionEncoder {
   // The token that ends an answer: <|im_end|> (ChatML), <|eot_id|> (Llama
   // 3), EOS (plain).
   std::int32_t answer_end() const;
-  const std::vector<std::int32_t>& prefix() const {
-    return prefix_;
-  }
   ChatTemplate chat_template() const {
     return template_;
   }

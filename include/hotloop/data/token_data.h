@@ -105,7 +105,9 @@ class TokenDataset final : public Dataset {
   void check_vocabulary(std::int64_t vocab) const;
 
   // Windows of `length` + 1 tokens starting every `length` tokens within a
-  // shard (a window never spans two shards).
+  // shard (a window never spans two shards). A shard with trained flags
+  // also has its last partial window, padded with token 0 whose targets
+  // are kNoTarget.
   std::uint64_t windows(std::int64_t length) const;
   // Window `w`'s tokens into out[0 .. length]; with `targets`, the targets
   // of out[0 .. length - 1] into targets[0 .. length - 1]: the next token,

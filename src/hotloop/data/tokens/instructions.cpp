@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -126,6 +128,44 @@ std::vector<Line> read_lines(const std::vector<std::string>& files) {
   return out;
 }
 
+// The split a file's name says: a word of it ("train", "val"/"valid"/
+// "validation"/"dev", "test"), words being runs of letters; nullopt for
+// none; DataError for two.
+std::optional<Split> split_named(const std::string& file) {
+  const std::string stem = fs::path(file).stem().string();
+  std::optional<Split> found;
+  std::size_t i = 0;
+  while (i < stem.size()) {
+    std::size_t j = i;
+    while (j < stem.size() &&
+           std::isalpha(static_cast<unsigned char>(stem[j]))) {
+      ++j;
+    }
+    std::string word = stem.substr(i, j - i);
+    for (char& ch : word) {
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    std::optional<Split> s;
+    if (word == "train") {
+      s = Split::Train;
+    } else if (
+        word == "val" || word == "valid" || word == "validation" ||
+        word == "dev") {
+      s = Split::Val;
+    } else if (word == "test") {
+      s = Split::Test;
+    }
+    if (s && found && *s != *found) {
+      throw DataError(
+          fmt::format("instruct: {} names two splits", file),
+          "rename it: one of train, val or test in the name");
+    }
+    found = s ? s : found;
+    i = j == i ? i + 1 : j;
+  }
+  return found;
+}
+
 std::vector<std::string> jsonl_in(const fs::path& dir) {
   std::vector<std::string> out;
   std::error_code ec;
@@ -209,7 +249,7 @@ InstructionEncoder::InstructionEncoder(
     const auto id = tokenizer_.added_token(eos_text_);
     if (!id) {
       throw DataError(fmt::format(
-          "{}: eos_token {:?} is not one of tokenizer.json's added tokens",
+          "{}: eos_token {:?} is not one of the tokenizer's added tokens",
           (dir / "tokenizer_config.json").string(),
           eos_text_));
     }
@@ -275,7 +315,7 @@ std::vector<std::int32_t> InstructionEncoder::chat_prompt(
           user);
       break;
     case ChatTemplate::Plain:
-      text = fmt::format("User: {}\nAssistant: ", user);
+      text = fmt::format("User: {}\nAssistant:", user);
       break;
   }
   std::vector<std::int32_t> ids = prefix_;
@@ -362,21 +402,24 @@ TokenSequence InstructionEncoder::encode(std::string_view line) {
     out.ids.push_back(static_cast<std::uint32_t>(id));
     out.trained.push_back(0);
   }
-  // Each token's first byte says whether it is trained.
+  // A token with a byte in a trained part is trained (as transformers'
+  // assistant mask marks every token with a character of the answer: the
+  // space that GPT-2-style pieces carry in front of a word is the header's).
   std::size_t at = 0;
   auto span = r.trained.begin();
   for (const std::int32_t id : ids) {
+    const std::size_t end = at + tokenizer_.decode(id).size();
     while (span != r.trained.end() && span->second <= at) {
       ++span;
     }
-    const bool trained = span != r.trained.end() && span->first <= at;
+    const bool trained = span != r.trained.end() && span->first < end;
     out.ids.push_back(static_cast<std::uint32_t>(id));
     out.trained.push_back(trained ? 1 : 0);
-    at += tokenizer_.decode(id).size();
+    at = end;
   }
   if (at != r.text.size()) {
-    throw Error(fmt::format(
-        "instruction tokens cover {} bytes of a {}-byte text",
+    throw DataError(fmt::format(
+        "its tokens cover {} bytes of its {}-byte text (a tokenizer whose tokens are not byte-level)",
         at,
         r.text.size()));
   }
@@ -401,23 +444,25 @@ std::unique_ptr<TokenDataset> open_instructions(
     if (all.empty()) {
       throw DataError(fmt::format("instruct:{}: no *.jsonl files", path));
     }
-    auto named = [&](const char* part) {
-      std::vector<std::string> out;
-      for (const auto& f : all) {
-        if (fs::path(f).filename().string().find(part) != std::string::npos) {
-          out.push_back(f);
-        }
-      }
-      return out;
-    };
-    const std::array<std::vector<std::string>, 3> by_name = {
-        named("train"), named("val"), named("test")};
+    std::array<std::vector<std::string>, 3> by_name;
+    std::vector<std::string> unnamed;
+    for (const auto& f : all) {
+      const std::optional<Split> s = split_named(f);
+      (s ? by_name[static_cast<std::size_t>(*s)] : unnamed).push_back(f);
+    }
     const bool some_named =
         std::any_of(by_name.begin(), by_name.end(), [](const auto& v) {
           return !v.empty();
         });
     if (!some_named) {
       lines = held_out(read_lines(all), split, path);
+    } else if (!unnamed.empty()) {
+      throw DataError(
+          fmt::format(
+              "instruct:{}: {} is in no split while other files are (train, val, test in their names)",
+              path,
+              unnamed.front()),
+          "name it for its split, or move it out of the folder");
     } else {
       const auto& files = by_name[static_cast<std::size_t>(split)];
       if (files.empty()) {

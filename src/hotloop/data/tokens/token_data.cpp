@@ -69,6 +69,13 @@ std::shared_ptr<Mapping> map_file(const std::string& path) {
   return m;
 }
 
+// A shard's windows of l + 1 tokens, every l: whole ones; with trained
+// flags, the last partial one too (padded, its padding never a target), so
+// that no example's answer is left out.
+std::uint64_t windows_in(const TokenDataset::Shard& s, std::uint64_t l) {
+  return s.trained == nullptr ? (s.count - 1) / l : (s.count - 1 + l - 1) / l;
+}
+
 std::uint32_t max_of(const TokenDataset::Shard& s) {
   std::uint32_t m = 0;
   for (std::uint64_t i = 0; i < s.count; ++i) {
@@ -285,14 +292,15 @@ std::vector<std::uint64_t> TokenDataset::trained_windows(
   const auto l = static_cast<std::uint64_t>(length);
   std::uint64_t w = 0;
   for (const Shard& s : shards_) {
-    const std::uint64_t here = (s.count - 1) / l;
+    const std::uint64_t here = windows_in(s, l);
     for (std::uint64_t i = 0; i < here; ++i, ++w) {
-      // Window i's targets are tokens i*l + 1 .. i*l + l.
+      // Window i's targets are tokens i*l + 1 .. i*l + l (the shard's end).
       const std::uint8_t* t = s.trained;
       if (t == nullptr ||
-          std::any_of(t + i * l + 1, t + i * l + l + 1, [](std::uint8_t x) {
-            return x != 0;
-          })) {
+          std::any_of(
+              t + i * l + 1,
+              t + std::min(i * l + l + 1, s.count),
+              [](std::uint8_t x) { return x != 0; })) {
         out.push_back(w);
       }
     }
@@ -375,7 +383,7 @@ std::uint64_t TokenDataset::windows(std::int64_t length) const {
   std::uint64_t n = 0;
   const auto l = static_cast<std::uint64_t>(length);
   for (const Shard& s : shards_) {
-    n += (s.count - 1) / l;
+    n += windows_in(s, l);
   }
   return n;
 }
@@ -387,19 +395,25 @@ void TokenDataset::read_window(
     std::int64_t* targets) const {
   const auto l = static_cast<std::uint64_t>(length);
   for (const Shard& s : shards_) {
-    const std::uint64_t here = (s.count - 1) / l;
+    const std::uint64_t here = windows_in(s, l);
     if (w < here) {
       const std::uint64_t first = w * l;
+      // The last window of a shard with trained flags may be short: its
+      // padding is token 0, never a target.
+      const std::uint64_t n = std::min(l + 1, s.count - first);
       if (s.token_bytes == 2) {
         const auto* t = static_cast<const std::uint16_t*>(s.tokens) + first;
-        std::copy(t, t + l + 1, out);
+        std::copy(t, t + n, out);
       } else {
         const auto* t = static_cast<const std::uint32_t*>(s.tokens) + first;
-        std::copy(t, t + l + 1, out);
+        std::copy(t, t + n, out);
       }
+      std::fill(out + n, out + l + 1, 0);
       if (targets != nullptr) {
         for (std::uint64_t i = 0; i < l; ++i) {
-          targets[i] = s.trained == nullptr || s.trained[first + i + 1] != 0
+          const std::uint64_t at = first + i + 1;
+          targets[i] =
+              at < s.count && (s.trained == nullptr || s.trained[at] != 0)
               ? out[i + 1]
               : kNoTarget;
         }
