@@ -85,7 +85,9 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   model::GenerateOptions g = f.generate;
   g.use_cache = !f.no_cache;
   if (format && !f.ignore_eos) {
-    g.stop = {format->eos(), format->answer_end()};
+    for (const std::int32_t id : format->end_tokens()) {
+      g.stop.push_back(id);
+    }
   }
   if (!f.chat) {
     std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
@@ -145,7 +147,7 @@ void add_generate_command(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--ignore-eos",
       f->ignore_eos,
-      "Keep sampling past the end-of-sequence token (default: a tokenizer folder's EOS ends the text)");
+      "Keep sampling past the end-of-sequence tokens (default: a tokenizer folder's EOS and its configs' eos_token_id end the text)");
   cmd->add_flag(
       "--no-cache",
       f->no_cache,

@@ -213,6 +213,10 @@ TEST(Instructions, WithoutAModelFolderOrItsEosItSaysWhatIsMissing) {
   // config.json's eos_token_id serves instead.
   dir.write("model/config.json", R"({"eos_token_id": [256, 0]})");
   EXPECT_NO_THROW(open_instructions(file, Split::Train, folder));
+  // Every id the configs list ends a generated text (as transformers').
+  dir.write("model/generation_config.json", R"({"eos_token_id": [10, 256]})");
+  const InstructionEncoder e(folder);
+  EXPECT_EQ(e.end_tokens(), (std::vector<std::int32_t>{256, 0, 10}));
 }
 
 std::string examples(int from, int to) {

@@ -86,6 +86,9 @@ class InstructionEncoder {
   // The token that ends an answer: <|im_end|> (ChatML), <|eot_id|> (Llama
   // 3), EOS (plain).
   std::int32_t answer_end() const;
+  // Every token that ends a text: EOS, config.json's and
+  // generation_config.json's eos_token_id (one or a list), the answer's end.
+  std::vector<std::int32_t> end_tokens() const;
   ChatTemplate chat_template() const {
     return template_;
   }
@@ -100,6 +103,7 @@ class InstructionEncoder {
   Tokenizer tokenizer_;
   std::vector<std::int32_t> prefix_;
   std::int32_t eos_ = 0;
+  std::vector<std::int32_t> ends_; // EOS and the configs' eos_token_ids
   std::string eos_text_;
   ChatTemplate template_ = ChatTemplate::Plain;
 };

@@ -276,6 +276,23 @@ InstructionEncoder::InstructionEncoder(
         eos_,
         eos_text_));
   }
+  // What else ends a text: config.json's and generation_config.json's
+  // eos_token_id (Llama 3 Instruct lists <|end_of_text|>, <|eom_id|> and
+  // <|eot_id|>), as transformers' generate stops at each.
+  ends_ = {eos_};
+  for (const char* file : {"config.json", "generation_config.json"}) {
+    const json config = read_json_or_null(dir / file);
+    const json ids =
+        config.is_object() ? config.value("eos_token_id", json()) : json();
+    for (const json& id : ids.is_array() ? ids : json::array({ids})) {
+      if (id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
+          id.get<std::int64_t>() < tokenizer_.vocab_size() &&
+          std::find(ends_.begin(), ends_.end(), id.get<std::int32_t>()) ==
+              ends_.end()) {
+        ends_.push_back(id.get<std::int32_t>());
+      }
+    }
+  }
   auto has = [&](std::initializer_list<const char*> tokens) {
     return std::all_of(tokens.begin(), tokens.end(), [&](const char* t) {
       return tokenizer_.added_token(t).has_value();
@@ -298,6 +315,14 @@ std::int32_t InstructionEncoder::answer_end() const {
       break;
   }
   return eos_;
+}
+
+std::vector<std::int32_t> InstructionEncoder::end_tokens() const {
+  std::vector<std::int32_t> out = ends_;
+  if (std::find(out.begin(), out.end(), answer_end()) == out.end()) {
+    out.push_back(answer_end());
+  }
+  return out;
 }
 
 std::vector<std::int32_t> InstructionEncoder::chat_prompt(
