@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include "hotloop/data/data_spec.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/train/batch_finder.h"
 #include "support/scoped_env.h"
@@ -114,6 +115,32 @@ TEST(BatchFinder, TheDataSetSizeIsACeilingToo) {
   const BatchFinderResult r = find(finder_options(), "synthetic:40x1x8x8");
   EXPECT_EQ(r.max_batch, 40);
   EXPECT_TRUE(r.reached_ceiling);
+}
+
+// Token data's items are tokens: its samples are the windows at the model's
+// context, and the search stops there instead of asking for a batch larger
+// than the data (an error).
+TEST(BatchFinder, TokenDataCapsTheSearchAtItsWindows) {
+  test::ScopedEnv inject("HOTLOOP_INJECT_OOM_ABOVE", std::nullopt);
+  BatchFinderOptions f = finder_options();
+  f.trainer.model.name = "gpt-nano";
+  f.trainer.model.context = 16;
+  f.trainer.model.vocab = 256;
+  f.trainer.model.layers = 1;
+  const std::shared_ptr<const data::Dataset> data =
+      data::TokenDataset::from_text(
+          {{"t", std::string(16 * 30 + 1, 'a')}}, "30 windows of 17");
+  const model::ModelOptions m = f.trainer.model;
+  const BatchFinderResult r = find_batch_size(
+      [m] {
+        torch::manual_seed(0);
+        return model::make_model(m);
+      },
+      data,
+      f);
+  EXPECT_EQ(r.max_batch, 30);
+  EXPECT_TRUE(r.reached_ceiling);
+  EXPECT_EQ(r.trials.back().size, 30); // 1, 2, 4, 8, 16, then the windows
 }
 
 TEST(BatchFinder, WhenNothingFitsTheResultSaysSo) {

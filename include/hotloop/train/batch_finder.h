@@ -52,6 +52,9 @@ struct BatchTrial {
   std::uint64_t peak_reserved_bytes = 0; // CUDA
   double seconds = 0; // the trial's wall time
   std::string note; // why it did not fit, when the error alone does not say
+  // Samples in an epoch of the data for this trial's model (a language
+  // model's windows at its context), per rank; 0: unknown.
+  std::int64_t data_samples = 0;
   // "1234 images/s", or "56789 tokens/s" for a language model.
   std::string rate() const;
 };

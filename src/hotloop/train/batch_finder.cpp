@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
@@ -73,6 +74,12 @@ BatchTrial run_trial(
     }
     t.images_per_s = s.images_per_s;
     t.tokens_per_s = s.tokens_per_s;
+    // steps / epochs is the epoch's batches (a batch of `size`, the last
+    // partial one dropped): exact at size 1.
+    if (s.epochs > 0) {
+      t.data_samples =
+          size * std::llround(static_cast<double>(s.steps) / s.epochs);
+    }
     t.peak_allocated_bytes = s.peak_allocated_bytes;
     t.peak_reserved_bytes = s.peak_reserved_bytes;
   } catch (const std::exception& e) {
@@ -309,7 +316,9 @@ BatchFinderResult find_batch_size(
         static_cast<std::uint64_t>((1.0 - options.margin) * usable);
   }
 
-  const auto ceiling = std::min<std::int64_t>(
+  // Items are not always samples (token data's are tokens): the first
+  // trial's epoch says how many samples the data holds for this model.
+  auto ceiling = std::min<std::int64_t>(
       options.max_batch, static_cast<std::int64_t>(train->size()));
   auto trial = [&](std::int64_t size) {
     r.trials.push_back(run_trial(size, make_model, train, options, cuda));
@@ -328,6 +337,14 @@ BatchFinderResult find_batch_size(
       break;
     }
     lo = size;
+    if (size == 1 && r.trials.back().data_samples > 0) {
+      ceiling = std::max<std::int64_t>(
+          1,
+          std::min(
+              ceiling,
+              r.trials.back().data_samples /
+                  std::max(1, options.trainer.world_size)));
+    }
     if (size == ceiling) {
       break;
     }
