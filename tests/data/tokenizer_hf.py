@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """hotloop's tokenizer.json reader (`--tokenizer hf:DIR`) against Hugging Face `tokenizers`.
 
-Run by ctest (data.tokenizer_hf) as: tokenizer_hf.py HOTLOOP_BINARY. No download: the test trains three
+Run by ctest (data.tokenizer_hf) as: tokenizer_hf.py HOTLOOP_BINARY. No download: the test trains four
 byte-level BPE tokenizers (vocabulary 2000) on the fortunes corpus with `tokenizers` and saves each as
-tokenizer.json, as Llama 3's, Qwen2's and GPT-2's are built:
+tokenizer.json, as Llama 3's, Qwen2's, GPT-2's and SmolLM2's are built:
 - Llama 3's: a Split by Llama 3's pattern (digits in runs of up to 3), ByteLevel without its own regex,
   ignore_merges, special tokens in the vocabulary and one added after it;
 - Qwen2's: the same with single digits and an NFC normalizer;
-- GPT-2's: ByteLevel with GPT-2's regex.
+- GPT-2's: ByteLevel with GPT-2's regex;
+- SmolLM2's: Digits (individual_digits) before ByteLevel with GPT-2's regex.
 For each, `hotloop pack --text T --tokenizer hf:DIR` must give exactly the ids of tokenizers'
 encode(text, add_special_tokens=False) for the whole corpus and for a text of edge cases (special
 tokens in the text, Unicode letters and numbers, digit runs, contractions in both cases, whitespace runs
@@ -77,6 +78,11 @@ def build(kind, corpus, path):
     if kind == "gpt2":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif kind == "smollm2":  # every digit its own piece, then GPT-2's ByteLevel regex
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     else:
         tok = Tokenizer(models.BPE(ignore_merges=True))
         tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -129,7 +135,7 @@ def main():
     corpus = "".join(open(p, "rb").read().decode("utf-8", errors="replace") for p in files)
     with tempfile.TemporaryDirectory() as tmp:
         packed = None
-        for kind in ("llama3", "qwen2", "gpt2"):
+        for kind in ("llama3", "qwen2", "gpt2", "smollm2"):
             tok_dir = os.path.join(tmp, kind)
             tok = build(kind, corpus, tok_dir)
             compare(tok, tok_dir, f"{kind}: edge cases", EDGES, tmp)

@@ -10,13 +10,14 @@
 //   encode (invalid UTF-8 too) and decode back unchanged. No special tokens
 //   are parsed from the text.
 // - hf:DIR: Hugging Face's tokenizer.json (DIR/tokenizer.json, or the file
-//   itself): byte-level BPE as Llama 3, Qwen2 and GPT-2 have it. Its
-//   pre-tokenizer pattern (Llama 3's, Qwen2's or GPT-2's; another is
-//   refused), its ignore_merges, and its added tokens: their text in the
-//   input becomes their id (special tokens too), as tokenizers' encode does
-//   without add_special_tokens. An NFC normalizer (Qwen2's) is not applied:
-//   text that NFC would change is refused with a DataError naming the byte.
-//   SentencePiece-style tokenizers (byte fallback, Unigram) are refused.
+//   itself): byte-level BPE as Llama 3, Qwen2, SmolLM2 and GPT-2 have it.
+//   Its pre-tokenizer (Llama 3's, Qwen2's or GPT-2's pattern, or SmolLM2's
+//   Digits before GPT-2's; another is refused), its ignore_merges, and its
+//   added tokens: their text in the input becomes their id (special tokens
+//   too), as tokenizers' encode does without add_special_tokens. An NFC
+//   normalizer (Qwen2's) is not applied: text that NFC would change is refused
+//   with a DataError naming the byte. SentencePiece-style tokenizers (byte
+//   fallback, Unigram) are refused.
 
 #include <cstdint>
 #include <memory>

@@ -240,6 +240,43 @@ void gpt2_pretokenize(
   }
 }
 
+void digits_gpt2_pretokenize(
+    std::string_view text,
+    bool individual,
+    const std::function<void(std::string_view)>& piece) {
+  // Numbers (N*, Rust's char::is_numeric, which tokenizers' Digits uses) are
+  // cut out first; the text between them goes through GPT-2's pattern on
+  // its own.
+  std::size_t i = 0;
+  std::size_t rest = 0; // where the text since the last number starts
+  while (i < text.size()) {
+    char32_t cp = 0;
+    const std::size_t n = decode_utf8(text, i, cp);
+    if (cp == static_cast<char32_t>(-1) ||
+        unicode_class(cp) != UnicodeClass::Number) {
+      i += n;
+      continue;
+    }
+    if (rest < i) {
+      gpt2_pretokenize(text.substr(rest, i - rest), piece);
+    }
+    std::size_t j = i + n;
+    while (!individual && j < text.size()) {
+      const std::size_t m = decode_utf8(text, j, cp);
+      if (cp == static_cast<char32_t>(-1) ||
+          unicode_class(cp) != UnicodeClass::Number) {
+        break;
+      }
+      j += m;
+    }
+    piece(text.substr(i, j - i));
+    i = rest = j;
+  }
+  if (rest < text.size()) {
+    gpt2_pretokenize(text.substr(rest), piece);
+  }
+}
+
 void llama3_pretokenize(
     std::string_view text,
     int max_digits,

@@ -27,6 +27,14 @@ void gpt2_pretokenize(
     std::string_view text,
     const std::function<void(std::string_view)>& piece);
 
+// tokenizers' Digits pre-tokenizer, then GPT-2's (SmolLM2's sequence): each
+// number (every digit alone when `individual`, else each run of them) is a
+// piece, and the text between numbers is cut by GPT-2's pattern.
+void digits_gpt2_pretokenize(
+    std::string_view text,
+    bool individual,
+    const std::function<void(std::string_view)>& piece);
+
 // Llama 3's pre-tokenizer (max_digits 3), and Qwen2's (max_digits 1):
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+

@@ -56,7 +56,9 @@ std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
 } // namespace
 
 // Which pattern cuts text into pieces before the merges.
-enum class PreTokenizer { Gpt2, Llama3, Qwen2 };
+// Gpt2Digits: tokenizers' Digits (individual_digits) then GPT-2's ByteLevel
+// (SmolLM2's); Gpt2DigitRuns: Digits with runs kept together.
+enum class PreTokenizer { Gpt2, Gpt2Digits, Gpt2DigitRuns, Llama3, Qwen2 };
 
 // The Split patterns of Llama 3's and Qwen2's tokenizer.json, as written there.
 constexpr std::string_view kLlama3Pattern =
@@ -183,6 +185,11 @@ class BpeVocabulary {
     switch (pre_tokenizer_) {
       case PreTokenizer::Gpt2:
         gpt2_pretokenize(text, each);
+        break;
+      case PreTokenizer::Gpt2Digits:
+      case PreTokenizer::Gpt2DigitRuns:
+        digits_gpt2_pretokenize(
+            text, pre_tokenizer_ == PreTokenizer::Gpt2Digits, each);
         break;
       case PreTokenizer::Llama3:
         llama3_pretokenize(text, 3, each);
@@ -363,6 +370,13 @@ class BpeVocabulary {
         p.contains("pretokenizers") && p["pretokenizers"].is_array() &&
         p["pretokenizers"].size() == 2) {
       const nlohmann::json& split = p["pretokenizers"][0];
+      // SmolLM2's: Digits, then GPT-2's ByteLevel with its regex.
+      if (split.value("type", "") == "Digits" &&
+          byte_level(p["pretokenizers"][1], true)) {
+        return split.value("individual_digits", false)
+            ? PreTokenizer::Gpt2Digits
+            : PreTokenizer::Gpt2DigitRuns;
+      }
       if (split.value("type", "") == "Split" &&
           split.value("behavior", "") == "Isolated" &&
           !split.value("invert", false) && split.contains("pattern") &&
