@@ -38,6 +38,26 @@ TEST(Pretokenize, WordsKeepTheirLeadingSpace) {
   EXPECT_EQ(pieces(" (x)"), (Pieces{" (", "x", ")"}));
 }
 
+// SmolLM2's Digits before GPT-2's pattern: numbers come out first (each digit
+// alone, or each run), and the text between them is cut by GPT-2's pattern
+// on its own (so " 456" loses its space to the piece before).
+TEST(Pretokenize, DigitsComeOutBeforeGpt2sPattern) {
+  auto cut = [](std::string_view text, bool individual) {
+    std::vector<std::string> out;
+    digits_gpt2_pretokenize(
+        text, individual, [&](std::string_view p) { out.emplace_back(p); });
+    return out;
+  };
+  EXPECT_EQ(
+      cut("abc123 456!?", true),
+      (Pieces{"abc", "1", "2", "3", " ", "4", "5", "6", "!?"}));
+  EXPECT_EQ(
+      cut("abc123 456!?", false), (Pieces{"abc", "123", " ", "456", "!?"}));
+  // Unicode numbers too (Ⅻ is N*), and text without numbers as GPT-2's.
+  EXPECT_EQ(cut("x\u216By", true), (Pieces{"x", "\u216B", "y"}));
+  EXPECT_EQ(cut("Hello world", true), pieces("Hello world"));
+}
+
 TEST(Pretokenize, ContractionsAreTheirOwnPieces) {
   EXPECT_EQ(pieces("don't"), (Pieces{"don", "'t"}));
   EXPECT_EQ(
