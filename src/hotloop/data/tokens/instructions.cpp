@@ -244,6 +244,7 @@ InstructionEncoder::InstructionEncoder(
     const std::string& folder)
     : tokenizer_(std::move(tokenizer)), prefix_(tokenizer_.special_prefix()) {
   const fs::path dir(folder);
+  const json config = read_json_or_null(dir / "config.json");
   eos_text_ = eos_token_text(read_json_or_null(dir / "tokenizer_config.json"));
   if (!eos_text_.empty()) {
     const auto id = tokenizer_.added_token(eos_text_);
@@ -255,7 +256,6 @@ InstructionEncoder::InstructionEncoder(
     }
     eos_ = *id;
   } else {
-    const json config = read_json_or_null(dir / "config.json");
     const json id =
         config.is_object() ? config.value("eos_token_id", json()) : json();
     const json first = id.is_array() && !id.empty() ? id[0] : id;
@@ -280,10 +280,9 @@ InstructionEncoder::InstructionEncoder(
   // eos_token_id (Llama 3 Instruct lists <|end_of_text|>, <|eom_id|> and
   // <|eot_id|>), as transformers' generate stops at each.
   ends_ = {eos_};
-  for (const char* file : {"config.json", "generation_config.json"}) {
-    const json config = read_json_or_null(dir / file);
-    const json ids =
-        config.is_object() ? config.value("eos_token_id", json()) : json();
+  for (const json& c :
+       {config, read_json_or_null(dir / "generation_config.json")}) {
+    const json ids = c.is_object() ? c.value("eos_token_id", json()) : json();
     for (const json& id : ids.is_array() ? ids : json::array({ids})) {
       if (id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
           id.get<std::int64_t>() < tokenizer_.vocab_size() &&

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
+#include "json_file.h"
 
 namespace hotloop::model {
 
@@ -19,17 +20,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw DataError(
-        fmt::format("{}: cannot be read", path.string()),
-        "a Hugging Face model folder has the config.json save_pretrained writes");
-  }
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    throw DataError(fmt::format("{}: not a JSON object", path.string()));
-  }
-  return j;
+  return read_json_object(
+      path,
+      "a Hugging Face model folder has the config.json save_pretrained writes");
 }
 
 // A config field: its value, or `fallback` when it is absent or null; a

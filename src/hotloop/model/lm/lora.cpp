@@ -12,6 +12,7 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/language_model.h"
+#include "json_file.h"
 #include "projection.h"
 
 namespace hotloop::model {
@@ -65,18 +66,6 @@ bool is_set(const json& v) {
     return !v.get<std::string>().empty();
   }
   return !(v.is_object() || v.is_array()) || !v.empty();
-}
-
-json read_json_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) {
-    throw DataError(fmt::format("{}: cannot be read", file.string()));
-  }
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    throw DataError(fmt::format("{}: not a JSON object", file.string()));
-  }
-  return j;
 }
 
 } // namespace
@@ -311,7 +300,7 @@ bool is_peft_adapter(const std::string& dir) {
 
 PeftAdapter read_peft_adapter(const std::string& dir) {
   const fs::path file = fs::path(dir) / "adapter_config.json";
-  const json j = read_json_file(file);
+  const json j = read_json_object(file);
   auto refuse = [&](const std::string& what, const std::string& fix) {
     throw ConfigError(
         fmt::format("{}: {}: hotloop cannot apply it", file.string(), what),

@@ -1,0 +1,26 @@
+#include "json_file.h"
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
+
+namespace hotloop::model {
+
+nlohmann::json read_json_object(
+    const std::filesystem::path& path,
+    const std::string& missing_hint) {
+  std::ifstream in(path);
+  if (!in) {
+    throw DataError(
+        fmt::format("{}: cannot be read", path.string()), missing_hint);
+  }
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw DataError(fmt::format("{}: not a JSON object", path.string()));
+  }
+  return j;
+}
+
+} // namespace hotloop::model
