@@ -2,7 +2,10 @@
 """A model CUDA graphs cannot capture, trained long enough to show that the fallback leaks nothing.
 
     uncapturable.py export FILE          writes a TorchScript model whose forward reads a device value on
-                                         the host (float(x.abs().max())): every capture of its step fails
+                                         the host (float(x.abs().max())): every capture of its step fails.
+                                         It has dropout, so the eager fallback draws CUDA random numbers
+                                         right after the failed capture (a failed capture used to leave
+                                         the generator in capture mode: the first dropout threw)
     uncapturable.py check RUN_DIR [OUT]  reads RUN_DIR's summary.json and metrics.jsonl: the run fell back to
                                          eager (the capture failed) and the allocator's reserved memory in its
                                          last telemetry window is within 5% (+64 MiB) of its second window's.
@@ -27,7 +30,7 @@ def export(path):
             super().__init__()
             self.body = nn.Sequential(
                 nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
-                nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+                nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.1), nn.Linear(32, 10))
 
         def forward(self, x):
             if float(x.abs().max()) > 1e6:  # a host read: no CUDA graph can capture it

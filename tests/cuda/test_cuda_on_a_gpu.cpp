@@ -1,11 +1,13 @@
 // What only a GPU can show of the first-run fixes (skipped without one;
 // scripts/gpu-check runs them on its GPU): a failed CUDA-graph capture
-// leaves the caching allocator usable, on-device augmentation queues its
+// leaves the caching allocator usable and CUDA's random numbers out of
+// capture mode, on-device augmentation queues its
 // parameters without synchronizing, and a run's speed and phases come from
 // CUDA events for every step.
 #include <gtest/gtest.h>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/dropout.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
@@ -67,6 +69,32 @@ TEST(CudaOnAGpu, AFailedCaptureLeavesTheAllocatorUsable) {
   ok.capture([&] { out.copy_(x * 3); });
   ok.replay();
   EXPECT_TRUE(out.equal(x * 3));
+}
+
+// Before: capture_begin() set the default generator's state to capturing
+// and only a successful capture_end() cleared it, so after a failed capture
+// every eager dropout threw "Offset increment outside graph capture
+// encountered unexpectedly" and the eager fallback of any model with dropout
+// died at its first step.
+TEST(CudaOnAGpu, AFailedCaptureLeavesDropoutWorking) {
+  SKIP_WITHOUT_A_GPU();
+  const cuda::StreamScope scope(0);
+  const at::Tensor x = at::ones({4096}, kCuda);
+  {
+    cuda::Graph g(0);
+    EXPECT_ANY_THROW(g.capture([&] {
+      const at::Tensor y = at::dropout(x, 0.5, /*train=*/true);
+      (void)y.sum().item<float>(); // a host read: cannot be captured
+    }));
+  }
+  at::Tensor y;
+  ASSERT_NO_THROW(y = at::dropout(x, 0.5, /*train=*/true));
+  // About half kept, each scaled by 2: the generator draws again.
+  const double kept = y.ne(0).sum().item<double>() / 4096.0;
+  EXPECT_GT(kept, 0.4);
+  EXPECT_LT(kept, 0.6);
+  EXPECT_NE(at::dropout(x, 0.5, true).ne(y).sum().item<std::int64_t>(), 0)
+      << "two eager dropouts drew the same mask: the offset did not advance";
 }
 
 // Before: the parameters were copied from pageable memory, which makes the

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -22,16 +23,26 @@ namespace {
 // allocator stays in capture mode for the rest of the process: it parks
 // every block freed with stream uses (the loader's record_stream'd batches)
 // until no capture is underway, which is never, and emptyCache() hits its
-// assertion that no capture is underway. abandon() ends what the failed
-// capture left open. The members it reads are CUDAGraph's protected state.
+// assertion that no capture is underway. The RNG too: capture_begin()
+// registers the default CUDA generator and calls capture_prologue() on its
+// state, which sets `capturing_`; only capture_epilogue(), reached after a
+// successful cudaStreamEndCapture, clears it, and neither reset() nor the
+// destructor's unregister_graph() does. Left set, the first eager dropout
+// after the fallback throws "Offset increment outside graph capture
+// encountered unexpectedly" (CUDAGeneratorState::increase). abandon() ends
+// what the failed capture left open. The members it reads are CUDAGraph's
+// protected state.
 class OwnedGraph final : public at::cuda::CUDAGraph {
  public:
-  // After capture_begin() succeeded and then the body or capture_end()
-  // threw: ends the stream's capture if still open (discarding its graph),
-  // stops allocating to the capture's pool, resets the graph (the capture
-  // id, the generators' capture states) and releases the pool, so its
-  // memory goes back to the cache once its tensors are freed. Never throws.
+  // After capture_begin() was called and then it, the body or capture_end()
+  // threw: takes the generators out of capture mode, ends the stream's
+  // capture if still open (discarding its graph), stops allocating to the
+  // capture's pool, resets the graph and releases the pool, so its memory
+  // goes back to the cache once its tensors are freed. Never throws.
   void abandon() noexcept {
+    // First, whatever else failed: capture_begin() runs the prologue before
+    // its own checks and before the capture starts.
+    end_generator_capture();
     if (capture_dev_ == UNDEFINED_DEVICE) {
       return; // capture_begin() threw before it started anything
     }
@@ -76,6 +87,15 @@ class OwnedGraph final : public at::cuda::CUDAGraph {
   }
 
  private:
+  // What capture_epilogue() does to each registered generator state's mode
+  // (its returned offset only matters to replays, and there are none): the
+  // next eager RNG op draws from the generator's ordinary offset again.
+  void end_generator_capture() noexcept {
+    for (auto& [state, wholegraph_increment] : captured_generator_states_) {
+      state->capturing_ = false;
+    }
+  }
+
   // Best effort, each step on its own: the run goes on eagerly either way.
   template <typename F>
   static void quietly(F&& f) noexcept {
