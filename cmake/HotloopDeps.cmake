@@ -45,7 +45,8 @@ endif()
 
 # Image decoders: TurboJPEG (libjpeg-turbo's API) and libpng.
 find_path(HOTLOOP_TURBOJPEG_INCLUDE turbojpeg.h HINTS ${HOTLOOP_DEPS_DIR}/include)
-find_library(HOTLOOP_TURBOJPEG_LIB NAMES turbojpeg libturbojpeg.so.0 HINTS ${HOTLOOP_DEPS_DIR}/lib)
+include(${CMAKE_CURRENT_LIST_DIR}/HotloopCarriedLibrary.cmake)
+hotloop_find_carried_library(HOTLOOP_TURBOJPEG_LIB turbojpeg libturbojpeg.so.0)
 if(NOT HOTLOOP_TURBOJPEG_INCLUDE OR NOT HOTLOOP_TURBOJPEG_LIB)
   message(FATAL_ERROR "hotloop: TurboJPEG not found. Run ./scripts/setup (libturbojpeg0-dev), or pass -DHOTLOOP_DEPS_DIR=<dir>.")
 endif()
@@ -54,7 +55,7 @@ set_target_properties(hotloop::turbojpeg PROPERTIES IMPORTED_LOCATION ${HOTLOOP_
                                                     INTERFACE_INCLUDE_DIRECTORIES ${HOTLOOP_TURBOJPEG_INCLUDE})
 # libjpeg-turbo's libjpeg API (jpeglib.h), for region and DCT-scaled decodes (TurboJPEG 2.x has neither).
 find_path(HOTLOOP_JPEG_INCLUDE jpeglib.h HINTS ${HOTLOOP_DEPS_DIR}/include)
-find_library(HOTLOOP_JPEG_LIB NAMES jpeg libjpeg.so.62 HINTS ${HOTLOOP_DEPS_DIR}/lib)
+hotloop_find_carried_library(HOTLOOP_JPEG_LIB jpeg libjpeg.so.62)
 if(NOT HOTLOOP_JPEG_INCLUDE OR NOT HOTLOOP_JPEG_LIB)
   message(FATAL_ERROR "hotloop: libjpeg-turbo's jpeglib.h not found. Run ./scripts/setup (libjpeg62-turbo-dev), or pass -DHOTLOOP_DEPS_DIR=<dir>.")
 endif()
