@@ -1,30 +1,13 @@
 """hotloop.Loader: the `hotloop` command's data loader for a PyTorch loop."""
 
-import os
-
 import torch
 
+from ._device import env_int as _env_int
+from ._device import resolve_device
 from ._native import native
 
 _DTYPES = {torch.float32: torch.float32, torch.bfloat16: torch.bfloat16, torch.uint8: torch.uint8,
            "float32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "uint8": torch.uint8}
-
-
-def _with_index(device):
-    """torch.device("cuda") as the device it means now: cuda:<current device>."""
-    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-def _env_int(name, default):
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"hotloop.Loader: ${name} is {value!r}, not an integer") from None
 
 
 class Loader:
@@ -47,8 +30,8 @@ class Loader:
       $WORLD_SIZE (0 and 1 without them).
     on_bad_sample: "skip" (count and name them in stats()) or "fail" (raise hotloop.DataError naming the
       file).
-    device: where batches are delivered ("cpu", "cuda", "cuda:1"; "cuda" under torchrun means
-      cuda:$LOCAL_RANK, else the current CUDA device). On a GPU: pinned buffers, an async copy on a side stream the current stream waits
+    device: where batches are delivered ("cpu", "cuda", "cuda:1"; "cuda": the current CUDA device once set,
+      else under torchrun this rank's, LOCAL_RANK modulo the visible GPUs: hotloop.Run's rule). On a GPU: pinned buffers, an async copy on a side stream the current stream waits
       on, normalization there.
     resident: "auto" (small fixed-size data sets decoded once onto the GPU), "on" or "off".
     mean, std: per channel; default: ImageNet's for 3 channels, Fashion-MNIST's for 1.
@@ -73,11 +56,8 @@ class Loader:
             raise ValueError(f"hotloop.Loader: dtype {dtype!r} is not torch.float32, torch.bfloat16 or torch.uint8")
         rank = _env_int("RANK", 0) if rank is None else rank
         world_size = _env_int("WORLD_SIZE", 1) if world_size is None else world_size
-        device = str(device)
-        if device == "cuda" and "LOCAL_RANK" in os.environ:
-            device = f"cuda:{_env_int('LOCAL_RANK', 0)}"
-        device = str(_with_index(torch.device(device)))
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
+        device = str(self.device)
         self._native = native.Loader(
             spec=data, split=split, batch_size=batch_size, workers=workers, prefetch=prefetch,
             shuffle=train if shuffle is None else shuffle, drop_last=train if drop_last is None else drop_last,

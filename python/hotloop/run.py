@@ -7,7 +7,8 @@ from collections import namedtuple
 import torch
 
 from ._native import native
-from .loader import _env_int, _with_index
+from ._device import env_int as _env_int
+from ._device import resolve_device
 
 Finding = namedtuple("Finding", ["verdict", "evidence", "fix"])
 Finding.__doc__ = """One finding of a diagnosis window: the verdict's name (input-bound, throttled-thermal, not-learning,
@@ -33,8 +34,8 @@ class Run:
     copy, never a sync per step. Each window of `diagnosis_window` steps gets a diagnosis; `run.verdict`
     is the latest (a Finding, or None before the first window closes).
 
-    device: the training device (default: the loader's, else "cpu"); precision: "fp32", "tf32", "bf16"
-    or "fp16" (the tensor-idle verdict and MFU's peak); num_classes: a uniform guess's loss is
+    device: the training device (default: the loader's, else "cpu"; "cuda" resolves as the Loader's does);
+    precision: "fp32", "tf32", "bf16" or "fp16" (the tensor-idle verdict and MFU's peak); num_classes: a uniform guess's loss is
     ln(num_classes), for the not-learning verdict (0: off); flops_per_sample: training FLOPs per sample
     (for MFU; 0: unknown); tokens_per_sample: language models' tokens/s. rank, world_size: default
     torchrun's $RANK and $WORLD_SIZE; only rank 0 writes files. console: progress lines on stderr
@@ -48,7 +49,7 @@ class Run:
                  loss_every=10):
         if device is None:
             device = loader.device if loader is not None and hasattr(loader, "device") else "cpu"
-        self.device = _with_index(torch.device(device))
+        self.device = resolve_device(device)
         if not isinstance(precision, str):
             precision = _PRECISIONS.get(precision, str(precision))
         self.out_dir = str(out_dir)

@@ -299,9 +299,10 @@ def test_the_gil_is_released_while_the_loader_waits(image_folder):
     assert during > 0
 
 
-def test_the_device_reaches_the_native_loader_as_the_device_meant(monkeypatch):
-    # The seam: the extension module's Loader, replaced by a recorder; torch's CUDA queries, by answers.
+def test_loader_and_run_resolve_cuda_to_the_same_device(monkeypatch):
+    # The seam: the extension module's Loader and Run, replaced by recorders; torch's CUDA queries, by answers.
     import hotloop.loader as loader_module
+    import hotloop.run as run_module
 
     seen = {}
 
@@ -310,18 +311,34 @@ def test_the_device_reaches_the_native_loader_as_the_device_meant(monkeypatch):
             seen.update(kwargs)
 
     monkeypatch.setattr(loader_module.native, "Loader", Recorder)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
-    hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device="cuda")
-    assert seen["device"] == "cuda:2"  # "cuda" is the current device, as torch means it
-    monkeypatch.setenv("LOCAL_RANK", "1")
-    hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device="cuda")
-    assert seen["device"] == "cuda:1"  # under torchrun: this rank's GPU
-    hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device=torch.device("cuda", 3))
-    assert seen["device"] == "cuda:3"
-    assert loader_module._with_index(torch.device("cpu")) == torch.device("cpu")
-    import hotloop.run as run_module
-
     monkeypatch.setattr(run_module.native, "Run", Recorder)
-    hotloop.Run("unused", device="cuda")
-    assert seen["device"] == "cuda:2"  # LoopRun's allocator statistics need an index
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    current, visible = [0], [4]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible[0])
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+
+    def both(device="cuda"):
+        hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device=device)
+        loader_device = seen["device"]
+        hotloop.Run("unused", device=device)
+        assert seen["device"] == loader_device, "Run and Loader disagree"
+        return loader_device
+
+    current[0] = 2
+    assert both() == "cuda:2"  # no launcher: the current device, as torch means "cuda"
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert both() == "cuda:2"  # under torchrun with set_device(2): the device the process chose
+    current[0] = 0
+    assert both() == "cuda:1"  # under torchrun without set_device: this rank's GPU
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    visible[0] = 1
+    assert both() == "cuda:0"  # one visible GPU per process (Slurm, a launcher's CUDA_VISIBLE_DEVICES)
+    visible[0] = 4
+    assert both() == "cuda:3"
+    assert both(torch.device("cuda", 2)) == "cuda:2"  # an index given stands
+    assert both("cpu") == "cpu"
+    # A Run without a device takes the loader's.
+    loader = hotloop.Loader("synthetic:8x3x8x8", batch_size=4, device="cuda")
+    hotloop.Run("unused", loader=loader)
+    assert seen["device"] == "cuda:3"
