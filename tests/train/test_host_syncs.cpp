@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "hotloop/cuda/cuda_info.h"
 #include "hotloop/train/callback.h"
 #include "hotloop/train/trainer.h"
 #include "support/host_syncs.h"
@@ -77,12 +78,42 @@ struct Counted {
   TrainSummary summary;
 };
 
+// LibTorch's sync-debug mode at "error" for the whole process over steps
+// 4..11 (cuda::SyncErrors): a sync on any thread throws, so a step that
+// synchronizes where the per-thread count cannot see it fails the run.
+class ForbidSyncs : public Callback {
+ public:
+  std::string name() const override {
+    return "forbid-syncs";
+  }
+  void on_step_begin(const RunState& s) override {
+    if (s.step == 3) {
+      errors_.emplace();
+    } else if (s.step == 11) {
+      errors_.reset();
+    }
+  }
+  void on_phase(const RunState&, Phase p) override {
+    if (p == Phase::Evaluation) {
+      errors_.reset();
+    }
+  }
+
+ private:
+  std::optional<cuda::SyncErrors> errors_;
+};
+
 Counted count(
     const TrainerOptions& o,
-    const std::shared_ptr<const data::Dataset>& val = nullptr) {
+    const std::shared_ptr<const data::Dataset>& val = nullptr,
+    bool forbid = false) {
   TrainerContext ctx;
   const auto log = std::make_shared<SyncLog>();
-  ctx.callbacks.push_back(log);
+  if (forbid) {
+    ctx.callbacks.push_back(std::make_shared<ForbidSyncs>());
+  } else {
+    ctx.callbacks.push_back(log);
+  }
   const TrainSummary s =
       Trainer(
           test::make(o), test::synthetic("synthetic:512x1x8x8"), val, o, ctx)
@@ -149,7 +180,9 @@ TEST(HostSyncs, AnEvaluationReadsItsLossOnceNotOncePerBatch) {
 
 // The same on a GPU (scripts/gpu-check), where each count is a real
 // synchronization (LibTorch's sync-debug mode): bf16, batches through the
-// loader's pinned copies, the GPU's default readback.
+// loader's pinned copies, the GPU's default readback. Then again with the
+// mode at "error" for the whole process: a sync on any thread, not only
+// those whose warnings reach this thread's handler, fails the run.
 TEST(HostSyncs, OnAGpuAGraphedAndAnEagerStepDoNotSynchronize) {
   if (!at::hasCUDA()) {
     GTEST_SKIP() << "no CUDA device here";
@@ -162,6 +195,8 @@ TEST(HostSyncs, OnAGpuAGraphedAndAnEagerStepDoNotSynchronize) {
     const Counted c = count(o);
     EXPECT_EQ(steady(c.per_step), std::vector<std::int64_t>(8, 0))
         << to_string(g) << ": " << fmt::format("{}", fmt::join(c.what, "; "));
+    EXPECT_NO_THROW(count(o, nullptr, /*forbid=*/true))
+        << to_string(g) << ": a steady step synchronized on some thread";
   }
 }
 

@@ -330,4 +330,21 @@ SyncWatch::~SyncWatch() {
   }
 }
 
+SyncErrors::SyncErrors() {
+  if (!torch::cuda::is_available()) {
+    return;
+  }
+  before_ = static_cast<int>(c10::cuda::warning_state().get_sync_debug_mode());
+  c10::cuda::warning_state().set_sync_debug_mode(
+      c10::cuda::SyncDebugMode::L_ERROR);
+  set_ = true;
+}
+
+SyncErrors::~SyncErrors() {
+  if (set_) {
+    c10::cuda::warning_state().set_sync_debug_mode(
+        static_cast<c10::cuda::SyncDebugMode>(before_));
+  }
+}
+
 } // namespace hotloop::cuda

@@ -129,6 +129,28 @@ class SyncWatch {
   std::unique_ptr<Impl> impl_;
 };
 
+// LibTorch's sync-debug mode at "error" for the whole process while it lives
+// (torch.cuda.set_sync_debug_mode("error")): a synchronizing CUDA call on any
+// thread throws c10::Error there (on autograd's device threads, through
+// backward to its caller). SyncWatch counts through a warning handler, which
+// c10 keeps per thread: autograd replays its device threads' warnings on the
+// thread that called backward (GraphTask's warning handler), so those are
+// counted, but a sync on another thread (a loader's, autograd's post-
+// processing) would not be. The GPU tests of "no host sync" run under both.
+// Nothing happens without CUDA. Not with a SyncWatch alive (each sets the
+// one mode).
+class SyncErrors {
+ public:
+  SyncErrors();
+  ~SyncErrors();
+  SyncErrors(const SyncErrors&) = delete;
+  SyncErrors& operator=(const SyncErrors&) = delete;
+
+ private:
+  int before_ = 0;
+  bool set_ = false;
+};
+
 // Seeds and reads the CUDA generators (for checkpoints): empty without CUDA.
 std::vector<std::uint8_t> rng_state(int device);
 void set_rng_state(int device, const std::vector<std::uint8_t>& state);

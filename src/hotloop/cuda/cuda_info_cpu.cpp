@@ -56,4 +56,7 @@ struct SyncWatch::Impl {};
 SyncWatch::SyncWatch(std::function<void(const std::string&)> /*on_sync*/) {}
 SyncWatch::~SyncWatch() = default;
 
+SyncErrors::SyncErrors() {}
+SyncErrors::~SyncErrors() = default;
+
 } // namespace hotloop::cuda
