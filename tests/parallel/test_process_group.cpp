@@ -134,6 +134,16 @@ ReducerOptions small_buckets(bool overlap) {
   return ro;
 }
 
+// NCCL's watchdog waits longer than the group's timeout, so the host's own
+// timed wait on the per-step agreement (which names the ranks that stopped)
+// fails first instead of the watchdog taking the process down.
+TEST(ProcessGroup, NcclsWatchdogOutlastsTheHostsTimedAgreement) {
+  using std::chrono::seconds;
+  EXPECT_EQ(nccl_watchdog_timeout(seconds(300)), seconds(330));
+  EXPECT_EQ(nccl_watchdog_timeout(seconds(10)), seconds(40)); // at least 30 s
+  EXPECT_EQ(nccl_watchdog_timeout(seconds(3000)), seconds(3300));
+}
+
 } // namespace
 
 TEST(GradientReducer, BucketsStartDuringBackwardAndEndAsTheMean) {

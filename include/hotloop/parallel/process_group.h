@@ -27,6 +27,13 @@ struct GroupOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
 };
 
+// NCCL's watchdog timeout for a group whose collectives time out after
+// `timeout`: that plus a tenth of it, at least 30 s more, so that the host's
+// own timed wait on the per-step agreement (which names the ranks that
+// stopped) ends first.
+std::chrono::milliseconds nccl_watchdog_timeout(
+    std::chrono::milliseconds timeout);
+
 class ProcessGroup {
  public:
   // Joins the job described by `env`. Throws EnvError naming the master when

@@ -1,5 +1,9 @@
 #include "hotloop/parallel/process_group.h"
 
+#include <algorithm>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/tensor.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -52,22 +56,67 @@ struct ProcessGroup::Impl {
   }
 
   // Gloo: waits on the host (the work runs on Gloo's threads), at most the
-  // group's timeout. NCCL: makes the current stream wait for the
-  // collective and returns; given a timeout, WorkNCCL::wait would instead
-  // block the host until the collective finished on the GPU
+  // group's timeout, for every collective.
+  //
+  // NCCL, Wait::Stream (the gradient buckets): makes the current stream
+  // wait for the collective and returns, so the host runs ahead; a timeout
+  // would block the host until the collective finished on the GPU
   // (ProcessGroupNCCL.cpp, synchronizeInternal), a synchronization per
-  // gradient bucket. The group's own timeout and its watchdog still end a
-  // collective that a dead or stuck rank never joins, and the next wait on
-  // this group throws its error, which guarded() turns into one naming the
-  // ranks that stopped reporting.
-  void wait(const c10::intrusive_ptr<c10d::Work>& work) {
-    if (options.backend == Backend::Nccl) {
+  // bucket.
+  //
+  // NCCL, Wait::Host (the small agreements the host reads anyway: the
+  // per-step one, the figures, the start's broadcast): WorkNCCL::wait with
+  // the group's timeout blocks the host until the collective finished, or
+  // throws DistBackendError (after aborting the communicator) once it is
+  // older than the timeout or failed. guarded() turns that into the error
+  // naming the ranks. Without it (a timeout-free wait and a blocking copy
+  // of the result), the host sat in cudaStreamSynchronize behind the
+  // collective a dead rank never joins until NCCL's watchdog took the
+  // process down with its own message: the watchdog's timeout is the
+  // group's plus a margin (nccl_watchdog_timeout) and it is told to abort
+  // the communicator but not the process (nccl_backend.cpp), so this wait
+  // is the one that reports.
+  enum class Wait { Stream, Host };
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, Wait how) {
+    if (options.backend == Backend::Nccl && how == Wait::Stream) {
       work->wait();
     } else {
       work->wait(options.timeout);
     }
   }
+
+  // A small host value as the backend's tensor. NCCL: filled on the device
+  // (a kernel argument, no copy from pageable memory, which would wait for
+  // the current stream: behind the gradient buckets a dead rank never
+  // joins).
+  at::Tensor values_for_backend(const std::vector<double>& values) const {
+    if (options.backend != Backend::Nccl) {
+      return at::tensor(values, at::kDouble);
+    }
+    at::Tensor t = at::empty(
+        {static_cast<std::int64_t>(values.size())},
+        at::TensorOptions().dtype(at::kDouble).device(at::kCUDA));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      t.select(0, static_cast<std::int64_t>(i)).fill_(values[i]);
+    }
+    return t;
+  }
+  at::Tensor value_for_backend(std::int64_t value) const {
+    return options.backend == Backend::Nccl
+        ? at::full(
+              {1},
+              value,
+              at::TensorOptions().dtype(at::kLong).device(at::kCUDA))
+        : at::tensor({value}, at::kLong);
+  }
 };
+
+std::chrono::milliseconds nccl_watchdog_timeout(
+    std::chrono::milliseconds timeout) {
+  return timeout +
+      std::max<std::chrono::milliseconds>(
+             std::chrono::seconds(30), timeout / 10);
+}
 
 ProcessGroup::ProcessGroup() : impl_(std::make_unique<Impl>()) {}
 ProcessGroup::~ProcessGroup() = default;
@@ -101,7 +150,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
         env.status_file);
     if (options.backend == Backend::Nccl) {
       m.backend = cuda::make_nccl_backend(
-          m.store, env.rank, env.world_size, options.timeout);
+          m.store,
+          env.rank,
+          env.world_size,
+          nccl_watchdog_timeout(options.timeout));
     } else {
       auto o = c10d::ProcessGroupGloo::Options::create();
       o->timeout = options.timeout;
@@ -144,7 +196,9 @@ void ProcessGroup::broadcast(
   impl_->guarded(phase, [&] {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      impl_->wait(impl_->backend->broadcast(one, c10d::BroadcastOptions{}));
+      impl_->wait(
+          impl_->backend->broadcast(one, c10d::BroadcastOptions{}),
+          Impl::Wait::Host);
     }
   });
 }
@@ -158,7 +212,7 @@ std::function<void()> ProcessGroup::start_allreduce_sum(
     work = impl_->backend->allreduce(t, c10d::AllreduceOptions{});
   });
   return [this, work, phase] {
-    impl_->guarded(phase, [&] { impl_->wait(work); });
+    impl_->guarded(phase, [&] { impl_->wait(work, Impl::Wait::Stream); });
   };
 }
 
@@ -171,14 +225,11 @@ void ProcessGroup::allreduce_sum_(
 std::int64_t ProcessGroup::allreduce_max(
     std::int64_t value,
     const std::string& phase) {
-  std::vector<at::Tensor> t = {at::tensor({value}, at::kLong)};
-  if (impl_->options.backend == Backend::Nccl) {
-    t[0] = t[0].cuda();
-  }
+  std::vector<at::Tensor> t = {impl_->value_for_backend(value)};
   impl_->guarded(phase, [&] {
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::MAX;
-    impl_->wait(impl_->backend->allreduce(t, o));
+    impl_->wait(impl_->backend->allreduce(t, o), Impl::Wait::Host);
   });
   return t[0].cpu().item<std::int64_t>();
 }
@@ -186,12 +237,11 @@ std::int64_t ProcessGroup::allreduce_max(
 std::vector<double> ProcessGroup::allreduce_sum(
     std::vector<double> values,
     const std::string& phase) {
-  std::vector<at::Tensor> t = {at::tensor(values, at::kDouble)};
-  if (impl_->options.backend == Backend::Nccl) {
-    t[0] = t[0].cuda();
-  }
+  std::vector<at::Tensor> t = {impl_->values_for_backend(values)};
   impl_->guarded(phase, [&] {
-    impl_->wait(impl_->backend->allreduce(t, c10d::AllreduceOptions{}));
+    impl_->wait(
+        impl_->backend->allreduce(t, c10d::AllreduceOptions{}),
+        Impl::Wait::Host);
   });
   const at::Tensor r = t[0].cpu().contiguous();
   const double* p = r.data_ptr<double>();
