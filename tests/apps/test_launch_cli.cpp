@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -179,7 +181,12 @@ TEST(LaunchCli, SyncBatchNormMakesTwoRanksTrainLikeOneRankWithTheWholeBatch) {
   // float32 noise itself grows to 1e-5 - 3e-4 by step 4.) The runs keep NCHW
   // weights: with channels-last ones (oneDNN's blocked kernels) the float32
   // noise alone is 10x larger, 1.3e-5 between 1 and 2 threads, and synced
-  // measured 3.1e-5 (2026-12-01).
+  // measured 3.1e-5 (2026-12-01). On a CPU with AVX2 only (an AMD EPYC VM,
+  // 2026-12-03) NCHW runs have that noise too: 1 vs 2 threads 1.27e-5,
+  // synchronized 3.18e-5, unsynchronized 1.37e-4. So the tolerance follows
+  // the noise measured here, the same run on 2 threads instead of 1: the
+  // synchronized run within max(3e-5, 4x that), the unsynchronized one
+  // beyond 1e-4 and beyond twice the tolerance.
   test::TempDir dir;
   const std::vector<std::string> resnet = {
       "--model",
@@ -207,6 +214,13 @@ TEST(LaunchCli, SyncBatchNormMakesTwoRanksTrainLikeOneRankWithTheWholeBatch) {
   };
   const double one =
       val_loss("one", with(single((dir.path() / "one").string(), 4), resnet));
+  const double noise = std::abs(
+      val_loss(
+          "threads",
+          with(
+              single((dir.path() / "threads").string(), 4),
+              with(resnet, {"--threads", "2"}))) -
+      one);
   const double synced = val_loss(
       "synced",
       with(
@@ -214,8 +228,10 @@ TEST(LaunchCli, SyncBatchNormMakesTwoRanksTrainLikeOneRankWithTheWholeBatch) {
           with(resnet, {"--sync-batchnorm", "true"})));
   const double local = val_loss(
       "local", with(launched((dir.path() / "local").string(), 4), resnet));
-  EXPECT_NEAR(synced, one, 3e-5 * one);
-  EXPECT_GT(std::abs(local - one), 1e-4 * one);
+  const double tolerance = std::max(3e-5 * one, 4 * noise);
+  EXPECT_NEAR(synced, one, tolerance) << "float32 noise: " << noise;
+  EXPECT_GT(std::abs(local - one), std::max(1e-4 * one, 2 * tolerance))
+      << "float32 noise: " << noise;
   const std::string log = test::slurp(dir.path() / "synced.log");
   EXPECT_NE(
       log.find(
