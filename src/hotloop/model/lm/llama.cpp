@@ -16,7 +16,6 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/rms_norm.h>
-#include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/where.h>
@@ -26,6 +25,7 @@
 #include <torch/nn/modules/embedding.h>
 
 #include "attention_cache.h"
+#include "grouped_attention.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
 #include "named_sizes.h"
@@ -248,15 +248,8 @@ class AttentionImpl : public torch::nn::Module {
     const at::Tensor k = rotate(heads(k_proj(x), kv_heads_));
     const at::Tensor v = heads(v_proj(x), kv_heads_);
     const lm::AttentionInputs in = lm::with_cache(cache, layer, k, v);
-    const at::Tensor y = at::scaled_dot_product_attention(
-        q,
-        in.keys,
-        in.values,
-        in.mask,
-        0.0,
-        in.causal,
-        std::nullopt,
-        kv_heads_ != heads_);
+    const at::Tensor y =
+        lm::grouped_attention(q, in.keys, in.values, in.mask, in.causal);
     return o_proj(y.transpose(1, 2).reshape({b, t, heads_ * d_}));
   }
 
