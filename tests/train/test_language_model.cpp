@@ -12,6 +12,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/llama.h"
+#include "hotloop/train/evaluation.h"
 #include "hotloop/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
@@ -142,6 +143,33 @@ TEST(LanguageModel, DataThatDoesNotFitTheModelIsRefusedBeforeTraining) {
         std::string::npos)
         << e.what();
   }
+}
+
+// The evaluation batch from the logits' bytes (train/evaluation.h): never
+// below the micro-batch, above it only within the budget, at most 256.
+TEST(LanguageModel, TheEvaluationBatchIsSizedFromTheLogitsBytes) {
+  // Qwen2.5's vocabulary at context 1024, bf16 (1.6 GB a sequence): the
+  // micro-batch, not 256 (400 GB).
+  EXPECT_EQ(language_model_eval_batch(16, 1024, 151936, 10), 16);
+  EXPECT_EQ(language_model_eval_batch(2, 1024, 151936, 10), 2);
+  // gpt2 at 1024 in fp32 (412 MB a sequence): the micro-batch.
+  EXPECT_EQ(language_model_eval_batch(8, 1024, 50257, 8), 8);
+  // Two sequences fit the 256 MiB budget at 256 tokens (129 MB each).
+  EXPECT_EQ(language_model_eval_batch(1, 256, 50257, 10), 2);
+  // gpt-nano (256 tokens at 128: 262 kB): 256, the cap.
+  EXPECT_EQ(language_model_eval_batch(64, 128, 256, 8), 256);
+  EXPECT_EQ(language_model_eval_batch(300, 8, 8, 8), 300); // the micro-batch
+  // Through the model: a language model's logits decide, an image model
+  // keeps max(micro-batch, 256).
+  TrainerOptions o = gpt_options("");
+  o.model.context = 1024;
+  o.model.vocab = 50257;
+  const auto gpt = test::make(o);
+  EXPECT_EQ(evaluation_batch(*gpt, 4, Precision::Bf16), 4);
+  EXPECT_EQ(
+      evaluation_batch(
+          *test::make(test::small_options("")), 4, Precision::Bf16),
+      256);
 }
 
 } // namespace

@@ -15,16 +15,42 @@
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/token_data.h"
+#include "hotloop/model/language_model.h"
 #include "hotloop/train/options.h"
 
 namespace hotloop::train {
 
+std::int64_t language_model_eval_batch(
+    std::int64_t micro_batch,
+    std::int64_t context,
+    std::int64_t vocab,
+    std::int64_t bytes_per_logit) {
+  const auto per_sequence = static_cast<std::uint64_t>(
+      std::max<std::int64_t>(context * vocab * bytes_per_logit, 1));
+  const auto fits = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(kEvalLogitBudget / per_sequence, 256));
+  return std::max<std::int64_t>({micro_batch, fits, 1});
+}
+
+std::int64_t evaluation_batch(
+    const model::Model& model,
+    std::int64_t micro_batch,
+    Precision p) {
+  const auto* lm = dynamic_cast<const model::LanguageModel*>(&model);
+  if (lm == nullptr) {
+    return std::max<std::int64_t>(micro_batch, 256);
+  }
+  const bool half = p == Precision::Bf16 || p == Precision::Fp16;
+  return language_model_eval_batch(
+      micro_batch, lm->context(), lm->vocab(), half ? 10 : 8);
+}
+
 Evaluator::Evaluator(
     std::shared_ptr<const data::Dataset> val,
-    std::int64_t micro_batch,
+    std::int64_t batch,
     const FaultInjection& faults)
     : val_(std::move(val)),
-      batch_(std::max<std::int64_t>(micro_batch, 256)),
+      batch_(std::max<std::int64_t>(batch, 1)),
       faults_(&faults) {}
 
 EvalResult Evaluator::run(

@@ -402,7 +402,10 @@ void Trainer::Impl::set_up() {
                                  : (device.is_cuda() ? 16 : 1),
       options.clip_grad_norm > 0,
       precision->skips_overflow());
-  evaluator = std::make_unique<Evaluator>(val_data, s.micro_batch, faults);
+  evaluator = std::make_unique<Evaluator>(
+      val_data,
+      evaluation_batch(*model, s.micro_batch, options.precision),
+      faults);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
   checkpointer = std::make_unique<Checkpointer>(s, faults);
 }
