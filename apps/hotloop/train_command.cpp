@@ -180,6 +180,7 @@ void add_train_command(CLI::App& app, Action& action) {
       "  resnet*         --optimizer sgd --momentum 0.9 --nesterov --lr 0.1*batch/128 --schedule onecycle --weight-decay 5e-4 --label-smoothing 0.1\n"
       "  gpt-*, llama-nano and the Llama shapes  --optimizer adamw --lr 1e-2 (gpt-nano, llama-nano; gpt-mini, smollm2-135m 1e-3; gpt2 6e-4; the others 3e-4) --min-lr lr/10 --beta2 0.95 --weight-decay 0.1 (matrices only) --schedule cosine --warmup-steps 50 (the larger sizes: 700) --clip-grad-norm 1; gpt-nano, gpt-mini, llama-nano: --epochs 3\n"
       "  a language model with --init (e.g. a Hugging Face folder)  --optimizer adamw --lr 2e-5 --min-lr 2e-6 --weight-decay 0 --schedule cosine --warmup-steps 20 --clip-grad-norm 1 (with --lora-rank: --lr 2e-4 --min-lr 2e-5)\n"
+      "  every language model on a GPU of compute capability 8.0 and up  --precision bf16\n"
       "  With the other --optimizer: that optimizer's values (adamw: lr 1e-3, cnn-small 3e-3; sgd: as for resnet*).\n"
       "Examples:\n"
       "  hotloop train --model cnn-small --epochs 3\n"

@@ -16,7 +16,10 @@
 //                   3e-4), beta2 0.95, weight decay 0.1 on matrices, 50
 //                   warm-up steps (gpt2*: 700) then cosine to lr / 10,
 //                   gradient norm clipped at 1 (nanoGPT's and llm.c's GPT-2
-//                   settings); the small sizes 3 epochs
+//                   settings); the small sizes 3 epochs. Every language
+//                   model (the Llama family too) trains in bf16 on a GPU
+//                   that has it (compute capability 8.0 and up), as every
+//                   LLM trainer defaults to; fp32 on the CPU and older GPUs
 // A user who picks the other optimizer gets that optimizer's values (SGD:
 // momentum, Nesterov, lr 0.1 x batch / 128, weight decay 5e-4; AdamW: lr
 // 3e-3 for cnn-small, 1e-3 otherwise), never a mix. A model hotloop does not
@@ -42,16 +45,29 @@ struct Recipe {
   std::vector<RecipeValue> values; // empty: no recipe
 };
 
-// The recipe for `model` at a global batch of `batch`, with `optimizer`
-// when the user chose one. A language model starting from `pretrained`
-// weights (--init) gets the fine-tuning recipe; with `lora` (--lora-rank),
-// LoRA's: the adapters take a ten times higher rate.
-Recipe recipe_for(
-    const std::string& model,
-    std::int64_t batch,
-    std::optional<OptimizerKind> optimizer = std::nullopt,
-    bool pretrained = false,
-    bool lora = false);
+// What a recipe depends on.
+struct RecipeFor {
+  std::string model;
+  std::int64_t batch = 64; // the global batch
+  std::optional<OptimizerKind> optimizer = std::nullopt; // the user's choice
+  // Starting from pretrained weights (--init): a language model gets the
+  // fine-tuning recipe; with `lora` (--lora-rank), LoRA's: the adapters
+  // take a ten times higher rate.
+  bool pretrained = false;
+  bool lora = false;
+  // The mixed precision of the CUDA device the run trains on
+  // (mixed_precision_for: bf16 from compute capability 8.0); nullopt on the
+  // CPU.
+  std::optional<Precision> gpu_precision = std::nullopt;
+};
+
+Recipe recipe_for(const RecipeFor& what);
+
+// The CUDA device `device` (auto | cpu | cuda[:N]) means here, as the
+// trainer resolves it, and its mixed precision; nullopt for the CPU and
+// wherever LibTorch cannot use CUDA (never throws for that: the trainer
+// does).
+std::optional<Precision> gpu_mixed_precision(const std::string& device);
 
 // Sets each of the recipe's values in `o` whose key is not in `given` (the
 // options the user set); returns the keys it set.

@@ -36,6 +36,10 @@ struct ResolveContext {
   BatchFinderOptions finder;
   std::function<void(const BatchFinderOptions&)> on_finder_start;
   TrialCallback on_trial;
+  // The mixed precision of the CUDA device a --device means (nullopt: the
+  // CPU), for the recipe; the tests stand in a GPU's answer.
+  std::function<std::optional<Precision>(const std::string& device)>
+      gpu_precision = gpu_mixed_precision;
 };
 
 struct ResolvedRun {

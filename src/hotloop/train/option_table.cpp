@@ -201,8 +201,9 @@ std::vector<TrainerOption> make_table() {
           math,
           field(&O::precision),
           kPrecisionNames,
-          "fp32, tf32, bf16 (autocast; CPU too) or fp16 (autocast + loss scaling; CUDA)")
-          .kept_on_resume(),
+          "fp32, tf32, bf16 (autocast; CPU too) or fp16 (autocast + loss scaling; CUDA); a language model's recipe: bf16 on a GPU of compute capability 8.0 and up")
+          .kept_on_resume()
+          .set_by_recipe(),
       choice<O, LossScaling>(
           "loss-scaling",
           math,

@@ -2,11 +2,15 @@
 
 #include <stdexcept>
 
+#include <ATen/Context.h>
+
 #include <fmt/format.h>
 
 #include "hotloop/model/exported.h"
 #include "hotloop/model/language_model.h"
+#include "hotloop/train/device.h"
 #include "hotloop/train/option_table.h"
+#include "hotloop/train/precision.h"
 
 namespace hotloop::train {
 
@@ -84,16 +88,20 @@ Recipe lm_recipe(
 
 } // namespace
 
-Recipe recipe_for(
-    const std::string& model,
-    std::int64_t batch,
-    std::optional<OptimizerKind> optimizer,
-    bool pretrained,
-    bool lora) {
+Recipe recipe_for(const RecipeFor& what) {
+  const std::string& model = what.model;
+  const std::int64_t batch = what.batch;
+  const std::optional<OptimizerKind> optimizer = what.optimizer;
   Recipe r;
   r.model = model;
   if (model::is_language_model(model)) {
-    return lm_recipe(model, optimizer, pretrained, lora);
+    r = lm_recipe(model, optimizer, what.pretrained, what.lora);
+    // bf16 where the GPU has it (fp16 would need loss scaling, and fp32
+    // leaves the tensor cores and the fused attention kernels idle).
+    if (what.gpu_precision == Precision::Bf16) {
+      r.values.push_back({"precision", "bf16"});
+    }
+    return r;
   }
   const bool resnet = model.starts_with("resnet");
   const bool exported = model::is_exported(model);
@@ -119,6 +127,19 @@ Recipe recipe_for(
     r.values.push_back({"augment", "none"});
   }
   return r;
+}
+
+std::optional<Precision> gpu_mixed_precision(const std::string& device) {
+  // --device cuda without CUDA: no GPU to ask (the trainer says why it
+  // cannot run; --print-config still prints).
+  if (device == "cpu" || !at::hasCUDA()) {
+    return std::nullopt;
+  }
+  const c10::Device d = resolve_device(device);
+  if (!d.is_cuda()) {
+    return std::nullopt;
+  }
+  return mixed_precision_for(d);
 }
 
 std::vector<std::string> apply_recipe(

@@ -50,15 +50,14 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
       : std::nullopt;
   // The recipe before the batch is known: the finder trains with its
   // optimizer (whose state takes memory).
-  apply_recipe(
-      recipe_for(
-          o.model.name,
-          run.batch_auto ? 64 : o.batch,
-          chosen,
-          !o.init.empty(),
-          o.model.lora.enabled()),
-      o,
-      given);
+  RecipeFor what{
+      .model = o.model.name,
+      .batch = run.batch_auto ? 64 : o.batch,
+      .optimizer = chosen,
+      .pretrained = !o.init.empty(),
+      .lora = o.model.lora.enabled(),
+      .gpu_precision = context.gpu_precision(o.device)};
+  apply_recipe(recipe_for(what), o, given);
   if (run.batch_auto) {
     o.batch = 1; // until the finder decides
   }
@@ -93,8 +92,8 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
 
   // The recipe at the batch the run trains with (SGD's learning rate
   // follows it).
-  out.recipe = recipe_for(
-      o.model.name, o.batch, chosen, !o.init.empty(), o.model.lora.enabled());
+  what.batch = o.batch;
+  out.recipe = recipe_for(what);
   for (const std::string& key : apply_recipe(out.recipe, o, given)) {
     run.sources[key] = kFromRecipe;
   }

@@ -24,6 +24,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
+#include "hotloop/train/device.h"
 #include "hotloop/train/mfu.h"
 #include "hotloop/train/model_for_data.h"
 #include "hotloop/train/trainer_parts.h"
@@ -31,19 +32,6 @@
 namespace hotloop::train {
 
 namespace {
-
-c10::Device resolve_device(const std::string& text) {
-  if (text == "auto") {
-    return at::hasCUDA() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  }
-  const c10::Device d(text == "cuda" ? "cuda:0" : text);
-  if (d.is_cuda() && !at::hasCUDA()) {
-    throw EnvError(
-        fmt::format("--device {}: CUDA is not available", text),
-        "run `hotloop doctor` to see why, or use --device cpu");
-  }
-  return d;
-}
 
 // Token data goes with a language model, images with an image model; the
 // token ids must be in the model's vocabulary.
