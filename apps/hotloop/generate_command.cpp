@@ -25,6 +25,7 @@ struct GenerateFlags {
   std::string weights;
   std::string prompt = "\n";
   std::string device = "cpu";
+  std::string precision = "auto";
   std::string tokenizer; // empty: the run's, else bytes
   model::GenerateOptions generate;
   bool no_cache = false;
@@ -59,6 +60,8 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
     throw EnvError(
         "--device cuda: CUDA is not available here", "run `hotloop doctor`");
   }
+  const train::InferencePrecision precision =
+      inference_precision_of(f.precision, f.weights, device);
   auto lm = load_lm(options, f.weights);
   lm->to(device);
   // The prompt's tokens in; each new token's bytes out as it comes.
@@ -92,6 +95,7 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   if (!f.chat) {
     std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
   }
+  const train::AutocastScope autocast(precision.precision, device);
   model::generate(*lm, prompt, g, [&](std::int64_t t) {
     if (std::find(g.stop.begin(), g.stop.end(), t) != g.stop.end()) {
       return; // the end, not printed
@@ -140,6 +144,7 @@ void add_generate_command(CLI::App& app, Action& action) {
       "bytes, bpe:DIR (DIR/vocab.json + DIR/merges.txt) or hf:DIR (DIR/tokenizer.json); default: a Hugging Face folder's tokenizer.json, the run's tokenizer/ (from BPE-packed token data), else bytes");
   cmd->add_option("--device", f->device, "cpu or cuda[:N]")
       ->capture_default_str();
+  add_inference_precision_flag(cmd, f->precision);
   cmd->add_flag(
       "--chat",
       f->chat,

@@ -47,7 +47,79 @@ std::string run_init(const std::string& weights) {
   return options ? options->value("init", std::string()) : std::string();
 }
 
+// A Hugging Face folder's dtype (transformers 5 writes "dtype", older
+// versions "torch_dtype").
+std::optional<train::Precision> folder_precision(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "config.json");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return std::nullopt;
+  }
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) {
+      continue;
+    }
+    const std::string dtype = *it;
+    if (dtype == "bfloat16") {
+      return train::Precision::Bf16;
+    }
+    if (dtype == "float16") {
+      return train::Precision::Fp16;
+    }
+    if (dtype == "float32") {
+      return train::Precision::Fp32;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
+
+std::optional<train::Precision> trained_precision(const std::string& weights) {
+  if (const std::optional<nlohmann::json> options =
+          run_config(weights, "options")) {
+    const auto it = options->find("precision");
+    if (it != options->end() && it->is_string()) {
+      for (const auto& [p, name] : train::kPrecisionNames) {
+        if (it->get<std::string>() == name) {
+          return p;
+        }
+      }
+    }
+  }
+  if (model::is_peft_adapter(weights)) {
+    return folder_precision(model::read_peft_adapter(weights).base);
+  }
+  if (model::is_hf_folder(weights)) {
+    return folder_precision(weights);
+  }
+  return std::nullopt;
+}
+
+train::InferencePrecision inference_precision_of(
+    const std::string& flag,
+    const std::string& weights,
+    const c10::Device& device) {
+  const std::optional<train::Precision> asked = flag == "auto"
+      ? std::nullopt
+      : std::optional(train::parse_precision(flag));
+  const train::InferencePrecision p = train::inference_precision(
+      asked,
+      trained_precision(weights),
+      device.is_cuda() ? std::optional(train::mixed_precision_for(device))
+                       : std::nullopt);
+  train::configure_math_mode(p.precision, device);
+  return p;
+}
+
+void add_inference_precision_flag(CLI::App* cmd, std::string& flag) {
+  cmd->add_option(
+         "--precision",
+         flag,
+         "A language model's precision: auto, fp32, tf32, bf16 (autocast) or fp16 (CUDA); auto: fp32 on the CPU, on a GPU the precision the model trained in (its run's config.json, a Hugging Face folder's dtype), else bf16 where the GPU has it")
+      ->capture_default_str();
+}
 
 void add_lm_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
   if (with_model) {

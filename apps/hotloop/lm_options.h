@@ -7,6 +7,7 @@
 // next to the file (RUN/config.json for RUN/checkpoints/step-N.safetensors),
 // then the named size.
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -15,6 +16,8 @@
 #include "hotloop/data/tokenizer.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
+#include "hotloop/train/options.h"
+#include "hotloop/train/precision.h"
 
 namespace hotloop::cli {
 
@@ -40,6 +43,24 @@ model::ModelOptions resolve_lm(
 std::shared_ptr<model::LanguageModel> load_lm(
     const model::ModelOptions& options,
     const std::string& weights);
+
+// The precision the model behind `weights` trained in: its run's
+// config.json (a checkpoint's, a run's adapter folder's), else a Hugging
+// Face folder's dtype (transformers' "dtype" or "torch_dtype": bfloat16,
+// float16, float32), the base folder's for a PEFT adapter; nullopt when
+// nothing says.
+std::optional<train::Precision> trained_precision(const std::string& weights);
+
+// What predict and generate run `weights` in on `device`, with --precision
+// `flag` (auto, or a precision: train/precision.h's inference_precision),
+// its TF32 switches set. UsageError for a bad word or fp16 on the CPU.
+train::InferencePrecision inference_precision_of(
+    const std::string& flag,
+    const std::string& weights,
+    const c10::Device& device);
+
+// Adds --precision (auto, fp32, tf32, bf16, fp16) filling `flag`.
+void add_inference_precision_flag(CLI::App* cmd, std::string& flag);
 
 // The tokenizer for a weight file: `spec` when given ("bytes", "bpe:DIR"),
 // else the run's own (RUN/tokenizer/, kept by `hotloop train` from token

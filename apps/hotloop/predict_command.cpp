@@ -27,6 +27,7 @@ struct PredictFlags {
   std::string input;
   std::string output;
   std::string device = "cpu";
+  std::string precision = "auto"; // language models
   std::int64_t num_classes = 0; // 0: from the weight file's head
   std::int64_t in_channels = 0; // 0: from the input
 };
@@ -68,16 +69,21 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
             lm->vocab()),
         "tokenize the input with the model's tokenizer");
   }
+  const train::InferencePrecision precision =
+      inference_precision_of(f.precision, f.weights, device);
   lm->to(device);
   lm->eval();
   at::NoGradGuard no_grad;
-  const at::Tensor logits =
-      lm->forward(inputs.front().second.to(device, at::kLong))
-          .narrow(2, 0, lm->vocab())
-          .to(at::kCPU);
+  at::Tensor logits;
+  {
+    const train::AutocastScope autocast(precision.precision, device);
+    logits = lm->forward(inputs.front().second.to(device, at::kLong))
+                 .narrow(2, 0, lm->vocab())
+                 .to(at::kCPU, at::kFloat);
+  }
   model::write_weights(f.output, {{"logits", logits}});
   fmt::print(
-      "{}: logits {}x{}x{} from {} ({} on {}) -> {}\n",
+      "{}: logits {}x{}x{} from {} ({} on {}, {}: {}) -> {}\n",
       f.input,
       logits.size(0),
       logits.size(1),
@@ -85,6 +91,8 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
       f.weights,
       options.name,
       device.str(),
+      train::to_string(precision.precision),
+      precision.why,
       f.output);
   return 0;
 }
@@ -202,6 +210,7 @@ void add_predict_command(CLI::App& app, Action& action) {
       flags->model.head,
       "torchscript: the head's module name, as in training; default: the module owning the last 2-D weight");
   add_lm_flags(cmd, flags->model, false);
+  add_inference_precision_flag(cmd, flags->precision);
   cmd->footer(
       "Example: hotloop predict --model resnet18 --weights resnet18.pt --input x.safetensors --output logits.safetensors");
   cmd->callback([flags, cmd, &action] {

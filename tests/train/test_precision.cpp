@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/full.h>
@@ -19,6 +22,35 @@ const c10::Device kCpu(c10::kCPU);
 
 bool autocast_on() {
   return at::autocast::is_autocast_enabled(c10::kCPU);
+}
+
+// What predict and generate run a trained model in: the user's choice;
+// fp32 on the CPU; on a GPU its training precision, else bf16 where the GPU
+// has it (a language model's recipe), else fp32.
+TEST(InferencePrecision, OnAGpuTheModelsTrainingPrecisionOnTheCpuFp32) {
+  const auto bf16 = Precision::Bf16;
+  const auto fp16 = Precision::Fp16;
+  const auto fp32 = Precision::Fp32;
+  auto p = [](std::optional<Precision> asked,
+              std::optional<Precision> trained,
+              std::optional<Precision> gpu) {
+    const InferencePrecision r = inference_precision(asked, trained, gpu);
+    return std::pair{r.precision, r.why};
+  };
+  EXPECT_EQ(
+      p(std::nullopt, bf16, bf16), std::pair(bf16, std::string("trained in")));
+  EXPECT_EQ(p(std::nullopt, fp32, bf16).first, fp32); // trained in fp32
+  EXPECT_EQ(
+      p(std::nullopt, std::nullopt, bf16),
+      std::pair(bf16, std::string("the recipe")));
+  EXPECT_EQ(p(std::nullopt, std::nullopt, fp16).first, fp32); // a V100: fp32
+  EXPECT_EQ(p(std::nullopt, bf16, fp16).first, fp32); // no bf16 on a V100
+  EXPECT_EQ(
+      p(std::nullopt, bf16, std::nullopt),
+      std::pair(fp32, std::string("the CPU")));
+  EXPECT_EQ(p(fp32, bf16, bf16), std::pair(fp32, std::string("asked")));
+  EXPECT_EQ(p(bf16, std::nullopt, std::nullopt).first, bf16); // bf16 on the CPU
+  EXPECT_THROW(p(fp16, std::nullopt, std::nullopt), UsageError);
 }
 
 } // namespace

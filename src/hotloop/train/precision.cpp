@@ -77,6 +77,34 @@ Precision mixed_precision_for(const c10::Device& device) {
   return Precision::Fp16;
 }
 
+InferencePrecision inference_precision(
+    std::optional<Precision> asked,
+    std::optional<Precision> trained,
+    std::optional<Precision> gpu) {
+  if (asked) {
+    if (*asked == Precision::Fp16 && !gpu) {
+      throw UsageError(
+          "--precision fp16 needs a CUDA device",
+          "use --precision bf16 on the CPU");
+    }
+    return {*asked, "asked"};
+  }
+  if (!gpu) {
+    return {Precision::Fp32, "the CPU"};
+  }
+  if (trained == Precision::Bf16 && *gpu != Precision::Bf16) {
+    // A GPU before compute capability 8.0 has no bf16 units (autocast
+    // would emulate it): fp32, as its training recipe would have been.
+    return {Precision::Fp32, "trained in bf16, which this GPU lacks"};
+  }
+  if (trained) {
+    return {*trained, "trained in"};
+  }
+  return {
+      *gpu == Precision::Bf16 ? Precision::Bf16 : Precision::Fp32,
+      "the recipe"};
+}
+
 bool PrecisionMode::unscale_and_check(
     const model::StateDict& /*named*/,
     const std::vector<at::Tensor>& /*params*/,

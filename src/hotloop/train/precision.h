@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,21 @@ namespace hotloop::train {
 // "Mixed precision" made concrete for `device`: bf16 on the CPU and on GPUs
 // of compute capability 8.0 and up, else fp16 (with loss scaling).
 Precision mixed_precision_for(const c10::Device& device);
+
+// The precision `hotloop predict` and `generate` run a trained model in:
+// `asked` when the user chose one; on the CPU (`gpu` nullopt) fp32; on a GPU
+// (`gpu`: its mixed precision) the precision the model trained in
+// (`trained`: its run's config.json, a Hugging Face folder's dtype; bf16 on
+// a GPU without it: fp32), else a language model's recipe (bf16 where the
+// GPU has it, else fp32). Throws UsageError for fp16 on the CPU.
+struct InferencePrecision {
+  Precision precision = Precision::Fp32;
+  std::string why; // "asked", "the CPU", "trained in", "the recipe"
+};
+InferencePrecision inference_precision(
+    std::optional<Precision> asked,
+    std::optional<Precision> trained,
+    std::optional<Precision> gpu);
 
 // Sets the process's TF32 switches for `p` on CUDA (fp32: full fp32
 // everywhere; every other mode: matmul and cuDNN convolutions left in fp32
