@@ -17,7 +17,7 @@ import tempfile
 
 BUILD, CTEST = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STAGES = ["build", "gpu-tests", "uncapturable", "doctor", "watch", "python", "gpm-mfu-profile", "telemetry-overhead",
+STAGES = ["build", "gpu-tests", "uncapturable", "sdpa", "doctor", "watch", "python", "gpm-mfu-profile", "telemetry-overhead",
           "vs-pytorch", "lm-vs-pytorch", "llama", "exported", "training", "nccl", "tune-batch", "smoke", "bench",
           "bench-data"]
 failures = []
@@ -43,6 +43,9 @@ with tempfile.TemporaryDirectory() as out:
     check(list(got) == STAGES, f"every stage ran, in order ({list(got)})")
     check(all(v == "ok" for v in got.values()), f"every stage ok ({got})")
     check(res["rehearsal"] is True, "results.json says it is a rehearsal")
+    check(isinstance(res.get("sdpa"), dict) and "choices" in res["sdpa"], "results.json holds the sdpa stage's choices")
+    check("predict: " in r.stdout and "(llama-nano on cpu, fp32: the CPU)" in r.stdout,
+          "the llama stage predicts from the defaults run and says its precision")
     check(set(res["watch"]) == {"input-bound", "fixed"} and all(w["verdict"] for w in res["watch"].values()),
           f"both watch runs have a verdict ({ {k: w['verdict'] for k, w in res['watch'].items()} })")
     py = res.get("python") or {}
