@@ -132,14 +132,11 @@ Recipe recipe_for(const RecipeFor& what) {
 std::optional<Precision> gpu_mixed_precision(const std::string& device) {
   // --device cuda without CUDA: no GPU to ask (the trainer says why it
   // cannot run; --print-config still prints).
-  if (device == "cpu" || !at::hasCUDA()) {
+  if (!at::hasCUDA()) {
     return std::nullopt;
   }
   const c10::Device d = resolve_device(device);
-  if (!d.is_cuda()) {
-    return std::nullopt;
-  }
-  return mixed_precision_for(d);
+  return d.is_cuda() ? std::optional(mixed_precision_for(d)) : std::nullopt;
 }
 
 std::vector<std::string> apply_recipe(
