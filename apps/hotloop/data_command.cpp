@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "hotloop/data/data_check.h"
+#include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/model/weights.h"
@@ -31,9 +32,7 @@ void add_data_command(CLI::App& app, Action& action) {
       "check",
       "Read and decode every sample of one split; list the bad ones; counts per class and image sizes");
   cmd->add_option(
-         "--data",
-         flags->spec,
-         "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N[xCxHxW]")
+         "--data", flags->spec, data::data_forms(data::DataFor::Images))
       ->required();
   cmd->add_option("--split", flags->split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}));

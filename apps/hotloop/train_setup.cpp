@@ -1,14 +1,11 @@
 #include "train_setup.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "hotloop/core/units.h"
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/instructions.h"
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/eval_split.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::cli {
@@ -28,52 +25,7 @@ std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& model_folder) {
   data::DataSpec spec = data::parse_data_spec(spec_text);
   spec.tokenizer_folder = model_folder;
-  for (const data::Split split : {data::Split::Val, data::Split::Test}) {
-    try {
-      return data::open_dataset(spec, split, seed);
-    } catch (const data::NoSuchSplit&) {
-      // Instruction data without this split: try the next.
-    } catch (const DataError&) {
-      // No such split: try the next. Instruction data tells a missing split
-      // (NoSuchSplit) from a bad one.
-      if (spec.kind == data::DataSpec::Kind::Instructions) {
-        throw;
-      }
-    }
-  }
-  return nullptr;
-}
-
-void keep_tokenizer(const std::string& data_spec, const std::string& run_dir) {
-  const data::DataSpec spec = data::parse_data_spec(data_spec);
-  if (spec.kind != data::DataSpec::Kind::Tokens) {
-    return;
-  }
-  const std::optional<std::string> from =
-      data::Tokenizer::dir_beside(spec.path);
-  if (!from) {
-    return;
-  }
-  namespace fs = std::filesystem;
-  const fs::path to = fs::path(run_dir) / "tokenizer";
-  std::error_code ec;
-  fs::create_directories(to, ec);
-  for (const std::string& file : data::Tokenizer::in_dir(*from).files()) {
-    if (!ec) {
-      fs::copy_file(
-          file,
-          to / fs::path(file).filename(),
-          fs::copy_options::overwrite_existing,
-          ec);
-    }
-  }
-  if (ec) {
-    throw DataError(fmt::format(
-        "cannot copy the tokenizer of {} into {}: {}",
-        data_spec,
-        to.string(),
-        ec.message()));
-  }
+  return data::open_eval_split(spec, seed);
 }
 
 namespace {

@@ -26,18 +26,12 @@ std::shared_ptr<const data::Dataset> open_train_data(
     std::uint64_t seed,
     const std::string& model_folder = {});
 
-// The first of `spec`'s val and test splits that exists; null when neither.
-// A split that exists but is bad (a bad line of instruction data) throws.
+// The split the run evaluates on (data::open_eval_split: val, else test, or
+// null), with the model folder's tokenizer for text and instructions.
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec,
     std::uint64_t seed,
     const std::string& model_folder = {});
-
-// A token folder's tokenizer (vocab.json + merges.txt, as `pack
-// --tokenizer bpe:` leaves them) copied into RUN/tokenizer/, so that
-// `hotloop generate` on the run's checkpoints decodes with it. Nothing for
-// other data.
-void keep_tokenizer(const std::string& data_spec, const std::string& run_dir);
 
 // resolve_run's context for a command: the data opened as `spec` says, and
 // the batch finder's start and trials printed to `progress` (null: quiet,

@@ -1,5 +1,7 @@
 """hotloop.Loader: the `hotloop` command's data loader for a PyTorch loop."""
 
+import os
+
 import torch
 
 from ._device import env_int as _env_int
@@ -13,9 +15,10 @@ _DTYPES = {torch.float32: torch.float32, torch.bfloat16: torch.bfloat16, torch.u
 class Loader:
     """Batches of `data` as torch tensors, from hotloop's decode threads.
 
-    data: the same specs as `hotloop train --data`: fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB,
-      synthetic:N[xCxHxW] (images: yields (images, labels)); tokens:FILE|DIR|GLOB, text:fortunes|FILE|DIR
-      (yields (inputs, targets) windows of `context` tokens).
+    data: the same specs as `hotloop train --data`: {DATA_FORMS}. Images yield (images, labels); token
+      data (tokens:, text:, instruct:) yields (inputs, targets) windows of `context` tokens.
+    tokenizer: a Hugging Face model folder whose tokenizer.json encodes text: and instruct: data (what
+      `hotloop train --init DIR` gives them); empty: text is bytes, and instruct: needs one.
     split: "train", "val" or "test".
     batch_size: samples per batch on this rank (default 64).
     train: training augmentation (random-resized crop and flip for photos) and shuffling; default: split
@@ -46,7 +49,7 @@ class Loader:
     hotloop.EnvError for a CUDA device without CUDA.
     """
 
-    def __init__(self, data, *, split="train", batch_size=64, train=None, workers=0, prefetch=4, shuffle=None,
+    def __init__(self, data, *, tokenizer="", split="train", batch_size=64, train=None, workers=0, prefetch=4, shuffle=None,
                  drop_last=None, augment="default", augment_device="cpu", decode="auto", size=0, channels=0,
                  seed=0, rank=None, world_size=None, on_bad_sample="skip", resident="auto", device="cpu",
                  mean=None, std=None, dtype=torch.float32, channels_last=False, context=0, max_samples=0):
@@ -59,7 +62,7 @@ class Loader:
         self.device = resolve_device(device)
         device = str(self.device)
         self._native = native.Loader(
-            spec=data, split=split, batch_size=batch_size, workers=workers, prefetch=prefetch,
+            spec=data, tokenizer="" if tokenizer is None else os.fspath(tokenizer), split=split, batch_size=batch_size, workers=workers, prefetch=prefetch,
             shuffle=train if shuffle is None else shuffle, drop_last=train if drop_last is None else drop_last,
             train=train, augment=augment, augment_device=augment_device, decode=decode, size=size,
             channels=channels, seed=seed, rank=rank, world_size=world_size, on_bad_sample=on_bad_sample,
@@ -102,12 +105,20 @@ class Loader:
         "bad_sample_names" (the first 100: what was wrong, where); "wait_seconds", the time the consumer
         waited for batches; "decode_rate", samples per second of one decode thread's busy time
         ("decoded_samples" in "decode_seconds"; 0 for resident and token data); "buffers_allocated";
-        "resident"."""
+        "resident" and "feed_reason", why it feeds as it does (e.g. "decode threads: the images differ
+        in size")."""
         return self._native.stats()
 
     def info(self):
-        """The data set: {"size", "classes", "shape", "describe"}."""
+        """The data set: {"size", "classes", "shape", "describe", "tokenizer_files"} (the last: token
+        data's tokenizer files, which a Run fed by this loader keeps in its folder)."""
         return self._native.info()
 
     def __repr__(self):
         return f"hotloop.Loader({self.info()['describe']}, batch_size={self.batch_size}, device={self.device})"
+
+
+# The --data forms come from the library's one table of them (data/data_kinds.h); python -OO has no
+# docstrings.
+if Loader.__doc__:
+    Loader.__doc__ = Loader.__doc__.replace("{DATA_FORMS}", native.data_forms())

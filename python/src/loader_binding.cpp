@@ -2,14 +2,14 @@
 // for a Python loop. Batches cross as torch tensors without copies; the GIL is
 // released while the loader opens data, decodes and waits.
 
-#include <mutex>
-
 #include <ATen/ops/alias.h>
 #include <fmt/format.h>
 
 #include "bindings.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
+#include "hotloop/data/resumable_passes.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::python {
@@ -26,61 +26,38 @@ class Loader {
  public:
   Loader(
       const std::string& spec,
+      const std::string& tokenizer,
       const std::string& split,
       data::LoaderOptions options,
       OutputOptions output)
       : output_(output) {
     options.normalize = output.dtype != at::kByte;
-    const data::DataSpec parsed = data::parse_data_spec(spec);
+    data::DataSpec parsed = data::parse_data_spec(spec);
+    parsed.tokenizer_folder = tokenizer; // text: and instruct: in its tokens
     options.warn_bad_samples = false; // stats() names them
-    seed_ = options.seed;
-    batch_size_ = options.batch_size;
-    rank_ = options.rank;
-    world_size_ = options.world_size;
     dataset_ =
         data::open_dataset(parsed, data::parse_split(split), options.seed);
-    loader_ = data::make_loader(dataset_, std::move(options));
+    const data::LoaderOptions kept = options;
+    passes_ = std::make_unique<data::ResumablePasses>(
+        data::make_loader(dataset_, std::move(options)), kept);
   }
 
   std::size_t size() const {
-    return loader_->batches_per_epoch();
+    return passes_->batches_per_epoch();
   }
 
-  // The epoch the next pass reads. A loaded state for this very epoch keeps
-  // its position (load_state_dict, then set_epoch(saved epoch) in a loop).
+  // Passes, epochs and the resumable position: data/resumable_passes.h.
   void set_epoch(std::size_t epoch) {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (!(loaded_ && epoch == epoch_)) {
-      start_batch_ = 0;
-      loaded_ = false;
-    }
-    epoch_ = epoch;
-    in_epoch_ = false;
+    passes_->set_epoch(epoch);
   }
-
-  // Begins a pass: at a loaded state's position, else at the start of the
-  // epoch set. A pass left before its end (a break) counts as its epoch done:
-  // the next pass begins the next epoch.
   void start() {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (in_epoch_) {
-      ++epoch_;
-      start_batch_ = 0;
-    }
-    begin_pass();
+    passes_->start();
   }
 
-  // (images or inputs, labels or targets), or nullopt at the epoch's end
-  // (the next start() is the next epoch's, unless set_epoch says otherwise).
+  // (images or inputs, labels or targets), or nullopt at the epoch's end.
   std::optional<std::pair<at::Tensor, at::Tensor>> next() {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (!in_epoch_) {
-      begin_pass();
-    }
-    std::optional<data::Batch> b = loader_->next();
+    std::optional<data::Batch> b = passes_->next();
     if (!b) {
-      in_epoch_ = false;
-      ++epoch_;
       return std::nullopt;
     }
     at::Tensor images = std::move(b->images);
@@ -101,33 +78,18 @@ class Loader {
   }
 
   double last_wait_seconds() const {
-    return loader_->last_wait_seconds();
+    return passes_->loader().last_wait_seconds();
   }
 
   py::dict state_dict() const {
-    // Inside an epoch: the next batch of it; between epochs, or after an
-    // epoch's last batch: the next epoch's start.
-    std::size_t epoch = 0;
-    std::size_t next_batch = 0;
-    {
-      const std::lock_guard<std::mutex> lock(mu_);
-      epoch = epoch_;
-      next_batch = start_batch_;
-      if (in_epoch_) {
-        std::tie(epoch, next_batch) = loader_->position();
-      }
-    }
-    if (next_batch >= size()) {
-      ++epoch;
-      next_batch = 0;
-    }
+    const data::PassPosition p = passes_->position();
     py::dict d;
-    d["epoch"] = epoch;
-    d["next_batch"] = next_batch;
-    d["seed"] = seed_;
-    d["batch_size"] = batch_size_;
-    d["world_size"] = world_size_;
-    d["rank"] = rank_;
+    d["epoch"] = p.epoch;
+    d["next_batch"] = p.next_batch;
+    d["seed"] = p.seed;
+    d["batch_size"] = p.batch_size;
+    d["world_size"] = p.world_size;
+    d["rank"] = p.rank;
     return d;
   }
 
@@ -140,38 +102,17 @@ class Loader {
       }
       return d[key];
     };
-    const auto seed = need("seed").cast<std::uint64_t>();
-    const auto batch = need("batch_size").cast<std::size_t>();
-    const auto world = need("world_size").cast<int>();
-    if (seed != seed_ || batch != batch_size_ || world != world_size_) {
-      throw UsageError(
-          fmt::format(
-              "hotloop.Loader.load_state_dict: the state is of a loader with seed {}, batch_size {}, world_size {}; this one has {}, {}, {}",
-              seed,
-              batch,
-              world,
-              seed_,
-              batch_size_,
-              world_size_),
-          "resume with the loader options the state was saved with (the order of the samples depends on them)");
-    }
-    const auto epoch = need("epoch").cast<std::size_t>();
-    const auto next_batch = need("next_batch").cast<std::size_t>();
-    if (next_batch > size()) {
-      throw UsageError(fmt::format(
-          "hotloop.Loader.load_state_dict: next_batch {} is past the epoch's {} batches",
-          next_batch,
-          size()));
-    }
-    const std::lock_guard<std::mutex> lock(mu_);
-    epoch_ = epoch;
-    start_batch_ = next_batch;
-    loaded_ = true;
-    in_epoch_ = false;
+    data::PassPosition p;
+    p.seed = need("seed").cast<std::uint64_t>();
+    p.batch_size = need("batch_size").cast<std::size_t>();
+    p.world_size = need("world_size").cast<int>();
+    p.epoch = need("epoch").cast<std::size_t>();
+    p.next_batch = need("next_batch").cast<std::size_t>();
+    passes_->load(p);
   }
 
   py::dict stats() const {
-    const data::LoaderStats s = loader_->stats();
+    const data::LoaderStats s = passes_->loader().stats();
     py::dict d;
     d["batches"] = s.batches;
     d["samples"] = s.samples;
@@ -185,8 +126,9 @@ class Loader {
     d["decode_rate"] = s.decode_seconds > 0
         ? static_cast<double>(s.decoded_samples) / s.decode_seconds
         : 0.0;
-    if (const auto* l = dynamic_cast<const data::Loader*>(loader_.get())) {
+    if (const auto* l = dynamic_cast<const data::Loader*>(&passes_->loader())) {
       d["resident"] = l->resident();
+      d["feed_reason"] = l->feed_reason();
     }
     return d;
   }
@@ -196,6 +138,11 @@ class Loader {
     d["size"] = dataset_->size();
     d["classes"] = dataset_->class_names();
     d["describe"] = dataset_->describe();
+    // The tokenizer token files came with, for a Run to keep (run_folder.h).
+    const auto* tokens =
+        dynamic_cast<const data::TokenDataset*>(dataset_.get());
+    d["tokenizer_files"] =
+        tokens ? tokens->tokenizer_files() : std::vector<std::string>{};
     if (const auto shape = dataset_->shape()) {
       d["shape"] = py::make_tuple(shape->channels, shape->height, shape->width);
     } else {
@@ -207,26 +154,7 @@ class Loader {
  private:
   OutputOptions output_;
   std::shared_ptr<const data::Dataset> dataset_;
-  std::unique_ptr<data::EpochLoader> loader_;
-  std::uint64_t seed_ = 0;
-  std::size_t batch_size_ = 0;
-  int rank_ = 0;
-  int world_size_ = 1;
-  // Starts epoch_ at start_batch_ (under mu_).
-  void begin_pass() {
-    loader_->start_epoch(epoch_, start_batch_);
-    start_batch_ = 0;
-    loaded_ = false;
-    in_epoch_ = true;
-  }
-
-  // The pass's state; next() holds it while it waits (without the GIL), so
-  // that a state_dict() from another thread sees a batch's boundary.
-  mutable std::mutex mu_;
-  std::size_t epoch_ = 0;
-  std::size_t start_batch_ = 0;
-  bool loaded_ = false; // start_batch_ is a loaded state's
-  bool in_epoch_ = false;
+  std::unique_ptr<data::ResumablePasses> passes_;
 };
 
 // "float32", "bfloat16", "uint8" (the package passes torch.dtype's name).
@@ -256,6 +184,7 @@ void bind_loader(py::module_& m) {
   py::class_<Loader>(m, "Loader")
       .def(
           py::init([](const std::string& spec,
+                      const std::string& tokenizer,
                       const std::string& split,
                       std::size_t batch_size,
                       unsigned int workers,
@@ -307,11 +236,13 @@ void bind_loader(py::module_& m) {
             py::gil_scoped_release no_gil; // opening checks the files
             return std::make_unique<Loader>(
                 spec,
+                tokenizer,
                 split,
                 std::move(o),
                 OutputOptions{parse_dtype(dtype), channels_last});
           }),
           py::arg("spec"),
+          py::arg("tokenizer"),
           py::arg("split"),
           py::arg("batch_size"),
           py::arg("workers"),

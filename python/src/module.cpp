@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "hotloop/build_info.h"
+#include "hotloop/data/data_kinds.h"
 #include "hotloop/env/doctor.h"
 #include "hotloop/errors.h"
 
@@ -71,6 +72,10 @@ PYBIND11_MODULE(_hotloop, m) {
       },
       py::arg("nvml_library") = "",
       "hotloop doctor's report as JSON (what `hotloop doctor --json` prints)");
+  m.def(
+      "data_forms",
+      [] { return hotloop::data::data_forms(); },
+      "The --data forms, comma-separated (data/data_kinds.h's table)");
   hp::bind_loader(m);
   hp::bind_run(m);
 }

@@ -1,8 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/fashion_mnist.h"
 #include "hotloop/errors.h"
+#include "test_paths.h"
 
 namespace hotloop::data {
 
@@ -39,7 +45,45 @@ TEST(DataSpec, BadSpecsAreUsageErrorsThatListTheForms) {
       parse_data_spec(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const UsageError& e) {
-      EXPECT_NE(e.hint().find("synthetic:NxCxHxW"), std::string::npos) << bad;
+      for (const DataKind& k : data_kinds()) {
+        EXPECT_NE(e.hint().find(k.form), std::string::npos) << bad;
+      }
+    }
+  }
+}
+
+// The table is the parser's: each prefix gives its kind, a form without its
+// path is refused exactly where the entry says so.
+TEST(DataSpec, EachKindOfTheTableParsesByItsPrefix) {
+  for (const DataKind& k : data_kinds()) {
+    const std::string one = k.kind == DataSpec::Kind::Synthetic ? "8" : "/x";
+    EXPECT_EQ(parse_data_spec(std::string(k.prefix) + ":" + one).kind, k.kind)
+        << k.prefix;
+    EXPECT_EQ(&data_kind(k.kind), &k);
+    if (k.needs_path) {
+      EXPECT_THROW(parse_data_spec(std::string(k.prefix) + ":"), UsageError)
+          << k.prefix;
+    }
+  }
+  EXPECT_EQ(data_forms(DataFor::Images).find("tokens:"), std::string::npos);
+  EXPECT_NE(
+      data_forms(DataFor::Tokens).find("instruct:FILE|DIR"), std::string::npos);
+}
+
+// The pages that list the forms list every one, as the table writes it
+// (a markdown table escapes its |).
+TEST(DataSpec, TheDocsListEveryFormOfTheTable) {
+  for (const char* page : {"data.md", "python.md"}) {
+    std::ifstream in(std::string(HOTLOOP_TEST_SOURCE_DIR) + "/../docs/" + page);
+    ASSERT_TRUE(in) << page;
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    for (const DataKind& k : data_kinds()) {
+      std::string form;
+      for (const char* c = k.form; *c != '\0'; ++c) {
+        form += *c == '|' ? std::string("\\|") : std::string(1, *c);
+      }
+      EXPECT_NE(text.find("`" + form + "`"), std::string::npos)
+          << page << " does not list `" << form << "`";
     }
   }
 }

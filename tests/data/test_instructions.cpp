@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hotloop/data/data_spec.h"
+#include "hotloop/data/eval_split.h"
 #include "hotloop/data/instructions.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/errors.h"
@@ -272,6 +274,34 @@ TEST(Instructions, AFileKeepsItsLastTenthForValidationOrUsesItsValFile) {
       open_instructions(
           (dir.path() / "small.jsonl").string(), Split::Val, folder),
       NoSuchSplit);
+}
+
+// The split a run evaluates on (data/eval_split.h): val, else test, else
+// none; a val file that is there but bad is its error, not "no evaluation".
+TEST(Instructions, TheEvalSplitIsValElseTestAndABadOneIsItsError) {
+  test::TempDir dir;
+  const std::string folder = write_folder(dir, {"</s>"}, "</s>");
+  DataSpec spec = parse_data_spec("instruct:" + (dir.path() / "d").string());
+  spec.tokenizer_folder = folder;
+  dir.write("d/train.jsonl", examples(0, 30));
+  EXPECT_EQ(open_eval_split(spec, 0), nullptr)
+      << "a folder without val or test";
+  dir.write("d/test.jsonl", examples(0, 4));
+  auto eval = open_eval_split(spec, 0);
+  ASSERT_NE(eval, nullptr);
+  EXPECT_NE(eval->describe().find("4 examples"), std::string::npos);
+  dir.write("d/val.jsonl", examples(0, 5));
+  eval = open_eval_split(spec, 0);
+  ASSERT_NE(eval, nullptr);
+  EXPECT_NE(eval->describe().find("5 examples"), std::string::npos);
+  dir.write("d/val.jsonl", examples(0, 2) + "{\"prompt\": \"q\"}\n");
+  try {
+    open_eval_split(spec, 0);
+    ADD_FAILURE() << "a bad val file was passed over";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("val.jsonl:3"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Instructions, PackedWindowsTargetOnlyTheTrainedTokens) {

@@ -94,6 +94,29 @@ def test_text_spec_yields_next_token_windows():
     assert torch.equal(x[:, 1:], y[:, :-1])  # the targets are the inputs shifted by one token
 
 
+def test_the_docstring_lists_every_data_form_of_the_library():
+    for form in hotloop._native.native.data_forms().split(", "):
+        assert form in hotloop.Loader.__doc__, form
+    assert "instruct:FILE|DIR" in hotloop.Loader.__doc__
+
+
+def test_text_in_a_model_folders_tokens_is_its_tokenizers_ids(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    text = open("/usr/share/games/fortunes/fortunes", encoding="utf-8", errors="replace").read()[:20000]
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator([text], vocab_size=400, min_frequency=2, show_progress=False)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    bpe.save(str(folder / "tokenizer.json"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text, encoding="utf-8")
+    loader = hotloop.Loader(f"text:{corpus}", tokenizer=folder, batch_size=2, context=16, shuffle=False)
+    x, _ = next(iter(loader))
+    assert x[0].tolist() == bpe.encode(text).ids[:16]
+    with pytest.raises(hotloop.UsageError, match="tokenizer"):
+        hotloop.Loader(f"instruct:{corpus}")
+
+
 def test_each_pass_is_the_next_epoch_and_set_epoch_replays_one(image_folder):
     loader = hotloop.Loader(f"folder:{image_folder}", batch_size=8, size=32, seed=3)
     first = torch.cat([y for _, y in loader])

@@ -182,6 +182,9 @@ class Loader final : public EpochLoader {
   double last_wait_seconds() const override; // of the latest next()
   bool resident()
       const; // batches come from the resident copy, not the decode threads
+  // Why it feeds as it does, e.g. "decode threads: the images differ in
+  // size" (the choice and its rules: src/hotloop/data/loader_mode.h).
+  const std::string& feed_reason() const;
   const LoaderOptions& options() const;
 
  private:

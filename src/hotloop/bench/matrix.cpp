@@ -12,7 +12,9 @@
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
+#include "hotloop/data/eval_split.h"
 #include "hotloop/env/gpu_probe.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
@@ -65,21 +67,12 @@ OpenData open_data(const std::string& text, const MatrixOptions& o) {
   const data::DataSpec spec = data::parse_data_spec(text);
   OpenData d;
   d.train = data::open_dataset(spec, data::Split::Train, o.seed);
-  for (const data::Split split : {data::Split::Val, data::Split::Test}) {
-    try {
-      if (spec.kind == data::DataSpec::Kind::Tokens ||
-          spec.kind == data::DataSpec::Kind::Text) {
-        // A language model's evaluation caps its own tokens.
-        d.val = data::open_dataset(spec, split, o.seed);
-        break;
-      }
-      d.val = std::make_shared<EvenSubset>(
-          std::shared_ptr<const data::Dataset>(
-              data::open_dataset(spec, split, o.seed)),
-          static_cast<std::size_t>(o.eval_samples));
-      break;
-    } catch (const DataError&) {
-    }
+  d.val = data::open_eval_split(spec, o.seed);
+  if (d.val && !data::data_kind(spec.kind).tokens) {
+    // A language model's evaluation caps its own tokens; images are evenly
+    // spaced over the split.
+    d.val = std::make_shared<EvenSubset>(
+        d.val, static_cast<std::size_t>(o.eval_samples));
   }
   return d;
 }

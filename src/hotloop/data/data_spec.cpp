@@ -1,10 +1,14 @@
 #include "hotloop/data/data_spec.h"
 
+#include <algorithm>
 #include <charconv>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "hotloop/data/data_kinds.h"
+#include "hotloop/data/eval_split.h"
 #include "hotloop/data/fashion_mnist.h"
 #include "hotloop/data/image_folder.h"
 #include "hotloop/data/instructions.h"
@@ -17,13 +21,56 @@
 namespace hotloop::data {
 namespace {
 
-constexpr const char* kForms =
-    "fashion-mnist[:DIR], folder:DIR, wds:DIR_OR_GLOB, synthetic:N or synthetic:NxCxHxW, tokens:FILE_DIR_OR_GLOB, text:fortunes or text:FILE_OR_DIR, instruct:FILE_OR_DIR (JSON Lines)";
+using K = DataSpec::Kind;
+constexpr DataKind kKinds[] = {
+    {K::FashionMnist,
+     "fashion-mnist",
+     "fashion-mnist[:DIR]",
+     "28x28 gray images in IDX files (DIR: /usr/share/datasets/fashion-mnist)",
+     false,
+     false},
+    {K::Folder,
+     "folder",
+     "folder:DIR",
+     "images in DIR/{train,val,test}/<class>/",
+     false,
+     true},
+    {K::WebDataset,
+     "wds",
+     "wds:DIR|GLOB",
+     "images in WebDataset tar shards (DIR: DIR/<split>-*.tar)",
+     false,
+     true},
+    {K::Synthetic,
+     "synthetic",
+     "synthetic:N[xCxHxW]",
+     "N random images (3x224x224 by default), 10 classes",
+     false,
+     true},
+    {K::Tokens,
+     "tokens",
+     "tokens:FILE|DIR|GLOB",
+     "token ids: llm.c .bin shards or nanoGPT's uint16 files",
+     true,
+     true},
+    {K::Text,
+     "text",
+     "text:fortunes|FILE|DIR",
+     "text, as bytes or in the model folder's tokens; fortunes: the built-in corpus",
+     true,
+     true},
+    {K::Instructions,
+     "instruct",
+     "instruct:FILE|DIR",
+     "JSON Lines of prompt/completion or messages; the loss on the answers",
+     true,
+     true},
+};
 
 UsageError bad_spec(const std::string& text, const std::string& why) {
   return UsageError(
       fmt::format("bad --data '{}': {}", text, why),
-      fmt::format("accepted forms: {}", kForms));
+      fmt::format("accepted forms: {}", data_forms()));
 }
 
 // "1000x3x32x32" -> {1000, 3, 32, 32}; every part a positive integer.
@@ -51,6 +98,29 @@ std::vector<std::int64_t> parse_dims(
 }
 
 } // namespace
+
+std::span<const DataKind> data_kinds() {
+  return kKinds;
+}
+
+const DataKind& data_kind(DataSpec::Kind kind) {
+  for (const DataKind& k : kKinds) {
+    if (k.kind == kind) {
+      return k;
+    }
+  }
+  throw std::logic_error("a DataSpec::Kind without its entry in kKinds");
+}
+
+std::string data_forms(DataFor which) {
+  std::string out;
+  for (const DataKind& k : kKinds) {
+    if (which == DataFor::Any || k.tokens == (which == DataFor::Tokens)) {
+      out += (out.empty() ? "" : ", ") + std::string(k.form);
+    }
+  }
+  return out;
+}
 
 const char* to_string(Split split) {
   switch (split) {
@@ -81,36 +151,33 @@ DataSpec parse_data_spec(const std::string& text) {
   const std::string kind = text.substr(0, colon);
   const std::string rest =
       colon == std::string::npos ? std::string() : text.substr(colon + 1);
-  if (kind == "fashion-mnist") {
-    spec.kind = DataSpec::Kind::FashionMnist;
-    spec.path = rest.empty() ? FashionMnist::kDefaultDir : rest;
-  } else if (
-      kind == "folder" || kind == "wds" || kind == "tokens" || kind == "text" ||
-      kind == "instruct") {
-    if (rest.empty()) {
-      throw bad_spec(text, kind + " needs a path");
-    }
-    spec.kind = kind == "folder" ? DataSpec::Kind::Folder
-        : kind == "wds"          ? DataSpec::Kind::WebDataset
-        : kind == "tokens"       ? DataSpec::Kind::Tokens
-        : kind == "text"         ? DataSpec::Kind::Text
-                                 : DataSpec::Kind::Instructions;
-    spec.path = rest;
-  } else if (kind == "synthetic") {
-    if (rest.empty()) {
-      throw bad_spec(text, "synthetic needs a count");
-    }
+  const auto entry = std::find_if(
+      std::begin(kKinds), std::end(kKinds), [&](const DataKind& k) {
+        return kind == k.prefix;
+      });
+  if (entry == std::end(kKinds)) {
+    throw bad_spec(text, fmt::format("unknown data source '{}'", kind));
+  }
+  if (entry->needs_path && rest.empty()) {
+    throw bad_spec(
+        text,
+        kind == "synthetic" ? std::string("synthetic needs a count")
+                            : kind + " needs a path");
+  }
+  spec.kind = entry->kind;
+  spec.path = rest;
+  if (spec.kind == DataSpec::Kind::FashionMnist && rest.empty()) {
+    spec.path = FashionMnist::kDefaultDir;
+  } else if (spec.kind == DataSpec::Kind::Synthetic) {
     const auto dims = parse_dims(text, rest);
     if (dims.size() != 1 && dims.size() != 4) {
       throw bad_spec(text, "synthetic takes N or NxCxHxW");
     }
-    spec.kind = DataSpec::Kind::Synthetic;
+    spec.path.clear();
     spec.synthetic_count = static_cast<std::size_t>(dims[0]);
     if (dims.size() == 4) {
       spec.synthetic_shape = {dims[1], dims[2], dims[3]};
     }
-  } else {
-    throw bad_spec(text, fmt::format("unknown data source '{}'", kind));
   }
   return spec;
 }
@@ -139,7 +206,9 @@ std::unique_ptr<Dataset> open_dataset(
           token_files(spec.path, split),
           fmt::format("tokens:{} {}", spec.path, to_string(split)));
       if (const auto dir = Tokenizer::dir_beside(spec.path)) {
-        tokens->set_tokenizer_vocabulary(Tokenizer::in_dir(*dir).vocab_size());
+        const Tokenizer tokenizer = Tokenizer::in_dir(*dir);
+        tokens->set_tokenizer_vocabulary(tokenizer.vocab_size());
+        tokens->set_tokenizer_files(tokenizer.files());
       }
       return tokens;
     }
@@ -149,6 +218,23 @@ std::unique_ptr<Dataset> open_dataset(
       return open_instructions(spec.path, split, spec.tokenizer_folder);
   }
   throw UsageError(fmt::format("--data '{}': unknown kind", spec.text));
+}
+
+std::shared_ptr<const Dataset> open_eval_split(
+    const DataSpec& spec,
+    std::uint64_t seed) {
+  for (const Split split : {Split::Val, Split::Test}) {
+    try {
+      return open_dataset(spec, split, seed);
+    } catch (const NoSuchSplit&) {
+      // Instruction data without this split: try the next.
+    } catch (const DataError&) {
+      if (spec.kind == DataSpec::Kind::Instructions) {
+        throw;
+      }
+    }
+  }
+  return nullptr;
 }
 
 } // namespace hotloop::data

@@ -17,6 +17,7 @@
 #include "hotloop/data/crop_decode.h"
 #include "hotloop/data/device_augment.h"
 #include "hotloop/data/encoded_images.h"
+#include "hotloop/data/loader_mode.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
 #include "hotloop/errors.h"
@@ -109,7 +110,13 @@ struct Loader::Impl {
                 options.drop_last,
                 options.seed}) {}
 
+  // Why the loader feeds as it does (loader_mode.h).
+  std::string mode_reason;
+
   void worker_loop();
+  void start_resident(unsigned int workers);
+  void stage_for_device_augment();
+  void allocate_buffers(unsigned int workers);
   // Builds a batch into `buffer`; `job_epoch` was read with the job, under the
   // lock.
   void fill(
@@ -239,6 +246,73 @@ void Loader::Impl::worker_loop() {
   }
 }
 
+namespace {
+
+// What the decode threads do to each image: the output size (the options', or
+// the data set's), the mode, and whether the images are small enough for the
+// random-crop-with-padding transform.
+AugmentSpec augment_spec(
+    const LoaderOptions& o,
+    const std::optional<ImageShape>& shape) {
+  AugmentSpec a;
+  a.out_h = o.size > 0 ? o.size : (shape ? shape->height : 224);
+  a.out_w = o.size > 0 ? o.size : (shape ? shape->width : 224);
+  a.small_images = shape && shape->height <= 64 && shape->width <= 64 &&
+      shape->height == a.out_h && shape->width == a.out_w;
+  a.mode = o.augment == Augment::None ? AugmentSpec::Mode::None
+      : o.train                       ? AugmentSpec::Mode::Train
+                                      : AugmentSpec::Mode::Eval;
+  return a;
+}
+
+// Fashion-MNIST's statistics for one channel, ImageNet's for three, unless
+// given; UsageError when they do not match the channels.
+void fill_normalization(LoaderOptions& o, std::int64_t channels) {
+  if (o.mean.empty()) {
+    o.mean = channels == 1 ? std::vector<float>{0.2860f}
+                           : std::vector<float>{0.485f, 0.456f, 0.406f};
+    o.std = channels == 1 ? std::vector<float>{0.3530f}
+                          : std::vector<float>{0.229f, 0.224f, 0.225f};
+  }
+  if (o.mean.size() != static_cast<std::size_t>(channels) ||
+      o.std.size() != o.mean.size()) {
+    throw UsageError(fmt::format(
+        "normalization has {} means and {} stds for {} channels",
+        o.mean.size(),
+        o.std.size(),
+        channels));
+  }
+}
+
+LoaderConditions conditions_of(
+    const Dataset& dataset,
+    const LoaderOptions& o,
+    const AugmentSpec& augment,
+    std::int64_t channels) {
+  const std::optional<ImageShape> shape = dataset.shape();
+  const bool same_size =
+      shape && shape->height == augment.out_h && shape->width == augment.out_w;
+  const auto* encoded = dynamic_cast<const EncodedImages*>(&dataset);
+  LoaderConditions c;
+  c.cuda_device = o.device.is_cuda();
+  c.normalize = o.normalize;
+  c.resident = o.resident;
+  c.augment_on_device = o.augment_on_device;
+  c.train_augment = augment.mode == AugmentSpec::Mode::Train;
+  c.device_can_augment = augment.small_images ||
+      augment.mode == AugmentSpec::Mode::None ||
+      (augment.mode == AugmentSpec::Mode::Eval && same_size);
+  c.shape = shape;
+  c.decoded_bytes = static_cast<std::uint64_t>(dataset.size()) *
+      static_cast<std::uint64_t>(channels * augment.out_h * augment.out_w);
+  c.encoded_files =
+      encoded != nullptr && encoded->decode_channels() == channels;
+  c.decode = o.decode;
+  return c;
+}
+
+} // namespace
+
 Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   if (!dataset) {
     throw UsageError("the loader needs a data set");
@@ -251,114 +325,76 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   LoaderOptions& o = m.options;
   const std::optional<ImageShape> shape = m.dataset->shape();
   m.channels = o.channels > 0 ? o.channels : (shape ? shape->channels : 3);
-  const std::int64_t out = o.size > 0 ? o.size : (shape ? shape->height : 224);
-  const std::int64_t out_w = o.size > 0 ? o.size : (shape ? shape->width : 224);
-  m.augment.out_h = out;
-  m.augment.out_w = out_w;
-  m.augment.small_images = shape && shape->height <= 64 && shape->width <= 64 &&
-      shape->height == out && shape->width == out_w;
-  m.augment.mode = o.augment == Augment::None ? AugmentSpec::Mode::None
-      : o.train                               ? AugmentSpec::Mode::Train
-                                              : AugmentSpec::Mode::Eval;
-  if (o.mean.empty()) {
-    o.mean = m.channels == 1 ? std::vector<float>{0.2860f}
-                             : std::vector<float>{0.485f, 0.456f, 0.406f};
-    o.std = m.channels == 1 ? std::vector<float>{0.3530f}
-                            : std::vector<float>{0.229f, 0.224f, 0.225f};
-  }
-  if (o.mean.size() != static_cast<std::size_t>(m.channels) ||
-      o.std.size() != o.mean.size()) {
-    throw UsageError(fmt::format(
-        "normalization has {} means and {} stds for {} channels",
-        o.mean.size(),
-        o.std.size(),
-        m.channels));
-  }
-  if (!o.normalize && (o.augment_on_device || o.resident == Resident::On)) {
-    throw UsageError(
-        "uint8 batches (no normalization) cannot come from resident mode or --augment-device gpu, whose device work makes float batches",
-        "normalize, or use the CPU's augmentation and resident off");
-  }
+  m.augment = augment_spec(o, shape);
+  fill_normalization(o, m.channels);
+  const LoaderMode mode =
+      choose_loader_mode(conditions_of(*m.dataset, o, m.augment, m.channels));
+  m.mode_reason = mode.reason;
   m.transfer = o.device.is_cuda()
       ? cuda::make_cuda_transfer(o.device, o.mean, o.std, o.normalize)
       : cuda::make_cpu_transfer(o.mean, o.std, o.normalize);
-
   const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
-  // Resident mode: the device can do this augmentation, and the decoded set
-  // fits.
-  const bool device_augment = m.augment.small_images ||
-      m.augment.mode == AugmentSpec::Mode::None ||
-      (m.augment.mode == AugmentSpec::Mode::Eval && shape &&
-       shape->height == out && shape->width == out_w);
-  const std::uint64_t resident_bytes =
-      static_cast<std::uint64_t>(m.dataset->size()) *
-      static_cast<std::uint64_t>(m.channels * out * out_w);
-  // Auto picks it for a GPU only: on the CPU, the threads' per-sample loops
-  // beat batched gathers (hotloop bench data on Fashion-MNIST, 2 cores: 278k
-  // images/s threaded vs 135k resident).
-  const bool resident = o.resident == Resident::On ||
-      (o.resident == Resident::Auto && o.normalize && o.device.is_cuda() &&
-       shape && device_augment && resident_bytes <= (1ULL << 30));
-  if (resident) {
-    if (!device_augment) {
-      throw UsageError(
-          "resident mode runs the small-image augmentation on the device; this data set needs resized crops on the CPU",
-          "use --resident off (or auto)");
+  if (mode.resident) {
+    m.start_resident(workers);
+  } else {
+    if (mode.device_augment) {
+      m.stage_for_device_augment();
     }
-    m.resident = std::make_unique<ResidentBatches>(
-        *m.dataset, o, m.augment, m.channels, workers);
-    m.sampler = Sampler(m.resident->rows(), m.sampler.options());
-    m.stats.bad_samples = m.resident->bad_samples();
-    start_epoch(0);
-    require_a_batch(m.sampler, m.resident->rows(), o);
-    return; // no decode threads, no buffers
-  }
-  // On-device augmentation: the threads stage each image at a fixed size
-  // (small images as they are; photos with the shorter side resized to
-  // out/0.875 and center-cropped square), the device makes the random choices.
-  std::int64_t buffer_h = out;
-  std::int64_t buffer_w = out_w;
-  if (o.augment_on_device && m.augment.mode == AugmentSpec::Mode::Train) {
-    m.augment_on_device = true;
-    m.device_augment = m.augment;
-    m.augment.mode = AugmentSpec::Mode::Eval;
-    if (!m.augment.small_images) {
-      buffer_h = buffer_w = staging_size(std::max(out, out_w));
-      m.augment.out_h = buffer_h;
-      m.augment.out_w = buffer_w;
-      m.augment.eval_crop = 1.0;
+    if (mode.region_decode) {
+      m.encoded = dynamic_cast<const EncodedImages*>(m.dataset.get());
     }
-    const auto [scale, shift] = cuda::normalization(o.mean, o.std, o.device);
-    m.zero_pixel = -shift;
+    m.allocate_buffers(workers);
   }
-  // Folders and shards: the threads decode the files, only what each crop
-  // needs (Decode::Full: the whole image, as Dataset::get() would).
-  const auto* encoded = dynamic_cast<const EncodedImages*>(m.dataset.get());
-  if (o.decode != Decode::Full && encoded != nullptr &&
-      encoded->decode_channels() == m.channels) {
-    m.encoded = encoded;
-  }
-  // Each worker fills one buffer, `prefetch` wait ready, one is being
-  // delivered.
-  const std::size_t pool = o.prefetch_batches + workers + 1;
-  const auto image_opts = at::TensorOptions().dtype(at::kByte).pinned_memory(
-      m.transfer->wants_pinned_buffers());
-  const auto label_opts = at::TensorOptions().dtype(at::kLong).pinned_memory(
-      m.transfer->wants_pinned_buffers());
-  const auto b = static_cast<std::int64_t>(o.batch_size);
-  for (std::size_t i = 0; i < pool; ++i) {
-    m.buffers.push_back(
-        {at::empty({b, m.channels, buffer_h, buffer_w}, image_opts),
-         at::empty({b}, label_opts),
-         {}});
-    m.free_buffers.push_back(i);
-  }
-  m.stats.buffers_allocated = pool;
   start_epoch(0);
-  require_a_batch(m.sampler, m.dataset->size(), o);
-  for (unsigned int w = 0; w < workers; ++w) {
+  require_a_batch(
+      m.sampler, m.resident ? m.resident->rows() : m.dataset->size(), o);
+  for (unsigned int w = 0; !m.resident && w < workers; ++w) {
     m.workers.emplace_back([&m] { m.worker_loop(); });
   }
+}
+
+void Loader::Impl::start_resident(unsigned int workers) {
+  resident = std::make_unique<ResidentBatches>(
+      *dataset, options, augment, channels, workers);
+  sampler = Sampler(resident->rows(), sampler.options());
+  stats.bad_samples = resident->bad_samples();
+}
+
+// The threads stage each image at a fixed size (small images as they are;
+// photos with the shorter side resized to out/0.875 and center-cropped
+// square); the device makes the random choices.
+void Loader::Impl::stage_for_device_augment() {
+  augment_on_device = true;
+  device_augment = augment;
+  augment.mode = AugmentSpec::Mode::Eval;
+  if (!augment.small_images) {
+    augment.out_h = augment.out_w =
+        staging_size(std::max(device_augment.out_h, device_augment.out_w));
+    augment.eval_crop = 1.0;
+  }
+  const auto [scale, shift] =
+      cuda::normalization(options.mean, options.std, options.device);
+  zero_pixel = -shift;
+}
+
+// Each worker fills one buffer, `prefetch` wait ready, one is being
+// delivered: uint8 images at the threads' output size, pinned for a GPU.
+void Loader::Impl::allocate_buffers(unsigned int workers) {
+  const std::size_t pool = options.prefetch_batches + workers + 1;
+  const bool pinned = transfer->wants_pinned_buffers();
+  const auto image_opts =
+      at::TensorOptions().dtype(at::kByte).pinned_memory(pinned);
+  const auto label_opts =
+      at::TensorOptions().dtype(at::kLong).pinned_memory(pinned);
+  const auto b = static_cast<std::int64_t>(options.batch_size);
+  for (std::size_t i = 0; i < pool; ++i) {
+    buffers.push_back(
+        {at::empty({b, channels, augment.out_h, augment.out_w}, image_opts),
+         at::empty({b}, label_opts),
+         {}});
+    free_buffers.push_back(i);
+  }
+  stats.buffers_allocated = pool;
 }
 
 Loader::~Loader() {
@@ -503,6 +539,10 @@ std::pair<std::size_t, std::size_t> Loader::position() const {
 LoaderStats Loader::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
+}
+
+const std::string& Loader::feed_reason() const {
+  return impl_->mode_reason;
 }
 
 bool Loader::resident() const {

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/data/data_kinds.h"
 #include "option_builders.h"
 
 namespace hotloop::train {
@@ -48,7 +49,10 @@ std::vector<RunOption> make_table() {
       "data",
       "Model",
       field(&R::data),
-      "fashion-mnist[:DIR], folder:DIR, wds:DIR|GLOB, synthetic:N[xCxHxW]; for language models tokens:FILE|DIR|GLOB, text:fortunes|FILE|DIR (bytes; a Hugging Face folder's model: its tokens) or instruct:FILE|DIR (JSON Lines of prompt/completion or messages; the loss on the answers) (default with a named language model: text:fortunes)"));
+      fmt::format(
+          "{}; for language models {} (text: bytes, or a Hugging Face folder's tokens; instruct: JSON Lines of prompt/completion or messages, the loss on the answers) (default with a named language model: text:fortunes)",
+          data::data_forms(data::DataFor::Images),
+          data::data_forms(data::DataFor::Tokens))));
   for (const TrainerOption& t : trainer_options()) {
     RunOption o = lift(t, &R::trainer);
     if (t.name == "batch") {
