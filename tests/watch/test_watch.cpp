@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -357,6 +358,25 @@ TEST(WatchReport, SummaryAndTimelinesCarryTheSeries) {
       prom.find(
           "hotloop_watch_process_cpu_percent{pid=\"101\",name=\"pt_data_worker\"} 95"),
       std::string::npos);
+  // Each sample follows its own family's TYPE line (the format's rule: a
+  // family's samples are one group), power's and temperature's included.
+  JobSample hot = r.samples.back();
+  hot.gpus[0].gpu.power_w = 300;
+  hot.gpus[0].gpu.temperature_c = 70u;
+  const std::string hot_prom = prometheus_text(hot, r.run, 1.0, 1.0);
+  EXPECT_NE(
+      hot_prom.find("hotloop_watch_gpu_temperature_celsius{gpu=\"0\"} 70"),
+      std::string::npos);
+  std::istringstream lines(hot_prom);
+  std::string line;
+  std::string family;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("# TYPE ")) {
+      family = line.substr(7, line.find(' ', 7) - 7);
+    } else if (!line.starts_with("#")) {
+      EXPECT_EQ(line.substr(0, line.find_first_of("{ ")), family) << line;
+    }
+  }
   JobSample odd = r.samples.back();
   odd.processes[1].name = "a\"b\\c"; // a comm may hold anything
   EXPECT_NE(

@@ -9,6 +9,7 @@
 
 #include "hotloop/bench/fingerprint.h"
 #include "hotloop/core/atomic_file.h"
+#include "hotloop/core/html_page.h"
 #include "hotloop/core/svg_chart.h"
 #include "hotloop/errors.h"
 
@@ -371,18 +372,13 @@ std::string report_html(const BenchReport& report) {
     }
   }
   std::ostringstream o;
-  o << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>hotloop bench</title><style>"
-       "body{font-family:sans-serif;margin:24px;max-width:1100px}"
-       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-       "td:first-child,th:first-child{text-align:left}svg{display:block;margin:18px 0}"
-       "</style></head><body>";
   o << "<h1>hotloop bench</h1><p>"
     << escape(describe_environment(report.environment)) << "</p>";
   const std::string best = headline(report);
   if (!best.empty()) {
     o << "<p><b>" << escape(best) << "</b></p>";
   }
-  o << "<table><tr><th>row</th><th>status</th><th>steps</th><th>median ms/step</th><th>images/s</th>"
+  o << "<table class=\"numbers\"><tr><th>row</th><th>status</th><th>steps</th><th>median ms/step</th><th>images/s</th>"
        "<th>peak reserved MiB</th><th>GPU util %</th><th>GPU °C</th><th>val acc %</th></tr>";
   for (const auto& r : report.rows) {
     o << fmt::format(
@@ -419,9 +415,8 @@ std::string report_html(const BenchReport& report) {
   }
   o << phase_chart(report.rows);
   o << "<p>Command: <code>"
-    << escape(report.environment.value("command_line", ""))
-    << "</code></p></body></html>\n";
-  return o.str();
+    << escape(report.environment.value("command_line", "")) << "</code></p>\n";
+  return html::page("hotloop bench", o.str());
 }
 
 void write_report(const std::string& dir, const BenchReport& report) {

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/core/html_page.h"
 #include "hotloop/core/svg_chart.h"
 #include "hotloop/core/units.h"
+#include "hotloop/telemetry/prometheus_writer.h"
 
 namespace hotloop::watch {
 
@@ -87,22 +89,6 @@ svg::Series gpu_series(
 template <typename T>
 std::optional<double> as_double(const std::optional<T>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
-}
-
-// A Prometheus label value: backslash, quote and newline escaped.
-std::string label(const std::string& value) {
-  std::string out;
-  for (const char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 std::string finding_rows(const telemetry::Diagnosis& d) {
@@ -189,58 +175,62 @@ nlohmann::json summary_json(const WatchRecord& r) {
          r.tensorboard ? nlohmann::json("tensorboard") : nlohmann::json()}}}};
 }
 
-std::string report_html(const WatchRecord& r) {
+namespace {
+
+// GPU i's timelines: kernel time, memory, power and temperature.
+std::string gpu_charts(const WatchRecord& r, unsigned int i) {
   std::string charts;
-  for (const auto i : job_gpus(r)) {
-    charts += svg::line_chart(
-        fmt::format("GPU {}: time a kernel ran", i),
-        "seconds",
-        "percent",
-        {gpu_series(
-             r,
-             i,
-             "whole GPU",
-             [](const JobGpu& g) { return as_double(g.gpu.util_percent); }),
-         gpu_series(
-             r,
-             i,
-             "the job's share",
-             [](const JobGpu& g) { return g.job_sm_percent; }),
-         gpu_series(
-             r,
-             i,
-             "other processes",
-             [](const JobGpu& g) { return g.others_sm_percent; })},
-        100);
-    charts += svg::line_chart(
-        fmt::format("GPU {}: memory", i),
-        "seconds",
-        "GiB",
-        {gpu_series(
-             r,
-             i,
-             "used on the GPU",
-             [](const JobGpu& g) {
-               return g.gpu.memory_used_bytes
-                   ? std::optional<double>(*g.gpu.memory_used_bytes / kGiB)
-                   : std::nullopt;
-             }),
-         gpu_series(r, i, "the job's", [](const JobGpu& g) {
-           return std::optional<double>(g.job_memory_bytes / kGiB);
-         })});
-    charts += svg::line_chart(
-        fmt::format("GPU {}: power and temperature", i),
-        "seconds",
-        "W, °C",
-        {gpu_series(
-             r, i, "power (W)", [](const JobGpu& g) { return g.gpu.power_w; }),
-         gpu_series(r, i, "temperature (°C)", [](const JobGpu& g) {
-           return as_double(g.gpu.temperature_c);
-         })});
-  }
-  if (job_gpus(r).empty()) {
-    charts += "<p class=\"note\">The job used no GPU: no GPU timelines.</p>";
-  }
+  charts += svg::line_chart(
+      fmt::format("GPU {}: time a kernel ran", i),
+      "seconds",
+      "percent",
+      {gpu_series(
+           r,
+           i,
+           "whole GPU",
+           [](const JobGpu& g) { return as_double(g.gpu.util_percent); }),
+       gpu_series(
+           r,
+           i,
+           "the job's share",
+           [](const JobGpu& g) { return g.job_sm_percent; }),
+       gpu_series(
+           r,
+           i,
+           "other processes",
+           [](const JobGpu& g) { return g.others_sm_percent; })},
+      100);
+  charts += svg::line_chart(
+      fmt::format("GPU {}: memory", i),
+      "seconds",
+      "GiB",
+      {gpu_series(
+           r,
+           i,
+           "used on the GPU",
+           [](const JobGpu& g) {
+             return g.gpu.memory_used_bytes
+                 ? std::optional<double>(*g.gpu.memory_used_bytes / kGiB)
+                 : std::nullopt;
+           }),
+       gpu_series(r, i, "the job's", [](const JobGpu& g) {
+         return std::optional<double>(g.job_memory_bytes / kGiB);
+       })});
+  charts += svg::line_chart(
+      fmt::format("GPU {}: power and temperature", i),
+      "seconds",
+      "W, °C",
+      {gpu_series(
+           r, i, "power (W)", [](const JobGpu& g) { return g.gpu.power_w; }),
+       gpu_series(r, i, "temperature (°C)", [](const JobGpu& g) {
+         return as_double(g.gpu.temperature_c);
+       })});
+  return charts;
+}
+
+// The job's processes and the machine.
+std::string host_charts(const WatchRecord& r) {
+  std::string charts;
   charts += svg::line_chart(
       "CPU per process (100% = one core)",
       "seconds",
@@ -254,6 +244,13 @@ std::string report_html(const WatchRecord& r) {
   }
   charts += svg::line_chart(
       "The machine (all cores)", "seconds", "percent", {host, iowait}, 100);
+  return charts;
+}
+
+// Steps per second in each sample interval, and the loss, when the job
+// reported steps.
+std::string step_charts(const WatchRecord& r) {
+  std::string charts;
   if (r.steps.size() > 1) {
     // Steps per second in each sample interval, and the loss.
     svg::Series rate{"steps/s", {}};
@@ -280,8 +277,12 @@ std::string report_html(const WatchRecord& r) {
       charts += svg::line_chart("Loss reported", "seconds", "loss", {loss});
     }
   }
-  // Consecutive windows with the same verdict share a row (the latest
-  // one's evidence).
+  return charts;
+}
+
+// Consecutive windows with the same verdict share a row (the latest one's
+// evidence).
+std::string window_rows(const WatchRecord& r) {
   std::string windows;
   for (std::size_t i = 0; i < r.windows.size();) {
     std::size_t j = i;
@@ -301,15 +302,26 @@ std::string report_html(const WatchRecord& r) {
         escape(f.fix));
     i = j + 1;
   }
+  return windows;
+}
+
+} // namespace
+
+std::string report_html(const WatchRecord& r) {
+  std::string charts;
+  for (const auto i : job_gpus(r)) {
+    charts += gpu_charts(r, i);
+  }
+  if (job_gpus(r).empty()) {
+    charts += "<p class=\"note\">The job used no GPU: no GPU timelines.</p>";
+  }
+  charts += host_charts(r) + step_charts(r);
+  const std::string windows = window_rows(r);
   std::string notes;
   for (const auto& n : r.notes) {
     notes += "<li>" + escape(n) + "</li>";
   }
-  return fmt::format(
-      "<!doctype html><html><head><meta charset=\"utf-8\"><title>hotloop watch: {cmd}</title>"
-      "<style>body{{font-family:sans-serif;margin:24px;max-width:1000px}}"
-      "table{{border-collapse:collapse;margin:12px 0}}td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;font-size:14px}}"
-      "svg{{display:block;margin:18px 0}}.note{{color:#666}}code{{background:#f4f4f4;padding:2px 4px}}</style></head><body>"
+  const std::string body = fmt::format(
       "<h1>hotloop watch</h1>"
       "<p><code>{cmd}</code><br>pid {pid}{how}; {wall:.0f} s; {samples} samples every {interval:g} s; {ended}</p>"
       "<h2>Verdict: {verdict}</h2>"
@@ -319,8 +331,7 @@ std::string report_html(const WatchRecord& r) {
       "<h2>Verdicts per window</h2>"
       "<table><tr><th>window</th><th>verdict</th><th>evidence</th><th>fix</th></tr>{windows}</table>"
       "<p class=\"note\">Watching cost {cpu:.2f} CPU seconds in {wall:.0f} s ({share:.2f}% of one core). "
-      "Every sample is in telemetry.jsonl; summary.json has the verdicts; tensorboard/ has the timelines.</p>"
-      "</body></html>\n",
+      "Every sample is in telemetry.jsonl; summary.json has the verdicts; tensorboard/ has the timelines.</p>\n",
       fmt::arg("cmd", escape(r.command)),
       fmt::arg("pid", r.pid),
       fmt::arg(
@@ -344,6 +355,7 @@ std::string report_html(const WatchRecord& r) {
       fmt::arg("windows", windows),
       fmt::arg("cpu", r.watch_cpu_s),
       fmt::arg("share", r.wall_s > 0 ? 100.0 * r.watch_cpu_s / r.wall_s : 0.0));
+  return html::page("hotloop watch: " + r.command, body);
 }
 
 std::string prometheus_text(
@@ -351,91 +363,72 @@ std::string prometheus_text(
     const std::optional<telemetry::Diagnosis>& d,
     double steps_per_s,
     std::optional<double> loss) {
-  std::string out;
-  auto gauge = [&](const char* name, const char* help) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
-  };
-  gauge(
-      "hotloop_watch_gpu_utilization_percent",
+  telemetry::PrometheusWriter w("hotloop_watch_");
+  const auto gpu = [](const JobGpu& g) { return std::to_string(g.gpu.index); };
+  w.family(
+      "gpu_utilization_percent",
+      "gauge",
       "Time a kernel ran on the GPU (NVML)");
   for (const auto& g : s.gpus) {
-    out += fmt::format(
-        "hotloop_watch_gpu_utilization_percent{{gpu=\"{}\"}} {}\n",
-        g.gpu.index,
-        g.gpu.util_percent.value_or(0));
+    w.sample({{"gpu", gpu(g)}}, g.gpu.util_percent.value_or(0));
   }
-  gauge("hotloop_watch_job_sm_percent", "The job's own share of SM time");
+  w.family("job_sm_percent", "gauge", "The job's own share of SM time");
   for (const auto& g : s.gpus) {
     if (g.job_sm_percent) {
-      out += fmt::format(
-          "hotloop_watch_job_sm_percent{{gpu=\"{}\"}} {}\n",
-          g.gpu.index,
-          *g.job_sm_percent);
+      w.sample({{"gpu", gpu(g)}}, *g.job_sm_percent);
     }
   }
-  gauge(
-      "hotloop_watch_job_gpu_memory_bytes",
-      "GPU memory the job's processes hold");
+  w.family(
+      "job_gpu_memory_bytes", "gauge", "GPU memory the job's processes hold");
   for (const auto& g : s.gpus) {
-    out += fmt::format(
-        "hotloop_watch_job_gpu_memory_bytes{{gpu=\"{}\"}} {}\n",
-        g.gpu.index,
-        g.job_memory_bytes);
+    w.sample({{"gpu", gpu(g)}}, static_cast<double>(g.job_memory_bytes));
   }
-  gauge("hotloop_watch_gpu_power_watts", "GPU power draw");
-  gauge("hotloop_watch_gpu_temperature_celsius", "GPU temperature");
+  w.family("gpu_power_watts", "gauge", "GPU power draw");
   for (const auto& g : s.gpus) {
     if (g.gpu.power_w) {
-      out += fmt::format(
-          "hotloop_watch_gpu_power_watts{{gpu=\"{}\"}} {}\n",
-          g.gpu.index,
-          *g.gpu.power_w);
-    }
-    if (g.gpu.temperature_c) {
-      out += fmt::format(
-          "hotloop_watch_gpu_temperature_celsius{{gpu=\"{}\"}} {}\n",
-          g.gpu.index,
-          *g.gpu.temperature_c);
+      w.sample({{"gpu", gpu(g)}}, *g.gpu.power_w);
     }
   }
-  gauge(
-      "hotloop_watch_process_cpu_percent",
+  w.family("gpu_temperature_celsius", "gauge", "GPU temperature");
+  for (const auto& g : s.gpus) {
+    if (g.gpu.temperature_c) {
+      w.sample({{"gpu", gpu(g)}}, *g.gpu.temperature_c);
+    }
+  }
+  w.family(
+      "process_cpu_percent",
+      "gauge",
       "CPU use of each process of the job (100 = one core)");
   double rss = 0;
   for (const auto& p : s.processes) {
-    out += fmt::format(
-        "hotloop_watch_process_cpu_percent{{pid=\"{}\",name=\"{}\"}} {}\n",
-        p.pid,
-        label(p.name),
-        p.cpu_percent);
+    w.sample({{"pid", std::to_string(p.pid)}, {"name", p.name}}, p.cpu_percent);
     rss += static_cast<double>(p.rss_bytes);
   }
-  gauge(
-      "hotloop_watch_job_rss_bytes", "Resident memory of the job's processes");
-  out += fmt::format("hotloop_watch_job_rss_bytes {}\n", rss);
-  gauge("hotloop_watch_job_processes", "Processes in the job's tree");
-  out += fmt::format("hotloop_watch_job_processes {}\n", s.processes.size());
-  gauge("hotloop_watch_host_cpu_percent", "The machine's CPU use (all cores)");
-  out += fmt::format(
-      "hotloop_watch_host_cpu_percent {}\n", s.host_cpu_percent.value_or(0));
-  gauge("hotloop_watch_host_iowait_percent", "The machine's I/O wait");
-  out += fmt::format(
-      "hotloop_watch_host_iowait_percent {}\n",
+  w.gauge("job_rss_bytes", "Resident memory of the job's processes", rss);
+  w.gauge(
+      "job_processes",
+      "Processes in the job's tree",
+      static_cast<double>(s.processes.size()));
+  w.gauge(
+      "host_cpu_percent",
+      "The machine's CPU use (all cores)",
+      s.host_cpu_percent.value_or(0));
+  w.gauge(
+      "host_iowait_percent",
+      "The machine's I/O wait",
       s.host_iowait_percent.value_or(0));
-  gauge("hotloop_watch_steps_per_second", "Steps the job reported per second");
-  out += fmt::format("hotloop_watch_steps_per_second {}\n", steps_per_s);
+  w.gauge("steps_per_second", "Steps the job reported per second", steps_per_s);
   if (loss) {
-    gauge("hotloop_watch_loss", "The last loss the job reported");
-    out += fmt::format("hotloop_watch_loss {}\n", *loss);
+    w.gauge("loss", "The last loss the job reported", *loss);
   }
   if (d) {
-    gauge(
-        "hotloop_watch_verdict",
-        "The latest window's verdict (1 for the one that holds)");
-    out += fmt::format(
-        "hotloop_watch_verdict{{verdict=\"{}\"}} 1\n", d->primary().verdict);
+    w.family(
+         "verdict",
+         "gauge",
+         "The latest window's verdict (1 for the one that holds)")
+        .sample({{"verdict", d->primary().verdict}}, 1);
   }
-  return out;
+  return w.text();
 }
 
 std::vector<std::pair<std::string, double>> tensorboard_values(
