@@ -13,6 +13,7 @@
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/lora.h"
+#include "hotloop/train/run_folder.h"
 
 namespace hotloop::cli {
 
@@ -25,17 +26,9 @@ namespace fs = std::filesystem;
 std::optional<nlohmann::json> run_config(
     const std::string& weights,
     const char* part = "model") {
-  const fs::path dir = fs::path(weights).parent_path();
-  for (const fs::path& p :
-       {dir / "config.json", dir.parent_path() / "config.json"}) {
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) {
-      continue;
-    }
-    std::ifstream in(p);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.contains(part) && j[part].is_object()) {
-      return j[part];
+  for (const train::RunFolder& run : train::RunFolder::around(weights)) {
+    if (std::optional<nlohmann::json> j = run.config_part(part)) {
+      return j;
     }
   }
   return std::nullopt;
@@ -276,11 +269,10 @@ data::Tokenizer resolve_tokenizer(
         fmt::format("--weights {}: the folder has no tokenizer.json", folder),
         "pass --tokenizer hf:DIR (a tokenizer.json) or bpe:DIR");
   }
-  const fs::path dir = fs::path(weights).parent_path();
-  for (const fs::path& p :
-       {dir / "tokenizer", dir.parent_path() / "tokenizer"}) {
-    if (data::Tokenizer::dir_beside(p.string()) == p.string()) {
-      return data::Tokenizer::in_dir(p.string());
+  for (const train::RunFolder& run : train::RunFolder::around(weights)) {
+    const std::string kept = run.tokenizer();
+    if (data::Tokenizer::dir_beside(kept) == kept) {
+      return data::Tokenizer::in_dir(kept);
     }
   }
   const model::ModelOptions c = model::resolve_language_model(m);

@@ -7,8 +7,6 @@
 
 #include <fmt/ranges.h>
 
-#include <fstream>
-
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/errors.h"
@@ -16,6 +14,7 @@
 #include "hotloop/model/model.h"
 #include "hotloop/parallel/job.h"
 #include "hotloop/train/resolve_run.h"
+#include "hotloop/train/run_folder.h"
 #include "hotloop/train/trainer.h"
 #include "option_sources.h"
 #include "run_flags.h"
@@ -125,12 +124,10 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
       val,
       o,
       {train::standard_callbacks(run.callbacks), job.group, record});
-  if (talk) {
-    keep_tokenizer(run.data, trainer.run_dir());
-  }
   if (resolved.found && talk) {
-    std::ofstream(trainer.run_dir() + "/batch_finder.json")
-        << resolved.found->to_json().dump(2) << '\n';
+    train::RunFolder::write_json(
+        train::RunFolder(trainer.run_dir()).batch_finder(),
+        resolved.found->to_json());
   }
   StopSignal stop;
   const train::TrainSummary s = trainer.fit(stop.flag());

@@ -9,6 +9,7 @@ import torch
 from ._native import native
 from ._device import env_int as _env_int
 from ._device import resolve_device
+from .loader import Loader
 
 Finding = namedtuple("Finding", ["verdict", "evidence", "fix"])
 Finding.__doc__ = """One finding of a diagnosis window: the verdict's name (input-bound, throttled-thermal, not-learning,
@@ -55,6 +56,7 @@ class Run:
         self.out_dir = str(out_dir)
         self._loader = loader if hasattr(loader, "last_wait_seconds") else None
         self._loss_every = max(1, int(loss_every))
+        info = loader.info() if isinstance(loader, Loader) else {}
         self._native = native.Run(
             out_dir=self.out_dir, device=str(self.device), precision=precision, num_classes=num_classes,
             tokens_per_sample=tokens_per_sample, flops_per_sample=float(flops_per_sample),
@@ -63,7 +65,8 @@ class Run:
             world_size=_env_int("WORLD_SIZE", 1) if world_size is None else world_size,
             telemetry=telemetry, telemetry_interval_s=telemetry_interval_s, diagnosis_window=diagnosis_window,
             nvml_library=nvml_library, metrics_file=metrics_file, tensorboard=tensorboard, console=console,
-            config_json=json.dumps(config or {}, default=str))
+            config_json=json.dumps(config or {}, default=str),
+            tokenizer_files=list(info.get("tokenizer_files", [])))
         self._step_loss = None  # given with loss() inside the step
         self._pending = []  # (step, loss tensor on a device), not yet copied
         self._copies = []  # (steps, pinned CPU tensor, CUDA event): copies in flight

@@ -51,7 +51,8 @@ void bind_run(py::module_& m) {
                       bool metrics_file,
                       bool tensorboard,
                       bool console,
-                      const std::string& config_json) {
+                      const std::string& config_json,
+                      std::vector<std::string> tokenizer_files) {
             train::LoopRunOptions o;
             o.out_dir = out_dir;
             o.device = c10::Device(device);
@@ -71,6 +72,7 @@ void bind_run(py::module_& m) {
             o.callbacks.tensorboard = tensorboard;
             o.callbacks.console.enabled = console;
             o.config = nlohmann::json::parse(config_json);
+            o.tokenizer_files = std::move(tokenizer_files);
             py::gil_scoped_release no_gil;
             return std::make_unique<train::LoopRun>(std::move(o));
           }),
@@ -91,7 +93,8 @@ void bind_run(py::module_& m) {
           py::arg("metrics_file"),
           py::arg("tensorboard"),
           py::arg("console"),
-          py::arg("config_json"))
+          py::arg("config_json"),
+          py::arg("tokenizer_files"))
       .def(
           "begin_step",
           &train::LoopRun::begin_step,

@@ -188,3 +188,23 @@ def test_breaking_out_of_track_ends_the_step(tmp_path):
                 break
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["stopped_early"] is False
+
+
+def test_a_run_fed_by_a_loader_of_token_data_keeps_its_tokenizer(tmp_path):
+    # hotloop train keeps the data's tokenizer in the run folder; a Run fed by the same data does too.
+    tokenizers = pytest.importorskip("tokenizers")
+    text = open("/usr/share/games/fortunes/fortunes", encoding="utf-8", errors="replace").read()[:20000]
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator([text], vocab_size=400, min_frequency=2, show_progress=False)
+    data = tmp_path / "tokens"
+    data.mkdir()
+    bpe.save(str(data / "tokenizer.json"))
+    ids = torch.tensor(bpe.encode(text).ids[:512], dtype=torch.int16)  # raw uint16 ids, all < 400
+    for split in ("train.bin", "val.bin"):
+        (data / split).write_bytes(ids.numpy().tobytes())
+    loader = hotloop.Loader(f"tokens:{data}", context=8, batch_size=2)
+    assert loader.info()["tokenizer_files"]
+    run = hotloop.Run(tmp_path / "run", loader=loader, telemetry=False)
+    tiny_loop(run, 2)
+    run.close()
+    assert (tmp_path / "run" / "tokenizer" / "tokenizer.json").is_file()

@@ -101,6 +101,15 @@ class TokenDataset final : public Dataset {
   void set_tokenizer_vocabulary(std::int64_t vocab) {
     tokenizer_vocabulary_ = vocab;
   }
+  // The files of the tokenizer beside token files (as `pack --tokenizer`
+  // leaves them), which a run keeps in RUN/tokenizer/ (train/run_folder.h);
+  // empty when the ids come with none.
+  const std::vector<std::string>& tokenizer_files() const {
+    return tokenizer_files_;
+  }
+  void set_tokenizer_files(std::vector<std::string> files) {
+    tokenizer_files_ = std::move(files);
+  }
   // Throws DataError naming the first token >= `vocab` (file and offset).
   void check_vocabulary(std::int64_t vocab) const;
 
@@ -132,6 +141,7 @@ class TokenDataset final : public Dataset {
   std::string what_;
   bool byte_level_ = false;
   std::int64_t tokenizer_vocabulary_ = 0; // 0: none known
+  std::vector<std::string> tokenizer_files_;
   std::uint64_t total_ = 0;
 };
 

@@ -1,7 +1,6 @@
 #include "hotloop/telemetry/run_telemetry.h"
 
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -90,7 +89,7 @@ double& at(PhaseTotals& t, std::size_t slot) {
 RunTelemetry::RunTelemetry(
     RunTelemetryOptions options,
     c10::Device device,
-    const std::string& run_dir)
+    const std::string& jsonl_path)
     : options_(std::move(options)), device_(device) {
   if (!device_.is_cuda()) {
     usable_gpu_ = cuda::state().available;
@@ -114,10 +113,7 @@ RunTelemetry::RunTelemetry(
       return cuda::memory_stats(index).reserved;
     };
   }
-  if (!run_dir.empty()) {
-    so.jsonl_path =
-        (std::filesystem::path(run_dir) / "telemetry.jsonl").string();
-  }
+  so.jsonl_path = jsonl_path;
   sampler_ = std::make_unique<Sampler>(so);
 }
 

@@ -76,11 +76,12 @@ struct StepOutput {
 
 class RunTelemetry {
  public:
-  // `run_dir` "": no telemetry.jsonl.
+  // Samples and windows go to `jsonl_path` (the run folder's
+  // telemetry.jsonl, train/run_folder.h); "": no file.
   RunTelemetry(
       RunTelemetryOptions options,
       c10::Device device,
-      const std::string& run_dir);
+      const std::string& jsonl_path);
   ~RunTelemetry();
   RunTelemetry(const RunTelemetry&) = delete;
   RunTelemetry& operator=(const RunTelemetry&) = delete;

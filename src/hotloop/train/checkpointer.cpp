@@ -15,6 +15,7 @@
 #include "hotloop/train/option_table.h"
 #include "hotloop/train/options.h"
 #include "hotloop/train/rng_state.h"
+#include "hotloop/train/run_folder.h"
 
 namespace hotloop::train {
 
@@ -105,7 +106,7 @@ model::StateDict over_model(
 Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
     : dir_(
           s.run_dir.empty() ? std::string()
-                            : (fs::path(s.run_dir) / "checkpoints").string()),
+                            : RunFolder(s.run_dir).checkpoints()),
       writes_(
           s.rank == 0 && !s.run_dir.empty() && s.options->keep_checkpoints > 0),
       faults_(&faults) {}

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <numeric>
 
 #include <fmt/format.h>
 
-#include "hotloop/core/atomic_file.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
@@ -15,6 +13,7 @@
 #include "hotloop/train/events.h"
 #include "hotloop/train/mfu.h"
 #include "hotloop/train/run_figures.h"
+#include "hotloop/train/run_folder.h"
 #include "hotloop/train/run_report.h"
 #include "hotloop/train/run_state.h"
 #include "hotloop/train/step_times.h"
@@ -89,14 +88,7 @@ LoopRun::LoopRun(LoopRunOptions o) : impl_(std::make_unique<Impl>()) {
   m.options = std::move(o);
   const LoopRunOptions& opt = m.options;
   if (!opt.out_dir.empty() && opt.rank == 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out_dir, ec);
-    if (ec) {
-      throw Error(
-          fmt::format(
-              "hotloop.Run: cannot create {}: {}", opt.out_dir, ec.message()),
-          "give an out_dir on a writable disk");
-    }
+    RunFolder(opt.out_dir).create();
   }
   m.trainer.precision = opt.precision;
   m.trainer.model.name = "outside";
@@ -145,9 +137,11 @@ LoopRun::LoopRun(LoopRunOptions o) : impl_(std::make_unique<Impl>()) {
       callbacks_json.push_back({{"name", c->name()}, {"config", c->config()}});
     }
     config["callbacks"] = callbacks_json;
-    write_text_atomic(
-        (std::filesystem::path(s.run_dir) / "config.json").string(),
-        config.dump(2) + "\n");
+    const RunFolder folder(s.run_dir);
+    RunFolder::write_json(folder.config(), config);
+    if (!opt.tokenizer_files.empty()) {
+      folder.keep_tokenizer(opt.tokenizer_files);
+    }
   }
   if (s.device.is_cuda()) {
     cuda::reset_peak_memory(s.device.index());
@@ -304,9 +298,7 @@ TrainSummary LoopRun::finish(std::size_t bad_samples, bool stopped_early) {
   sum.callbacks = m.events->fit_end(s, sum);
   m.summary = sum;
   if (s.rank == 0 && !s.run_dir.empty()) {
-    const std::filesystem::path dir(s.run_dir);
-    write_text_atomic(
-        (dir / "summary.json").string(), sum.to_json().dump(2) + "\n");
+    RunFolder::write_json(RunFolder(s.run_dir).summary(), sum.to_json());
     try {
       write_run_report(s.run_dir);
     } catch (const std::exception& e) {

@@ -51,6 +51,9 @@ struct LoopRunOptions {
     return o;
   }();
   nlohmann::json config = nlohmann::json::object(); // into config.json
+  // The token data's tokenizer, kept in RUN/tokenizer/ as the trainer keeps
+  // it (data::TokenDataset::tokenizer_files; Python: the Loader's).
+  std::vector<std::string> tokenizer_files;
 };
 
 class LoopRun {

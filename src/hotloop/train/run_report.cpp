@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/core/atomic_file.h"
+#include "hotloop/core/html_page.h"
 #include "hotloop/core/svg_chart.h"
 #include "hotloop/core/units.h"
 #include "hotloop/errors.h"
+#include "hotloop/train/run_folder.h"
 
 namespace hotloop::train {
 
@@ -18,24 +20,23 @@ namespace {
 
 using svg::escape;
 
-nlohmann::json read_summary(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "summary.json");
+nlohmann::json read_summary(const RunFolder& run) {
+  std::ifstream in(run.summary());
   if (!in) {
     throw Error(
-        fmt::format("report: no {}", (dir / "summary.json").string()),
+        fmt::format("report: no {}", run.summary()),
         "the run has not finished: its summary is written at the end");
   }
   const auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded()) {
-    throw Error(
-        fmt::format("report: {} is not JSON", (dir / "summary.json").string()));
+    throw Error(fmt::format("report: {} is not JSON", run.summary()));
   }
   return j;
 }
 
-std::vector<nlohmann::json> read_metrics(const std::filesystem::path& dir) {
+std::vector<nlohmann::json> read_metrics(const RunFolder& run) {
   std::vector<nlohmann::json> lines;
-  std::ifstream in(dir / "metrics.jsonl");
+  std::ifstream in(run.metrics());
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_discarded() && j.is_object()) {
@@ -128,8 +129,9 @@ std::string windows_table(const std::vector<nlohmann::json>& metrics) {
 
 std::string run_report_html(const std::string& run_dir) {
   const std::filesystem::path dir(run_dir);
-  const nlohmann::json s = read_summary(dir);
-  const std::vector<nlohmann::json> metrics = read_metrics(dir);
+  const RunFolder run(run_dir);
+  const nlohmann::json s = read_summary(run);
+  const std::vector<nlohmann::json> metrics = read_metrics(run);
   const nlohmann::json telemetry =
       s.value("telemetry", nlohmann::json::object());
 
@@ -203,27 +205,22 @@ std::string run_report_html(const std::string& run_dir) {
                   escape(telemetry["diagnosis"].value("verdict", ""))) +
         findings_table(telemetry["diagnosis"]);
   }
-  return fmt::format(
-      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>hotloop run {}</title>\n"
-      "<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}"
-      "table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}</style>\n"
-      "</head><body>\n<h1>hotloop run</h1>\n<p>{}</p>\n"
+  const std::string body = fmt::format(
+      "<h1>hotloop run</h1>\n<p>{}</p>\n"
       "<h2>Diagnosis</h2>\n{}<h2>Figures</h2>\n<table>\n{}</table>\n"
       "<h2>Steps</h2>\n{}<h2>Diagnosis windows</h2>\n{}"
       "<p>Every step is in metrics.jsonl, every sample in telemetry.jsonl; summary.json has these figures; "
-      "TensorBoard's event files beside them have the timelines.</p>\n</body></html>\n",
-      escape(dir.filename().string()),
+      "TensorBoard's event files beside them have the timelines.</p>\n",
       escape(std::filesystem::absolute(dir).string()),
       verdict,
       facts,
       charts(metrics),
       windows_table(metrics));
+  return html::page("hotloop run " + dir.filename().string(), body);
 }
 
 void write_run_report(const std::string& run_dir) {
-  write_text_atomic(
-      (std::filesystem::path(run_dir) / "report.html").string(),
-      run_report_html(run_dir));
+  write_text_atomic(RunFolder(run_dir).report(), run_report_html(run_dir));
 }
 
 } // namespace hotloop::train

@@ -3,12 +3,12 @@
 // evaluation, failures, and the end (summary.json, report.html).
 
 #include <filesystem>
-#include <fstream>
 
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/language_model.h"
@@ -16,6 +16,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/train/graph_step.h"
 #include "hotloop/train/run_figures.h"
+#include "hotloop/train/run_folder.h"
 #include "hotloop/train/run_report.h"
 #include "hotloop/train/trainer_parts.h"
 
@@ -23,10 +24,9 @@ namespace hotloop::train {
 
 namespace {
 
-void write_json(const RunState& s, const char* name, const nlohmann::json& j) {
-  if (s.rank == 0 && !s.run_dir.empty()) {
-    std::ofstream(std::filesystem::path(s.run_dir) / name) << j.dump(2) << '\n';
-  }
+// Rank 0 of a run with a folder writes its files.
+bool writes_files(const RunState& s) {
+  return s.rank == 0 && !s.run_dir.empty();
 }
 
 // config.json: the options as resolved, where each value came from, and the
@@ -63,8 +63,7 @@ void write_adapter(const RunState& s, model::Model& model) {
         base));
   }
   auto& lm = static_cast<model::LanguageModel&>(model);
-  const std::string dir =
-      (std::filesystem::path(s.run_dir) / "adapter").string();
+  const std::string dir = RunFolder(s.run_dir).adapter();
   model::write_peft_adapter(
       dir, lm, o.model.lora, base, dynamic_cast<model::Gpt*>(&lm) != nullptr);
   s.log(fmt::format(
@@ -79,7 +78,17 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
   RunState& s = state;
   const TrainerOptions& o = options;
   s.stop = stop;
-  write_json(s, "config.json", config_of(o, record, events));
+  if (writes_files(s)) {
+    const RunFolder folder(s.run_dir);
+    RunFolder::write_json(folder.config(), config_of(o, record, events));
+    // The token data's tokenizer goes with the run: generate and predict on
+    // its checkpoints decode with it.
+    const auto* tokens =
+        dynamic_cast<const data::TokenDataset*>(train_data.get());
+    if (tokens != nullptr && !tokens->tokenizer_files().empty()) {
+      folder.keep_tokenizer(tokens->tokenizer_files());
+    }
+  }
   log(fmt::format(
       "train: {} on {} ({}), {} steps = {:.2f} epoch(s) of {} steps; batch {} = {} x {} micro-batch(es){}",
       o.model.name,
@@ -247,9 +256,8 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.last_checkpoint = s.last_checkpoint;
   sum.resumed_at = s.resumed_at;
   sum.wall_s = wall_s;
-  if (s.rank == 0 && !s.run_dir.empty() && o.save_weights) {
-    sum.weights =
-        (std::filesystem::path(s.run_dir) / "model.safetensors").string();
+  if (writes_files(s) && o.save_weights) {
+    sum.weights = RunFolder(s.run_dir).weights();
     if (o.model.lora.enabled()) {
       // The adapters: the base is --init's (a bf16 run's copy is rounded).
       model::write_weights(
@@ -261,8 +269,8 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
     }
   }
   sum.callbacks = events.fit_end(s, sum);
-  write_json(s, "summary.json", sum.to_json());
-  if (s.rank == 0 && !s.run_dir.empty()) {
+  if (writes_files(s)) {
+    RunFolder::write_json(RunFolder(s.run_dir).summary(), sum.to_json());
     try {
       write_run_report(s.run_dir); // report.html, from the files just written
     } catch (const std::exception& e) {

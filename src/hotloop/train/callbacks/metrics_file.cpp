@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "hotloop/train/run_folder.h"
+
 namespace hotloop::train {
 
 namespace fs = std::filesystem;
@@ -14,7 +16,7 @@ void MetricsFile::on_fit_start(const RunState& s) {
   if (s.rank != 0 || s.run_dir.empty()) {
     return;
   }
-  const fs::path path = fs::path(s.run_dir) / "metrics.jsonl";
+  const fs::path path = RunFolder(s.run_dir).metrics();
   if (s.resumed_at >= 0) {
     // The lines after the checkpoint belong to a timeline being replayed.
     std::vector<std::string> keep;

@@ -5,6 +5,7 @@
 
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/options.h"
+#include "hotloop/train/run_folder.h"
 #include "hotloop/train/schedule.h"
 
 namespace hotloop::train {
@@ -41,7 +42,10 @@ void TelemetryCallback::on_fit_start(const RunState& s) {
     };
   }
   run_ = std::make_unique<telemetry::RunTelemetry>(
-      o, s.device, s.rank == 0 ? s.run_dir : std::string());
+      o,
+      s.device,
+      s.rank == 0 && !s.run_dir.empty() ? RunFolder(s.run_dir).telemetry()
+                                        : std::string());
 }
 
 void TelemetryCallback::on_step_begin(const RunState&) {
