@@ -18,14 +18,10 @@
 
 namespace hotloop::cli {
 
-void add_bench_command(CLI::App& app, Action& action) {
-  struct Flags {
-    bench::DataBenchOptions options;
-    train::RunOptions run; // the loader's flags, as `hotloop train` has them
-    std::string split = "train";
-    bool json = false;
-  };
-  auto flags = std::make_shared<Flags>();
+namespace {
+
+// `hotloop bench`: the matrix of short training runs.
+CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
   struct MatrixFlags {
     bench::MatrixOptions options;
     train::RunOptions run; // --model, --data, --steps, --threads
@@ -117,6 +113,18 @@ void add_bench_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+  return bench_cmd;
+}
+
+// `hotloop bench data`: the loader alone.
+void add_bench_data(CLI::App* bench_cmd, Action& action) {
+  struct Flags {
+    bench::DataBenchOptions options;
+    train::RunOptions run; // the loader's flags, as `hotloop train` has them
+    std::string split = "train";
+    bool json = false;
+  };
+  auto flags = std::make_shared<Flags>();
   CLI::App* cmd = bench_cmd->add_subcommand(
       "data",
       "Run the loader alone (decode + augment + batch + copy) for a while; report images/s and MB/s");
@@ -178,7 +186,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+}
 
+// `hotloop bench conv`: oneDNN against im2col + GEMM per convolution shape.
+void add_bench_conv(CLI::App* bench_cmd, Action& action) {
   struct ConvFlags {
     bench::ConvBenchOptions options;
     bool json = false;
@@ -218,6 +229,14 @@ void add_bench_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+}
+
+} // namespace
+
+void add_bench_command(CLI::App& app, Action& action) {
+  CLI::App* bench_cmd = add_bench_matrix(app, action);
+  add_bench_data(bench_cmd, action);
+  add_bench_conv(bench_cmd, action);
 }
 
 } // namespace hotloop::cli

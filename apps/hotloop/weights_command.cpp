@@ -20,12 +20,16 @@
 
 namespace hotloop::cli {
 
-void add_weights_command(CLI::App& app, Action& action) {
-  CLI::App* cmd = app.add_subcommand(
-      "weights",
-      "Inspect or convert weight files (.safetensors, torch.save() .pt/.pth)");
-  cmd->require_subcommand(1);
+namespace {
 
+struct ExportHf {
+  model::ModelOptions model;
+  std::string in;
+  std::string out;
+};
+
+// `weights show FILE`: each tensor's name, dtype and shape.
+void add_show(CLI::App* cmd, Action& action) {
   auto show_path = std::make_shared<std::string>();
   CLI::App* show = cmd->add_subcommand(
       "show", "List a weight file's tensors: name, dtype, shape");
@@ -52,7 +56,10 @@ void add_weights_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+}
 
+// `weights convert IN OUT`: safetensors <-> torch.save() zip.
+void add_convert(CLI::App* cmd, Action& action) {
   struct Convert {
     std::string in;
     std::string out;
@@ -72,12 +79,10 @@ void add_weights_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+}
 
-  struct ExportHf {
-    model::ModelOptions model;
-    std::string in;
-    std::string out;
-  };
+// `weights export-hf IN OUT`: a language model as a Hugging Face folder.
+void add_export_hf(CLI::App* cmd, Action& action) {
   auto hf = std::make_shared<ExportHf>();
   CLI::App* export_hf = cmd->add_subcommand(
       "export-hf",
@@ -110,7 +115,11 @@ void add_weights_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+}
 
+// `weights merge-lora IN OUT`: adapters merged into their base, as a Hugging
+// Face folder with the base's tokenizer.
+void add_merge_lora(CLI::App* cmd, Action& action) {
   auto merge = std::make_shared<ExportHf>();
   CLI::App* merge_lora = cmd->add_subcommand(
       "merge-lora",
@@ -164,6 +173,20 @@ void add_weights_command(CLI::App& app, Action& action) {
       return 0;
     };
   });
+}
+
+} // namespace
+
+void add_weights_command(CLI::App& app, Action& action) {
+  CLI::App* cmd = app.add_subcommand(
+      "weights",
+      "Inspect or convert weight files (.safetensors, torch.save() .pt/.pth)");
+  cmd->require_subcommand(1);
+
+  add_show(cmd, action);
+  add_convert(cmd, action);
+  add_export_hf(cmd, action);
+  add_merge_lora(cmd, action);
 }
 
 } // namespace hotloop::cli

@@ -176,29 +176,11 @@ nlohmann::json InspectReport::to_json() const {
   return j;
 }
 
-InspectReport inspect_model(const InspectOptions& options) {
-  const model::ExportedOptions& o = options.model;
-  InspectReport r;
-  r.path = o.path;
-  model::ModelFileFormat format;
-  try {
-    format = model::sniff_model_file(o.path);
-  } catch (const Error& e) {
-    r.checks.push_back(check("model.file", Status::Fail, e.what(), e.hint()));
-    return r;
-  }
-  r.format = format.description;
-  if (format.kind != model::ModelFileKind::TorchScript) {
-    r.checks.push_back(check(
-        "model.format",
-        Status::Fail,
-        fmt::format("{} is {}, not TorchScript", o.path, format.description),
-        format.kind == model::ModelFileKind::TorchExport
-            ? "LibTorch 2.11 trains TorchScript only: torch.jit.script(model).save('model.pt')"
-            : "export the model with its code: torch.jit.script(model).save('model.pt') (or torch.jit.trace); a weight file only loads into a model that exists (--init)"));
-    return r;
-  }
-  r.checks.push_back(check(
+namespace {
+
+// Scripted, or traced (its control flow frozen at export).
+Check torchscript_check(const model::ModelFileFormat& format) {
+  return check(
       "model.format",
       format.traced ? Status::Warn : Status::Pass,
       format.traced
@@ -206,21 +188,16 @@ InspectReport inspect_model(const InspectOptions& options) {
           : "TorchScript (scripted)",
       format.traced
           ? "if forward branches on its input or its mode, script it instead: torch.jit.script(model)"
-          : ""));
+          : "");
+}
 
-  std::shared_ptr<model::ExportedModel> m;
-  try {
-    m = model::load_exported_model(o);
-  } catch (const Error& e) {
-    r.checks.push_back(check("model.load", Status::Fail, e.what(), e.hint()));
-    return r;
-  }
-  const model::ExportedInfo& info = m->info();
-  for (const auto& p : m->parameters()) {
+// Its parameters, and that some of them train.
+Check parameters_check(model::ExportedModel& m, InspectReport& r) {
+  for (const auto& p : m.parameters()) {
     r.parameters += p.numel();
     r.trainable += p.requires_grad() ? p.numel() : 0;
   }
-  r.buffers = static_cast<std::int64_t>(m->buffers().size());
+  r.buffers = static_cast<std::int64_t>(m.buffers().size());
   Check params = r.trainable > 0
       ? check(
             "model.parameters",
@@ -228,7 +205,7 @@ InspectReport inspect_model(const InspectOptions& options) {
             fmt::format(
                 "{} parameters in {} tensors, {} of them trainable; {} buffer(s)",
                 r.parameters,
-                m->parameters().size(),
+                m.parameters().size(),
                 r.trainable,
                 r.buffers))
       : check(
@@ -241,8 +218,11 @@ InspectReport inspect_model(const InspectOptions& options) {
       {"parameters", r.parameters},
       {"trainable", r.trainable},
       {"buffers", r.buffers}};
-  r.checks.push_back(std::move(params));
+  return params;
+}
 
+// train() and eval() switch its BatchNorm and dropout layers.
+Check modes_check(const model::ExportedInfo& info) {
   const bool modes_ok = info.eval_freezes_batchnorm &&
       info.eval_disables_dropout && info.train_updates_batchnorm &&
       info.train_enables_dropout;
@@ -271,8 +251,13 @@ InspectReport inspect_model(const InspectOptions& options) {
       {"eval_disables_dropout", info.eval_disables_dropout},
       {"train_updates_batchnorm", info.train_updates_batchnorm},
       {"train_enables_dropout", info.train_enables_dropout}};
-  r.checks.push_back(std::move(modes));
+  return modes;
+}
 
+// What a batch gives, and the head against the data's classes.
+Check output_check(
+    const model::ExportedInfo& info,
+    const model::ExportedOptions& o) {
   std::string output = o.context > 0
       ? fmt::format(
             "(2, {}) token ids give logits [{}]; vocabulary {} covers the data's {}",
@@ -301,24 +286,20 @@ InspectReport inspect_model(const InspectOptions& options) {
       {"output_shape", info.output_shape},
       {"head", info.head},
       {"head_replaced", info.head_replaced}};
-  r.checks.push_back(std::move(out));
+  return out;
+}
 
+// FLOPs per sample, counted on one forward, for MFU.
+Check flops_check(
+    model::ExportedModel& m,
+    const model::ExportedOptions& o,
+    InspectReport& r) {
   try {
-    r.checks.push_back(backward_check(*m, o));
-  } catch (const std::exception& e) {
-    r.checks.push_back(check(
-        "model.backward",
-        Status::Fail,
-        fmt::format("backward fails on a CPU batch of 4: {}", e.what()),
-        "an op without a gradient formula, or an in-place change of a tensor autograd needs; check the same batch in Python"));
-  }
-
-  try {
-    m->eval();
+    m.eval();
     torch::NoGradGuard no_grad;
     const at::Tensor one = sample_batch(o, 1, c10::kCPU);
     r.forward_flops_per_sample =
-        telemetry::counted_flops([&] { (void)m->forward(one); });
+        telemetry::counted_flops([&] { (void)m.forward(one); });
   } catch (const std::exception&) {
     r.forward_flops_per_sample = 0;
   }
@@ -335,8 +316,56 @@ InspectReport inspect_model(const InspectOptions& options) {
             Status::Warn,
             "no matrix product or convolution counted: runs report no MFU");
   flops.facts = {{"forward_flops_per_sample", r.forward_flops_per_sample}};
-  r.checks.push_back(std::move(flops));
+  return flops;
+}
 
+} // namespace
+
+InspectReport inspect_model(const InspectOptions& options) {
+  const model::ExportedOptions& o = options.model;
+  InspectReport r;
+  r.path = o.path;
+  model::ModelFileFormat format;
+  try {
+    format = model::sniff_model_file(o.path);
+  } catch (const Error& e) {
+    r.checks.push_back(check("model.file", Status::Fail, e.what(), e.hint()));
+    return r;
+  }
+  r.format = format.description;
+  if (format.kind != model::ModelFileKind::TorchScript) {
+    r.checks.push_back(check(
+        "model.format",
+        Status::Fail,
+        fmt::format("{} is {}, not TorchScript", o.path, format.description),
+        format.kind == model::ModelFileKind::TorchExport
+            ? "LibTorch 2.11 trains TorchScript only: torch.jit.script(model).save('model.pt')"
+            : "export the model with its code: torch.jit.script(model).save('model.pt') (or torch.jit.trace); a weight file only loads into a model that exists (--init)"));
+    return r;
+  }
+  r.checks.push_back(torchscript_check(format));
+  std::shared_ptr<model::ExportedModel> m;
+  try {
+    m = model::load_exported_model(o);
+  } catch (const Error& e) {
+    r.checks.push_back(check("model.load", Status::Fail, e.what(), e.hint()));
+    return r;
+  }
+  const model::ExportedInfo& info = m->info();
+  r.checks.push_back(parameters_check(*m, r));
+  r.checks.push_back(modes_check(info));
+  r.checks.push_back(output_check(info, o));
+  try {
+    r.checks.push_back(backward_check(*m, o));
+  } catch (const std::exception& e) {
+    r.checks.push_back(check(
+        "model.backward",
+        Status::Fail,
+        fmt::format("backward fails on a CPU batch of 4: {}", e.what()),
+        "an op without a gradient formula, or an in-place change of a tensor autograd needs; check the same batch in Python"));
+  }
+
+  r.checks.push_back(flops_check(*m, o, r));
   if (options.cuda && cuda::state().available) {
     r.checks.push_back(graph_check(o));
   } else {

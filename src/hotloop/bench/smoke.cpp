@@ -10,6 +10,7 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hotloop/bench/one_batch_steps.h"
 #include "hotloop/cuda/cuda_info.h"
@@ -159,6 +160,399 @@ double one_step(
   return loss;
 }
 
+// What a rung ends with when it does not throw: Pass with what it measured,
+// or Skip with why. A failed check throws RungFailure (fail()).
+struct Outcome {
+  Status status = Status::Pass;
+  std::string detail;
+};
+Outcome pass(std::string detail) {
+  return {Status::Pass, std::move(detail)};
+}
+Outcome skip(std::string why) {
+  return {Status::Skip, std::move(why)};
+}
+const char* const kNoGpu = "no usable GPU (the gpu rung says why)";
+
+// The ladder's shared state, set up once (one batch of the data, the model's
+// first state), and its rungs, each a member run in kRungs' order.
+class Ladder {
+ public:
+  explicit Ladder(const SmokeOptions& options);
+
+  Outcome gpu_rung();
+  Outcome cpu_step();
+  Outcome cuda_step();
+  Outcome on_gpu();
+  Outcome cpu_vs_gpu();
+  Outcome overfit();
+  Outcome mixed_precision();
+
+ private:
+  c10::Device best() const {
+    return gpu_ ? cuda_ : c10::Device(c10::kCPU);
+  }
+  // A fresh model from the first state, on `device`.
+  std::shared_ptr<model::Model> fresh_model(const c10::Device& device) const;
+
+  const SmokeOptions& options_;
+  std::shared_ptr<const data::Dataset> dataset_;
+  data::Batch cpu_batch_;
+  model::ModelOptions model_options_;
+  std::shared_ptr<model::Model> cpu_model_;
+  Snapshot start_;
+  const c10::Device cuda_{c10::kCUDA, 0};
+  bool gpu_ = false; // the gpu rung passed
+  std::shared_ptr<model::Model> gpu_model_;
+  data::Batch gpu_batch_;
+  std::uint64_t allocated_before_ = 0;
+};
+
+struct RungEntry {
+  const char* id;
+  const char* title;
+  Outcome (Ladder::*run)();
+};
+constexpr RungEntry kRungs[] = {
+    {"gpu", "GPU visible and usable", &Ladder::gpu_rung},
+    {"cpu-step", "one batch on the CPU", &Ladder::cpu_step},
+    {"cuda-step", "the same batch on CUDA", &Ladder::cuda_step},
+    {"on-gpu", "everything on the GPU", &Ladder::on_gpu},
+    {"cpu-vs-gpu", "CPU and GPU losses agree", &Ladder::cpu_vs_gpu},
+    {"overfit", "overfit one batch", &Ladder::overfit},
+    {"mixed-precision", "one mixed-precision step", &Ladder::mixed_precision},
+};
+
+void check_smoke_options(const SmokeOptions& options) {
+  const auto& ids = smoke_rung_ids();
+  if (!options.inject_failure.empty() &&
+      std::find(ids.begin(), ids.end(), options.inject_failure) == ids.end()) {
+    throw UsageError(fmt::format(
+        "HOTLOOP_SMOKE_INJECT={}: not a rung ({})",
+        options.inject_failure,
+        fmt::join(ids, ", ")));
+  }
+  if (options.device != "auto" && options.device != "cpu" &&
+      options.device != "cuda") {
+    throw UsageError(
+        fmt::format("--device {}: expected auto, cpu or cuda", options.device));
+  }
+  if (options.batch < 2) {
+    throw UsageError("--batch: the ladder needs at least 2 samples");
+  }
+}
+
+// One batch of the data, in order, unaugmented.
+data::Batch first_batch(
+    const SmokeOptions& options,
+    const std::shared_ptr<const data::Dataset>& dataset) {
+  data::LoaderOptions lo;
+  lo.batch_size = static_cast<std::size_t>(options.batch);
+  lo.workers = 1;
+  lo.prefetch_batches = 1;
+  lo.shuffle = false;
+  lo.train = false;
+  lo.augment = data::Augment::None;
+  data::Loader loader(dataset, lo);
+  loader.start_epoch(0);
+  std::optional<data::Batch> batch = loader.next();
+  if (!batch) {
+    throw DataError(fmt::format(
+        "{}: fewer than {} samples for one batch",
+        options.data,
+        options.batch));
+  }
+  return std::move(*batch);
+}
+
+Ladder::Ladder(const SmokeOptions& options)
+    : options_(options),
+      dataset_(data::open_dataset(
+          data::parse_data_spec(options.data),
+          data::Split::Train,
+          options.seed)),
+      cpu_batch_(first_batch(options, dataset_)),
+      model_options_(model_for(options, dataset_)) {
+  at::manual_seed(options.seed);
+  cpu_model_ = model::make_model(model_options_);
+  start_ = snapshot(*cpu_model_);
+}
+
+std::shared_ptr<model::Model> Ladder::fresh_model(
+    const c10::Device& device) const {
+  std::shared_ptr<model::Model> m = model::make_model(model_options_);
+  restore(*m, start_);
+  m->to(device);
+  return m;
+}
+
+// Runs one rung: its outcome, or FAIL from its check or any exception; after a
+// FAIL, the rest are "not run".
+Rung run_rung(
+    Ladder& ladder,
+    const RungEntry& entry,
+    const SmokeOptions& options,
+    bool stopped) {
+  Rung r;
+  r.id = entry.id;
+  r.title = entry.title;
+  const Clock::time_point t0 = Clock::now();
+  if (stopped) {
+    r.status = Status::Skip;
+    r.detail = "not run: an earlier rung failed";
+    return r;
+  }
+  try {
+    Outcome outcome = (ladder.*entry.run)();
+    r.status = outcome.status;
+    r.detail = std::move(outcome.detail);
+    if (r.status == Status::Pass && options.inject_failure == entry.id) {
+      fail(
+          "injected failure (HOTLOOP_SMOKE_INJECT)",
+          "unset HOTLOOP_SMOKE_INJECT");
+    }
+  } catch (const RungFailure& f) {
+    r.status = Status::Fail;
+    r.detail = f.detail;
+    r.fix = f.fix;
+  } catch (const std::exception& e) {
+    r.status = Status::Fail;
+    r.detail = e.what();
+    r.fix =
+        "the message above says what failed; `hotloop doctor` checks the machine";
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+Outcome Ladder::gpu_rung() {
+  if (options_.device == "cpu") {
+    return skip("--device cpu");
+  }
+  const env::Report doctor = env::diagnose(options_.doctor);
+  std::string problems;
+  std::string fixes;
+  for (const auto& c : doctor.checks) {
+    if (c.status == Status::Fail) {
+      problems += (problems.empty() ? "" : "; ") + c.summary;
+      fixes += (fixes.empty() ? "" : "; ") + c.fix;
+    }
+  }
+  if (doctor.verdict == env::Verdict::Fail) {
+    fail("doctor: " + problems, fixes);
+  }
+  if (doctor.verdict == env::Verdict::CpuOnly) {
+    if (options_.device == "cuda") {
+      fail(
+          "--device cuda, but doctor finds no usable NVIDIA GPU",
+          "run `hotloop doctor` for the reason and its fix, or use --device auto");
+    }
+    return skip(
+        "no NVIDIA GPU on this machine (doctor: cpu-only); the GPU rungs are skipped");
+  }
+  const cuda::State st = cuda::state();
+  if (!st.available || st.devices.empty()) {
+    fail(
+        "NVML sees a GPU but LibTorch cannot use it: " + st.error,
+        "`hotloop doctor` names the driver/CUDA mismatch and its fix");
+  }
+  const std::string probe = cuda::kernel_probe(0);
+  if (!probe.empty()) {
+    fail(
+        "a kernel on GPU 0 failed: " + probe,
+        "this LibTorch build has no kernels for this GPU: install a build for its compute capability");
+  }
+  gpu_ = true;
+  return pass(fmt::format(
+      "GPU 0: {} (compute {}.{}, {:.0f} GiB); driver and CUDA compatible; a kernel ran",
+      st.devices[0].name,
+      st.devices[0].major,
+      st.devices[0].minor,
+      static_cast<double>(st.devices[0].total_memory_bytes) / (1 << 30)));
+}
+
+Outcome Ladder::cpu_step() {
+  const double loss =
+      one_step(cpu_model_, cpu_batch_, c10::Device(c10::kCPU), "the CPU");
+  return pass(fmt::format(
+      "{} x {}: forward, backward and step, loss {:.4f}",
+      options_.model,
+      options_.batch,
+      loss));
+}
+
+Outcome Ladder::cuda_step() {
+  if (!gpu_) {
+    return skip(kNoGpu);
+  }
+  allocated_before_ = cuda::memory_stats(0).allocated;
+  gpu_model_ = fresh_model(cuda_);
+  gpu_batch_ = to_device(cpu_batch_, cuda_);
+  const double loss = one_step(gpu_model_, gpu_batch_, cuda_, "CUDA");
+  return pass(fmt::format(
+      "forward, backward and step on {}, loss {:.4f}", cuda_.str(), loss));
+}
+
+Outcome Ladder::on_gpu() {
+  if (!gpu_) {
+    return skip(kNoGpu);
+  }
+  for (const auto& p : gpu_model_->named_parameters()) {
+    if (!p.value().is_cuda() ||
+        (p.value().grad().defined() && !p.value().grad().is_cuda())) {
+      fail(
+          fmt::format("parameter {} or its gradient is on the CPU", p.key()),
+          "move the model with model->to(device) before creating the optimizer");
+    }
+  }
+  for (const auto& b : gpu_model_->named_buffers()) {
+    if (!b.value().is_cuda()) {
+      fail(
+          fmt::format("buffer {} is on the CPU", b.key()),
+          "register tensors as buffers (register_buffer) so that to(device) moves them");
+    }
+  }
+  if (!gpu_batch_.images.is_cuda() || !gpu_batch_.labels.is_cuda()) {
+    fail("the batch is on the CPU", "copy each batch to the device");
+  }
+  const std::uint64_t now = cuda::memory_stats(0).allocated;
+  if (now <= allocated_before_) {
+    fail(
+        fmt::format(
+            "GPU memory did not rise ({} -> {} bytes allocated)",
+            allocated_before_,
+            now),
+        "the work did not reach the GPU");
+  }
+  return pass(fmt::format(
+      "parameters, buffers, gradients and batch on {}; allocated {:.1f} -> {:.1f} MiB",
+      cuda_.str(),
+      static_cast<double>(allocated_before_) / (1 << 20),
+      static_cast<double>(now) / (1 << 20)));
+}
+
+Outcome Ladder::cpu_vs_gpu() {
+  if (!gpu_) {
+    return skip(kNoGpu);
+  }
+  const double tolerance = 1e-3;
+  train::configure_math_mode(train::Precision::Fp32, cuda_); // TF32 off
+  restore(*cpu_model_, start_);
+  restore(*gpu_model_, start_);
+  cpu_model_->eval();
+  gpu_model_->eval();
+  at::NoGradGuard no_grad;
+  const double a = loss_of(*cpu_model_, cpu_batch_).item<double>();
+  const double b = loss_of(*gpu_model_, gpu_batch_).item<double>();
+  const double rel = std::abs(a - b) / std::max(std::abs(a), 1e-12);
+  if (!(rel <= tolerance)) {
+    fail(
+        fmt::format(
+            "CPU loss {:.6f} vs GPU loss {:.6f}: {:.2e} relative, over {:.0e}",
+            a,
+            b,
+            rel,
+            tolerance),
+        "a kernel computes something else on the GPU: update the driver and LibTorch, and report it");
+  }
+  return pass(fmt::format(
+      "CPU {:.6f} vs GPU {:.6f}: {:.1e} relative (tolerance {:.0e}, fp32, TF32 off, eval mode)",
+      a,
+      b,
+      rel,
+      tolerance));
+}
+
+Outcome Ladder::overfit() {
+  std::shared_ptr<model::Model> m = fresh_model(best());
+  const data::Batch b = to_device(cpu_batch_, best());
+  train::OptimizerOptions oo;
+  oo.kind = train::OptimizerKind::AdamW;
+  OneBatchSteps steps(m, b, best(), train::Precision::Fp32, oo);
+  double first = 0;
+  double last = 0;
+  int steps_run = 0;
+  for (int s = 0; s < options_.overfit_steps; ++s) {
+    last = *run_step(steps, 1e-3, best().str()).loss_value;
+    if (s == 0) {
+      first = last;
+    }
+    steps_run = s + 1;
+    if (last * options_.overfit_factor <= first) {
+      break; // memorized: the rung has its answer
+    }
+  }
+  if (!(last * options_.overfit_factor <= first)) {
+    fail(
+        fmt::format(
+            "the loss went {:.4f} -> {:.4f} in {} steps on one batch, less than {:.0f}x",
+            first,
+            last,
+            options_.overfit_steps,
+            options_.overfit_factor),
+        "a model that cannot memorize one batch has a bug: labels misaligned with images, a detached graph, frozen parameters, or a learning rate far off");
+  }
+  return pass(fmt::format(
+      "on {}: loss {:.4f} -> {:.4f} in {} AdamW steps on one batch ({:.0f}x; {:.0f}x needed within {})",
+      best().str(),
+      first,
+      last,
+      steps_run,
+      first / std::max(last, 1e-12),
+      options_.overfit_factor,
+      options_.overfit_steps));
+}
+
+Outcome Ladder::mixed_precision() {
+  const train::Precision p = train::mixed_precision_for(best());
+  const bool bf16 = p == train::Precision::Bf16;
+  std::shared_ptr<model::Model> m = fresh_model(best());
+  const data::Batch b = to_device(cpu_batch_, best());
+  m->eval();
+  double reference = 0;
+  double mixed = 0;
+  {
+    at::NoGradGuard no_grad;
+    reference = loss_of(*m, b).item<double>();
+    train::AutocastScope autocast(p, best());
+    mixed = loss_of(*m, b).item<double>();
+  }
+  const double tolerance = 5e-2;
+  const double rel = std::abs(mixed - reference) / std::max(reference, 1e-12);
+  if (!(rel <= tolerance)) {
+    fail(
+        fmt::format(
+            "{} loss {:.4f} vs fp32 {:.4f}: {:.2e} relative, over {:.0e}",
+            bf16 ? "bf16" : "fp16",
+            mixed,
+            reference,
+            rel,
+            tolerance),
+        "an op overflows in low precision: use --precision bf16 (or fp32) and report the model");
+  }
+  OneBatchSteps steps(m, b, best(), p, train::OptimizerOptions{});
+  const train::StepResult r = run_step(steps, 1e-3, best().str());
+  if (r.skipped || !all_finite(m->parameters())) {
+    fail(
+        fmt::format(
+            "{} step: loss {} with non-finite gradients",
+            bf16 ? "bf16" : "fp16",
+            r.loss_value.value_or(0)),
+        bf16 ? "use --precision fp32 for this model"
+             : "use bf16 if the GPU has it, else fp32");
+  }
+  const double scale = steps.precision().loss_scale();
+  return pass(fmt::format(
+      "{} on {}: loss {:.4f} vs fp32 {:.4f} ({:.1e} relative, tolerance {:.0e}); gradients finite{}",
+      bf16 ? "bf16" : "fp16 with loss scaling",
+      best().str(),
+      mixed,
+      reference,
+      rel,
+      tolerance,
+      scale > 0 ? fmt::format(" at scale {}", scale) : std::string()));
+}
+
 } // namespace
 
 bool SmokeReport::failed() const {
@@ -171,342 +565,30 @@ bool SmokeReport::failed() const {
 }
 
 const std::vector<std::string>& smoke_rung_ids() {
-  static const std::vector<std::string> ids = {
-      "gpu",
-      "cpu-step",
-      "cuda-step",
-      "on-gpu",
-      "cpu-vs-gpu",
-      "overfit",
-      "mixed-precision"};
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> out;
+    for (const RungEntry& e : kRungs) {
+      out.emplace_back(e.id);
+    }
+    return out;
+  }();
   return ids;
 }
 
 SmokeReport run_smoke(
     const SmokeOptions& options,
     const std::function<void(const Rung&)>& progress) {
-  const auto& ids = smoke_rung_ids();
-  if (!options.inject_failure.empty() &&
-      std::find(ids.begin(), ids.end(), options.inject_failure) == ids.end()) {
-    throw UsageError(fmt::format(
-        "HOTLOOP_SMOKE_INJECT={}: not a rung (gpu, cpu-step, cuda-step, on-gpu, cpu-vs-gpu, overfit, mixed-precision)",
-        options.inject_failure));
-  }
-  if (options.device != "auto" && options.device != "cpu" &&
-      options.device != "cuda") {
-    throw UsageError(
-        fmt::format("--device {}: expected auto, cpu or cuda", options.device));
-  }
-  if (options.batch < 2) {
-    throw UsageError("--batch: the ladder needs at least 2 samples");
-  }
-  // What every rung uses: one batch of the data, and a model's first state.
-  const data::DataSpec spec = data::parse_data_spec(options.data);
-  std::shared_ptr<const data::Dataset> dataset =
-      data::open_dataset(spec, data::Split::Train, options.seed);
-  data::LoaderOptions lo;
-  lo.batch_size = static_cast<std::size_t>(options.batch);
-  lo.workers = 1;
-  lo.prefetch_batches = 1;
-  lo.shuffle = false;
-  lo.train = false;
-  lo.augment = data::Augment::None;
-  data::Loader loader(dataset, lo);
-  loader.start_epoch(0);
-  const std::optional<data::Batch> cpu_batch = loader.next();
-  if (!cpu_batch) {
-    throw DataError(fmt::format(
-        "{}: fewer than {} samples for one batch",
-        options.data,
-        options.batch));
-  }
-  const model::ModelOptions mo = model_for(options, dataset);
-  at::manual_seed(options.seed);
-  std::shared_ptr<model::Model> cpu_model = model::make_model(mo);
-  const Snapshot start = snapshot(*cpu_model);
-
+  check_smoke_options(options);
+  Ladder ladder(options);
   SmokeReport report;
   bool stopped = false;
-  bool gpu = false;
-  const c10::Device cuda(c10::kCUDA, 0);
-  std::shared_ptr<model::Model> gpu_model;
-  std::optional<data::Batch> gpu_batch;
-  auto rung = [&](const std::string& id,
-                  const std::string& title,
-                  const std::function<std::string()>& body) {
-    Rung r;
-    r.id = id;
-    r.title = title;
-    const Clock::time_point t0 = Clock::now();
-    if (stopped) {
-      r.status = Status::Skip;
-      r.detail = "not run: an earlier rung failed";
-    } else {
-      try {
-        r.detail = body();
-        r.status = Status::Pass;
-        if (r.detail.starts_with("SKIP: ")) {
-          r.status = Status::Skip;
-          r.detail = r.detail.substr(6);
-        } else if (options.inject_failure == id) {
-          fail(
-              "injected failure (HOTLOOP_SMOKE_INJECT)",
-              "unset HOTLOOP_SMOKE_INJECT");
-        }
-      } catch (const RungFailure& f) {
-        r.status = Status::Fail;
-        r.detail = f.detail;
-        r.fix = f.fix;
-      } catch (const std::exception& e) {
-        r.status = Status::Fail;
-        r.detail = e.what();
-        r.fix =
-            "the message above says what failed; `hotloop doctor` checks the machine";
-      }
-      stopped = r.status == Status::Fail;
-    }
-    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    report.rungs.push_back(r);
+  for (const RungEntry& entry : kRungs) {
+    report.rungs.push_back(run_rung(ladder, entry, options, stopped));
+    stopped = stopped || report.rungs.back().status == Status::Fail;
     if (progress) {
-      progress(r);
+      progress(report.rungs.back());
     }
-  };
-  const std::string no_gpu = "SKIP: no usable GPU (the gpu rung says why)";
-
-  rung("gpu", "GPU visible and usable", [&]() -> std::string {
-    if (options.device == "cpu") {
-      return "SKIP: --device cpu";
-    }
-    const env::Report doctor = env::diagnose(options.doctor);
-    std::string problems;
-    std::string fixes;
-    for (const auto& c : doctor.checks) {
-      if (c.status == Status::Fail) {
-        problems += (problems.empty() ? "" : "; ") + c.summary;
-        fixes += (fixes.empty() ? "" : "; ") + c.fix;
-      }
-    }
-    if (doctor.verdict == env::Verdict::Fail) {
-      fail("doctor: " + problems, fixes);
-    }
-    if (doctor.verdict == env::Verdict::CpuOnly) {
-      if (options.device == "cuda") {
-        fail(
-            "--device cuda, but doctor finds no usable NVIDIA GPU",
-            "run `hotloop doctor` for the reason and its fix, or use --device auto");
-      }
-      return "SKIP: no NVIDIA GPU on this machine (doctor: cpu-only); the GPU rungs are skipped";
-    }
-    const cuda::State st = cuda::state();
-    if (!st.available || st.devices.empty()) {
-      fail(
-          "NVML sees a GPU but LibTorch cannot use it: " + st.error,
-          "`hotloop doctor` names the driver/CUDA mismatch and its fix");
-    }
-    const std::string probe = cuda::kernel_probe(0);
-    if (!probe.empty()) {
-      fail(
-          "a kernel on GPU 0 failed: " + probe,
-          "this LibTorch build has no kernels for this GPU: install a build for its compute capability");
-    }
-    gpu = true;
-    return fmt::format(
-        "GPU 0: {} (compute {}.{}, {:.0f} GiB); driver and CUDA compatible; a kernel ran",
-        st.devices[0].name,
-        st.devices[0].major,
-        st.devices[0].minor,
-        static_cast<double>(st.devices[0].total_memory_bytes) / (1 << 30));
-  });
-
-  rung("cpu-step", "one batch on the CPU", [&] {
-    const double loss =
-        one_step(cpu_model, *cpu_batch, c10::Device(c10::kCPU), "the CPU");
-    return fmt::format(
-        "{} x {}: forward, backward and step, loss {:.4f}",
-        options.model,
-        options.batch,
-        loss);
-  });
-
-  std::uint64_t allocated_before = 0;
-  rung("cuda-step", "the same batch on CUDA", [&]() -> std::string {
-    if (!gpu) {
-      return no_gpu;
-    }
-    allocated_before = cuda::memory_stats(0).allocated;
-    gpu_model = model::make_model(mo);
-    restore(*gpu_model, start);
-    gpu_model->to(cuda);
-    gpu_batch = to_device(*cpu_batch, cuda);
-    const double loss = one_step(gpu_model, *gpu_batch, cuda, "CUDA");
-    return fmt::format(
-        "forward, backward and step on {}, loss {:.4f}", cuda.str(), loss);
-  });
-
-  rung("on-gpu", "everything on the GPU", [&]() -> std::string {
-    if (!gpu) {
-      return no_gpu;
-    }
-    for (const auto& p : gpu_model->named_parameters()) {
-      if (!p.value().is_cuda() ||
-          (p.value().grad().defined() && !p.value().grad().is_cuda())) {
-        fail(
-            fmt::format("parameter {} or its gradient is on the CPU", p.key()),
-            "move the model with model->to(device) before creating the optimizer");
-      }
-    }
-    for (const auto& b : gpu_model->named_buffers()) {
-      if (!b.value().is_cuda()) {
-        fail(
-            fmt::format("buffer {} is on the CPU", b.key()),
-            "register tensors as buffers (register_buffer) so that to(device) moves them");
-      }
-    }
-    if (!gpu_batch->images.is_cuda() || !gpu_batch->labels.is_cuda()) {
-      fail("the batch is on the CPU", "copy each batch to the device");
-    }
-    const std::uint64_t now = cuda::memory_stats(0).allocated;
-    if (now <= allocated_before) {
-      fail(
-          fmt::format(
-              "GPU memory did not rise ({} -> {} bytes allocated)",
-              allocated_before,
-              now),
-          "the work did not reach the GPU");
-    }
-    return fmt::format(
-        "parameters, buffers, gradients and batch on {}; allocated {:.1f} -> {:.1f} MiB",
-        cuda.str(),
-        static_cast<double>(allocated_before) / (1 << 20),
-        static_cast<double>(now) / (1 << 20));
-  });
-
-  rung("cpu-vs-gpu", "CPU and GPU losses agree", [&]() -> std::string {
-    if (!gpu) {
-      return no_gpu;
-    }
-    const double tolerance = 1e-3;
-    train::configure_math_mode(train::Precision::Fp32, cuda); // TF32 off
-    restore(*cpu_model, start);
-    restore(*gpu_model, start);
-    cpu_model->eval();
-    gpu_model->eval();
-    at::NoGradGuard no_grad;
-    const double a = loss_of(*cpu_model, *cpu_batch).item<double>();
-    const double b = loss_of(*gpu_model, *gpu_batch).item<double>();
-    const double rel = std::abs(a - b) / std::max(std::abs(a), 1e-12);
-    if (!(rel <= tolerance)) {
-      fail(
-          fmt::format(
-              "CPU loss {:.6f} vs GPU loss {:.6f}: {:.2e} relative, over {:.0e}",
-              a,
-              b,
-              rel,
-              tolerance),
-          "a kernel computes something else on the GPU: update the driver and LibTorch, and report it");
-    }
-    return fmt::format(
-        "CPU {:.6f} vs GPU {:.6f}: {:.1e} relative (tolerance {:.0e}, fp32, TF32 off, eval mode)",
-        a,
-        b,
-        rel,
-        tolerance);
-  });
-
-  const c10::Device best = gpu ? cuda : c10::Device(c10::kCPU);
-  rung("overfit", "overfit one batch", [&] {
-    std::shared_ptr<model::Model> m = model::make_model(mo);
-    restore(*m, start);
-    m->to(best);
-    const data::Batch b = to_device(*cpu_batch, best);
-    train::OptimizerOptions oo;
-    oo.kind = train::OptimizerKind::AdamW;
-    OneBatchSteps steps(m, b, best, train::Precision::Fp32, oo);
-    double first = 0;
-    double last = 0;
-    int steps_run = 0;
-    for (int s = 0; s < options.overfit_steps; ++s) {
-      last = *run_step(steps, 1e-3, best.str()).loss_value;
-      if (s == 0) {
-        first = last;
-      }
-      steps_run = s + 1;
-      if (last * options.overfit_factor <= first) {
-        break; // memorized: the rung has its answer
-      }
-    }
-    if (!(last * options.overfit_factor <= first)) {
-      fail(
-          fmt::format(
-              "the loss went {:.4f} -> {:.4f} in {} steps on one batch, less than {:.0f}x",
-              first,
-              last,
-              options.overfit_steps,
-              options.overfit_factor),
-          "a model that cannot memorize one batch has a bug: labels misaligned with images, a detached graph, frozen parameters, or a learning rate far off");
-    }
-    return fmt::format(
-        "on {}: loss {:.4f} -> {:.4f} in {} AdamW steps on one batch ({:.0f}x; {:.0f}x needed within {})",
-        best.str(),
-        first,
-        last,
-        steps_run,
-        first / std::max(last, 1e-12),
-        options.overfit_factor,
-        options.overfit_steps);
-  });
-
-  rung("mixed-precision", "one mixed-precision step", [&] {
-    const train::Precision p = train::mixed_precision_for(best);
-    const bool bf16 = p == train::Precision::Bf16;
-    std::shared_ptr<model::Model> m = model::make_model(mo);
-    restore(*m, start);
-    m->to(best);
-    const data::Batch b = to_device(*cpu_batch, best);
-    m->eval();
-    double reference = 0;
-    double mixed = 0;
-    {
-      at::NoGradGuard no_grad;
-      reference = loss_of(*m, b).item<double>();
-      train::AutocastScope autocast(p, best);
-      mixed = loss_of(*m, b).item<double>();
-    }
-    const double tolerance = 5e-2;
-    const double rel = std::abs(mixed - reference) / std::max(reference, 1e-12);
-    if (!(rel <= tolerance)) {
-      fail(
-          fmt::format(
-              "{} loss {:.4f} vs fp32 {:.4f}: {:.2e} relative, over {:.0e}",
-              bf16 ? "bf16" : "fp16",
-              mixed,
-              reference,
-              rel,
-              tolerance),
-          "an op overflows in low precision: use --precision bf16 (or fp32) and report the model");
-    }
-    OneBatchSteps steps(m, b, best, p, train::OptimizerOptions{});
-    const train::StepResult r = run_step(steps, 1e-3, best.str());
-    if (r.skipped || !all_finite(m->parameters())) {
-      fail(
-          fmt::format(
-              "{} step: loss {} with non-finite gradients",
-              bf16 ? "bf16" : "fp16",
-              r.loss_value.value_or(0)),
-          bf16 ? "use --precision fp32 for this model"
-               : "use bf16 if the GPU has it, else fp32");
-    }
-    const double scale = steps.precision().loss_scale();
-    return fmt::format(
-        "{} on {}: loss {:.4f} vs fp32 {:.4f} ({:.1e} relative, tolerance {:.0e}); gradients finite{}",
-        bf16 ? "bf16" : "fp16 with loss scaling",
-        best.str(),
-        mixed,
-        reference,
-        rel,
-        tolerance,
-        scale > 0 ? fmt::format(" at scale {}", scale) : std::string());
-  });
+  }
   return report;
 }
 

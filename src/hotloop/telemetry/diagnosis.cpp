@@ -125,75 +125,97 @@ std::optional<Finding> other_process_finding(
       "stop the other processes, or train on another GPU (CUDA_VISIBLE_DEVICES)"};
 }
 
-Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
-  Diagnosis d;
-  auto add = [&](std::string verdict, std::string evidence, std::string fix) {
-    d.findings.push_back(
-        {std::move(verdict), std::move(evidence), std::move(fix)});
-  };
-  // Most important first: what wastes the most, or will end the run.
-  auto rank = [](const std::string& verdict) {
-    for (int i = 0; const char* v :
-                    {"cpu-with-gpu",
-                     "memory-leak",
-                     "input-bound",
-                     "transfer-bound",
-                     "straggler",
-                     "throttled-thermal",
-                     "throttled-power",
-                     "throttled",
-                     "other-process",
-                     "under-used",
-                     "launch-bound",
-                     "memory-bound",
-                     "tensor-idle",
-                     // Last of the findings, first before healthy: the speed
-                     // verdicts come first (a throughput run on synthetic
-                     // data, whose labels are noise, never learns), and a
-                     // run that does not learn is never called healthy.
-                     "not-learning"}) {
-      if (verdict == v) {
-        return i;
-      }
-      ++i;
-    }
-    return 100;
-  };
-  const double wall = w.wall_s > 0 ? w.wall_s : 1e-9;
-  const double wait_share = w.phases.data_wait / wall;
-  const double copy_share = w.phases.copy / wall;
-  const std::string steps =
-      fmt::format("steps {}-{}", w.first_step, w.last_step);
+namespace {
 
-  // Not learning: past the warm-up the loss is no better than a uniform
-  // guess, or above where the run started (diverged).
+// Most important first: what wastes the most, or will end the run.
+int verdict_rank(const std::string& verdict) {
+  for (int i = 0; const char* v :
+                  {"cpu-with-gpu",
+                   "memory-leak",
+                   "input-bound",
+                   "transfer-bound",
+                   "straggler",
+                   "throttled-thermal",
+                   "throttled-power",
+                   "throttled",
+                   "other-process",
+                   "under-used",
+                   "launch-bound",
+                   "memory-bound",
+                   "tensor-idle",
+                   // Last of the findings, first before healthy: the speed
+                   // verdicts come first (a throughput run on synthetic
+                   // data, whose labels are noise, never learns), and a
+                   // run that does not learn is never called healthy.
+                   "not-learning"}) {
+    if (verdict == v) {
+      return i;
+    }
+    ++i;
+  }
+  return 100;
+}
+
+// The phases' shares of a window, and its steps in words.
+struct WindowShares {
+  double wait = 0; // waiting for data
+  double copy = 0; // host-to-device copies
+  std::string steps; // "steps 100-200"
+};
+
+WindowShares shares_of(const WindowInput& w) {
+  const double wall = w.wall_s > 0 ? w.wall_s : 1e-9;
+  return {
+      w.phases.data_wait / wall,
+      w.phases.copy / wall,
+      fmt::format("steps {}-{}", w.first_step, w.last_step)};
+}
+
+using Findings = std::vector<Finding>;
+
+// Not learning: past the warm-up the loss is no better than a uniform guess,
+// or above where the run started (diverged).
+void learning(
+    const WindowInput& w,
+    const WindowShares& x,
+    const DiagnosisOptions& o,
+    Findings& out) {
   if (w.past_warmup && !std::isnan(w.loss_mean)) {
     const bool at_chance =
         w.chance_loss > 0 && w.loss_mean >= o.chance_share * w.chance_loss;
     const bool above_start =
         !std::isnan(w.first_loss_mean) && w.loss_mean > w.first_loss_mean;
     if (at_chance || above_start) {
-      add("not-learning",
-          fmt::format(
-              "{}: after the warm-up the mean loss is {:.3f}, {}",
-              steps,
-              w.loss_mean,
-              at_chance
-                  ? fmt::format(
-                        "{:.0f}% of a uniform guess's {:.3f}",
-                        100 * w.loss_mean / w.chance_loss,
-                        w.chance_loss)
-                  : fmt::format(
-                        "above the first window's {:.3f}", w.first_loss_mean)),
-          "lower --lr (or drop --lr/--optimizer/--schedule to train with the model's recipe), add --warmup-steps or --clip-grad-norm, and check that labels match the images (hotloop smoke's overfit rung)");
+      out.push_back(
+          {"not-learning",
+           fmt::format(
+               "{}: after the warm-up the mean loss is {:.3f}, {}",
+               x.steps,
+               w.loss_mean,
+               at_chance
+                   ? fmt::format(
+                         "{:.0f}% of a uniform guess's {:.3f}",
+                         100 * w.loss_mean / w.chance_loss,
+                         w.chance_loss)
+                   : fmt::format(
+                         "above the first window's {:.3f}", w.first_loss_mean)),
+           "lower --lr (or drop --lr/--optimizer/--schedule to train with the model's recipe), add --warmup-steps or --clip-grad-norm, and check that labels match the images (hotloop smoke's overfit rung)"});
     }
   }
+}
 
+// The CPU while a GPU is there, a leak, the GPU's own conditions.
+void placement_and_memory(
+    const WindowInput& w,
+    const WindowShares& x,
+    const DiagnosisOptions& o,
+    Findings& out) {
   if (!w.on_cuda && w.usable_gpu_present) {
-    add("cpu-with-gpu",
-        fmt::format(
-            "{}: training runs on the CPU while CUDA can use a GPU", steps),
-        "train with --device cuda (or auto); check that the model and batches are moved with it");
+    out.push_back(
+        {"cpu-with-gpu",
+         fmt::format(
+             "{}: training runs on the CPU while CUDA can use a GPU", x.steps),
+         "train with --device cuda (or auto); check that the model and batches are moved with it"});
   }
 
   // A real leak: allocated memory growing window after window. A large but
@@ -201,86 +223,115 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
   const auto& h = w.memory_history;
   if (grows_steadily(h, o.leak_windows, o.leak_growth)) {
     const std::uint64_t from = h[h.size() - 1 - o.leak_windows];
-    add("memory-leak",
-        fmt::format(
-            "{}: {} grew in each of the last {} windows, {} -> {}",
-            steps,
-            w.memory_source,
-            o.leak_windows,
-            format_bytes(from),
-            format_bytes(h.back())),
-        "something keeps tensors from every step alive: accumulate losses with .item(), do not keep outputs or graphs in lists, detach what you log");
+    out.push_back(
+        {"memory-leak",
+         fmt::format(
+             "{}: {} grew in each of the last {} windows, {} -> {}",
+             x.steps,
+             w.memory_source,
+             o.leak_windows,
+             format_bytes(from),
+             format_bytes(h.back())),
+         "something keeps tensors from every step alive: accumulate losses with .item(), do not keep outputs or graphs in lists, detach what you log"});
   }
   if (w.gpu) {
     for (auto f :
-         {throttle_finding(*w.gpu, steps, o),
-          other_process_finding(w.gpu->other_processes, steps)}) {
+         {throttle_finding(*w.gpu, x.steps, o),
+          other_process_finding(w.gpu->other_processes, x.steps)}) {
       if (f) {
-        d.findings.push_back(std::move(*f));
+        out.push_back(std::move(*f));
       }
     }
   }
-  if (wait_share > o.input_bound) {
-    add("input-bound",
-        fmt::format(
-            "{}: the step waited for data {:.0f}% of the time",
-            steps,
-            100 * wait_share),
-        "more decode threads (--workers), --resident on for data that fits in memory, pack folders into shards (hotloop pack), --augment-device gpu");
+}
+
+// Where the step's time went: waiting for data, copies, an idle GPU.
+void phases(
+    const WindowInput& w,
+    const WindowShares& x,
+    const DiagnosisOptions& o,
+    Findings& out) {
+  if (x.wait > o.input_bound) {
+    out.push_back(
+        {"input-bound",
+         fmt::format(
+             "{}: the step waited for data {:.0f}% of the time",
+             x.steps,
+             100 * x.wait),
+         "more decode threads (--workers), --resident on for data that fits in memory, pack folders into shards (hotloop pack), --augment-device gpu"});
   }
-  if (w.on_cuda && copy_share > o.transfer_bound) {
-    add("transfer-bound",
-        fmt::format(
-            "{}: the GPU waited for host-to-device copies {:.0f}% of the time",
-            steps,
-            100 * copy_share),
-        "keep pinned memory on, raise --prefetch, send uint8 batches (the loader does) or use --resident");
+  if (w.on_cuda && x.copy > o.transfer_bound) {
+    out.push_back(
+        {"transfer-bound",
+         fmt::format(
+             "{}: the GPU waited for host-to-device copies {:.0f}% of the time",
+             x.steps,
+             100 * x.copy),
+         "keep pinned memory on, raise --prefetch, send uint8 batches (the loader does) or use --resident"});
   }
   if (w.on_cuda && w.gpu && w.gpu->util_mean < o.busy &&
-      wait_share <= o.input_bound && copy_share <= o.transfer_bound) {
-    add("under-used",
-        fmt::format(
-            "{}: the GPU was busy {:.0f}% of the time with little data wait ({:.0f}%)",
-            steps,
-            w.gpu->util_mean,
-            100 * wait_share),
-        "the kernels are too small to fill the GPU: a larger --batch (hotloop tune batch), bf16, channels-last; CUDA graphs cut launch overhead");
+      x.wait <= o.input_bound && x.copy <= o.transfer_bound) {
+    out.push_back(
+        {"under-used",
+         fmt::format(
+             "{}: the GPU was busy {:.0f}% of the time with little data wait ({:.0f}%)",
+             x.steps,
+             w.gpu->util_mean,
+             100 * x.wait),
+         "the kernels are too small to fill the GPU: a larger --batch (hotloop tune batch), bf16, channels-last; CUDA graphs cut launch overhead"});
   }
-  // What the SMs did (GPM counters, Hopper and later).
+}
+
+// What the SMs did (GPM counters, Hopper and later).
+void sm_activity(
+    const WindowInput& w,
+    const WindowShares& x,
+    const DiagnosisOptions& o,
+    Findings& out) {
   if (w.on_cuda && w.gpu && w.gpu->gpm_samples > 0) {
     const GpuWindow& g = *w.gpu;
     if (g.util_mean >= 50 && g.sm_active_mean < o.launch_ratio * g.util_mean) {
-      add("launch-bound",
-          fmt::format(
-              "{}: NVML's GPU utilization was {:.0f}% but the SMs were active {:.0f}% of the time: a kernel was running, yet most SMs sat idle",
-              steps,
-              g.util_mean,
-              g.sm_active_mean),
-          "kernels too small to fill the GPU, or gaps between launches: CUDA graphs (--cuda-graphs on), a larger --batch");
+      out.push_back(
+          {"launch-bound",
+           fmt::format(
+               "{}: NVML's GPU utilization was {:.0f}% but the SMs were active {:.0f}% of the time: a kernel was running, yet most SMs sat idle",
+               x.steps,
+               g.util_mean,
+               g.sm_active_mean),
+           "kernels too small to fill the GPU, or gaps between launches: CUDA graphs (--cuda-graphs on), a larger --batch"});
     }
     if (g.dram_bw_mean >= o.dram_bound &&
         g.tensor_active_mean < 4 * o.tensor_idle) {
-      add("memory-bound",
-          fmt::format(
-              "{}: DRAM bandwidth at {:.0f}% of its peak while the tensor cores ran {:.0f}% of the time",
-              steps,
-              g.dram_bw_mean,
-              g.tensor_active_mean),
-          "the step moves more bytes than it computes on: a larger --batch, bf16 (half the bytes), fused kernels and CUDA graphs");
+      out.push_back(
+          {"memory-bound",
+           fmt::format(
+               "{}: DRAM bandwidth at {:.0f}% of its peak while the tensor cores ran {:.0f}% of the time",
+               x.steps,
+               g.dram_bw_mean,
+               g.tensor_active_mean),
+           "the step moves more bytes than it computes on: a larger --batch, bf16 (half the bytes), fused kernels and CUDA graphs"});
     }
     if (w.precision == "fp32" && g.sm_active_mean >= o.sm_busy &&
         g.tensor_active_mean < o.tensor_idle) {
-      add("tensor-idle",
-          fmt::format(
-              "{}: the SMs were active {:.0f}% of the time but the tensor cores {:.1f}%, training in fp32",
-              steps,
-              g.sm_active_mean,
-              g.tensor_active_mean),
-          "fp32 math leaves the tensor cores idle: --precision bf16 (or tf32), and --channels-last for convolutions");
+      out.push_back(
+          {"tensor-idle",
+           fmt::format(
+               "{}: the SMs were active {:.0f}% of the time but the tensor cores {:.1f}%, training in fp32",
+               x.steps,
+               g.sm_active_mean,
+               g.tensor_active_mean),
+           "fp32 math leaves the tensor cores idle: --precision bf16 (or tf32), and --channels-last for convolutions"});
     }
   }
+}
+
+// The slowest rank against the median of the others.
+void straggler(
+    const WindowInput& w,
+    const WindowShares& x,
+    const DiagnosisOptions& o,
+    Findings& out) {
   if (w.ranks.size() > 1) {
-    // The slowest rank against the median of the others.
     std::vector<RankWindow> r = w.ranks;
     std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) {
       return a.data_wait + a.compute < b.data_wait + b.compute;
@@ -290,43 +341,62 @@ Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
     const double busy = slow.data_wait + slow.compute;
     const double typical = mid.data_wait + mid.compute;
     if (typical > 0 && busy > o.straggler * typical) {
-      add("straggler",
-          fmt::format(
-              "{}: rank {} is busy {:.0f}% longer than the median rank (data wait {:.2f} s vs {:.2f} s, compute {:.2f} s vs {:.2f} s); every rank waits for it",
-              steps,
-              slow.rank,
-              100 * (busy / typical - 1),
-              slow.data_wait,
-              mid.data_wait,
-              slow.compute,
-              mid.compute),
-          slow.data_wait - mid.data_wait > slow.compute - mid.compute
-              ? "its input is slower: check that node's disk and CPU load, raise --workers"
-              : "its device is slower: hotloop monitor on that node (throttling, other processes)");
+      out.push_back(
+          {"straggler",
+           fmt::format(
+               "{}: rank {} is busy {:.0f}% longer than the median rank (data wait {:.2f} s vs {:.2f} s, compute {:.2f} s vs {:.2f} s); every rank waits for it",
+               x.steps,
+               slow.rank,
+               100 * (busy / typical - 1),
+               slow.data_wait,
+               mid.data_wait,
+               slow.compute,
+               mid.compute),
+           slow.data_wait - mid.data_wait > slow.compute - mid.compute
+               ? "its input is slower: check that node's disk and CPU load, raise --workers"
+               : "its device is slower: hotloop monitor on that node (throttling, other processes)"});
     }
   }
+}
+
+// No finding: where the time goes.
+Finding healthy(const WindowInput& w, const WindowShares& x) {
+  if (w.on_cuda && w.gpu) {
+    return {
+        "healthy",
+        fmt::format(
+            "{}: the GPU was busy {:.0f}% of the time; data wait {:.0f}%",
+            x.steps,
+            w.gpu->util_mean,
+            100 * x.wait),
+        ""};
+  }
+  return {
+      "healthy",
+      fmt::format(
+          "{}: data wait {:.0f}%; the time goes to the model's math{}",
+          x.steps,
+          100 * x.wait,
+          w.on_cuda ? "" : " on the CPU"),
+      ""};
+}
+
+} // namespace
+
+Diagnosis diagnose(const WindowInput& w, const DiagnosisOptions& o) {
+  const WindowShares x = shares_of(w);
+  Diagnosis d;
+  learning(w, x, o, d.findings);
+  placement_and_memory(w, x, o, d.findings);
+  phases(w, x, o, d.findings);
+  sm_activity(w, x, o, d.findings);
+  straggler(w, x, o, d.findings);
   std::stable_sort(
-      d.findings.begin(), d.findings.end(), [&](const auto& a, const auto& b) {
-        return rank(a.verdict) < rank(b.verdict);
+      d.findings.begin(), d.findings.end(), [](const auto& a, const auto& b) {
+        return verdict_rank(a.verdict) < verdict_rank(b.verdict);
       });
   if (d.findings.empty()) {
-    if (w.on_cuda && w.gpu) {
-      add("healthy",
-          fmt::format(
-              "{}: the GPU was busy {:.0f}% of the time; data wait {:.0f}%",
-              steps,
-              w.gpu->util_mean,
-              100 * wait_share),
-          "");
-    } else {
-      add("healthy",
-          fmt::format(
-              "{}: data wait {:.0f}%; the time goes to the model's math{}",
-              steps,
-              100 * wait_share,
-              w.on_cuda ? "" : " on the CPU"),
-          "");
-    }
+    d.findings.push_back(healthy(w, x));
   }
   return d;
 }

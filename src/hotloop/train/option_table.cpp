@@ -85,120 +85,121 @@ TrainerOption lora_targets_option() {
   return o;
 }
 
-std::vector<TrainerOption> make_table() {
-  const char* model = "Model";
-  const char* length = "Length and batch";
-  const char* math = "Precision and device";
-  const char* optim = "Optimizer";
-  const char* sched = "Schedule";
-  const char* speed = "Memory and speed";
-  const char* tune = "Fine-tuning";
-  const char* run = "Run directory and checkpoints";
-  const char* load = "Data loading";
-  const char* dp = "Data parallel";
+// What is trained. The model as built is also recorded whole
+// (config.json's "model") and must match on resume.
+std::vector<TrainerOption> model_options() {
+  const char* section = "Model";
   return {
-      // What is trained. The model as built is also recorded whole
-      // (config.json's "model") and must match on resume.
       text<O>(
           "model",
-          model,
+          section,
           field(&O::model, &M::name),
           "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium, llama-nano, smollm2-135m, qwen2.5-0.5b, llama3.2-1b, hf:DIR (a Hugging Face folder: Llama, Qwen2, Mistral, GPT-2); torchscript:FILE (a module exported from Python: docs/bring-your-own-model.md)")
           .kept_on_resume(),
       text<O>(
           "head",
-          model,
+          section,
           field(&O::model, &M::head),
           "torchscript: the classifier head's module name (replaced when the data has another class count; --freeze backbone and --head-lr use it); empty: the module owning the last 2-D weight")
           .kept_on_resume(),
       number<O, std::int64_t>(
           "num-classes",
-          model,
+          section,
           field(&O::model, &M::num_classes),
           "Outputs; 0: the data set's class count",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "in-channels",
-          model,
+          section,
           field(&O::model, &M::in_channels),
           "Input channels; 0: the data set's",
           at_least(0))
           .kept_on_resume(),
       boolean<O>(
           "zero-init-residual",
-          model,
+          section,
           field(&O::model, &M::zero_init_residual),
           "Zero the last BatchNorm of each residual block")
           .kept_on_resume(),
       number<O, std::int64_t>(
           "layers",
-          model,
+          section,
           field(&O::model, &M::layers),
           "Language models: transformer blocks; 0: the size's",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "heads",
-          model,
+          section,
           field(&O::model, &M::heads),
           "Language models: attention heads; 0: the size's (Llama: the size's key/value heads when they divide it, else as many)",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "width",
-          model,
+          section,
           field(&O::model, &M::width),
           "Language models: embedding width; 0: the size's (Llama: the MLP 8/3 of it)",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "context",
-          model,
+          section,
           field(&O::model, &M::context),
           "Language models: tokens per sequence (the longest it reads); 0: the size's (hf:DIR: the model's positions up to 1024). torchscript on token data: required",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "vocab",
-          model,
+          section,
           field(&O::model, &M::vocab),
           "Language models: vocabulary (GPT pads it to a multiple of 64 inside); 0: the size's or the data's, the larger",
           at_least(0))
           .kept_on_resume(),
+  };
+}
 
-      // How long, and how many samples per step.
+// How long, and how many samples per step.
+std::vector<TrainerOption> length_options() {
+  const char* section = "Length and batch";
+  return {
       number<O, std::int64_t>(
           "epochs",
-          length,
+          section,
           field(&O::epochs),
           "Epochs (ignored when --steps is set)",
           at_least(0))
           .set_by_recipe(),
       number<O, std::int64_t>(
           "steps",
-          length,
+          section,
           field(&O::steps),
           "Optimizer steps; 0: --epochs decides",
           at_least(0)),
       number<O, std::int64_t>(
           "batch",
-          length,
+          section,
           field(&O::batch),
           "Global batch per optimizer step",
           at_least(1))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "micro-batch",
-          length,
+          section,
           field(&O::micro_batch),
           "Samples per forward/backward; 0: the whole batch (no accumulation)",
           at_least(0)),
+  };
+}
 
-      // Precision and device.
+// Precision and device.
+std::vector<TrainerOption> precision_options() {
+  const char* section = "Precision and device";
+  return {
       choice<O, Precision>(
           "precision",
-          math,
+          section,
           field(&O::precision),
           kPrecisionNames,
           "fp32, tf32, bf16 (autocast; CPU too) or fp16 (autocast + loss scaling; CUDA); a language model's recipe: bf16 on a GPU of compute capability 8.0 and up")
@@ -206,34 +207,39 @@ std::vector<TrainerOption> make_table() {
           .set_by_recipe(),
       choice<O, LossScaling>(
           "loss-scaling",
-          math,
+          section,
           field(&O::loss_scaling),
           kLossScalingNames,
           "Dynamic loss scaling: auto (fp16 only), on (any precision: overflow check and skip) or off")
           .kept_on_resume(),
       text<O>(
           "device",
-          math,
+          section,
           field(&O::device),
           "auto, cpu, cuda or cuda:N",
           check_device),
       number<O, int>(
           "threads",
-          math,
+          section,
           field(&O::threads),
           "CPU threads for the math; 0: the usable cores",
           at_least(0)),
       number<O, std::uint64_t>(
           "seed",
-          math,
+          section,
           field(&O::seed),
           "Seed: initialization, shuffle order, augmentation")
           .kept_on_resume(),
+  };
+}
 
-      // The optimizer.
+// The optimizer.
+std::vector<TrainerOption> optimizer_options() {
+  const char* section = "Optimizer";
+  return {
       choice<O, OptimizerKind>(
           "optimizer",
-          optim,
+          section,
           field(&O::optimizer, &Opt::kind),
           kOptimizerNames,
           "sgd or adamw (its state counts in memory)")
@@ -241,7 +247,7 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "lr",
-          optim,
+          section,
           field(&O::schedule, &Sch::lr),
           "Peak learning rate",
           positive())
@@ -249,13 +255,13 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "head-lr",
-          optim,
+          section,
           field(&O::head_lr),
           "The head's learning rate; < 0: --lr")
           .kept_on_resume(),
       number<O, double>(
           "momentum",
-          optim,
+          section,
           field(&O::optimizer, &Opt::momentum),
           "SGD momentum",
           in_range(0, 1))
@@ -263,21 +269,21 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       boolean<O>(
           "nesterov",
-          optim,
+          section,
           field(&O::optimizer, &Opt::nesterov),
           "SGD with Nesterov momentum")
           .set_by_recipe()
           .kept_on_resume(),
       number<O, double>(
           "beta1",
-          optim,
+          section,
           field(&O::optimizer, &Opt::beta1),
           "AdamW's first-moment decay",
           in_range(0, 1))
           .kept_on_resume(),
       number<O, double>(
           "beta2",
-          optim,
+          section,
           field(&O::optimizer, &Opt::beta2),
           "AdamW's second-moment decay",
           in_range(0, 1))
@@ -285,14 +291,14 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "eps",
-          optim,
+          section,
           field(&O::optimizer, &Opt::eps),
           "AdamW's epsilon",
           positive())
           .kept_on_resume(),
       number<O, double>(
           "weight-decay",
-          optim,
+          section,
           field(&O::optimizer, &Opt::weight_decay),
           "L2 (SGD) or decoupled (AdamW) weight decay",
           at_least(0))
@@ -300,7 +306,7 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "clip-grad-norm",
-          optim,
+          section,
           field(&O::clip_grad_norm),
           "Clip the global gradient norm; 0: off",
           at_least(0))
@@ -308,24 +314,29 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "clip-grad-value",
-          optim,
+          section,
           field(&O::clip_grad_value),
           "Clamp each gradient element to [-V, V] after unscaling (torch.nn.utils.clip_grad_value_); 0: off",
           at_least(0))
           .kept_on_resume(),
       number<O, double>(
           "label-smoothing",
-          optim,
+          section,
           field(&O::label_smoothing),
           "Cross-entropy label smoothing",
           in_range(0, 1))
           .set_by_recipe()
           .kept_on_resume(),
+  };
+}
 
-      // The learning-rate schedule.
+// The learning-rate schedule.
+std::vector<TrainerOption> schedule_options() {
+  const char* section = "Schedule";
+  return {
       choice<O, ScheduleKind>(
           "schedule",
-          sched,
+          section,
           field(&O::schedule, &Sch::kind),
           kScheduleNames,
           "constant, cosine, step or onecycle")
@@ -333,7 +344,7 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, std::int64_t>(
           "warmup-steps",
-          sched,
+          section,
           field(&O::schedule, &Sch::warmup_steps),
           "Linear warmup (constant, cosine, step)",
           at_least(0))
@@ -341,7 +352,7 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "min-lr",
-          sched,
+          section,
           field(&O::schedule, &Sch::min_lr),
           "Cosine's final learning rate",
           at_least(0))
@@ -349,21 +360,21 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, std::int64_t>(
           "step-size",
-          sched,
+          section,
           field(&O::schedule, &Sch::step_size),
           "step: multiply the LR by --gamma every N steps",
           at_least(0))
           .kept_on_resume(),
       number<O, double>(
           "gamma",
-          sched,
+          section,
           field(&O::schedule, &Sch::gamma),
           "step schedule's factor",
           positive())
           .kept_on_resume(),
       number<O, double>(
           "pct-start",
-          sched,
+          section,
           field(&O::schedule, &Sch::pct_start),
           "onecycle: the share of the steps rising",
           [](const double& v) {
@@ -373,95 +384,105 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       number<O, double>(
           "div-factor",
-          sched,
+          section,
           field(&O::schedule, &Sch::div_factor),
           "onecycle: start at lr / F",
           positive())
           .kept_on_resume(),
       number<O, double>(
           "final-div-factor",
-          sched,
+          section,
           field(&O::schedule, &Sch::final_div_factor),
           "onecycle: end at the start's lr / F",
           positive())
           .kept_on_resume(),
+  };
+}
 
-      // Memory and speed.
+// Memory and speed.
+std::vector<TrainerOption> speed_options() {
+  const char* section = "Memory and speed";
+  return {
       boolean<O>(
           "channels-last",
-          speed,
+          section,
           field(&O::channels_last),
           "NHWC memory format for convolutions (true: faster on the CPU and with tensor cores)"),
       boolean<O>(
           "cudnn-benchmark",
-          speed,
+          section,
           field(&O::cudnn_benchmark),
           "cuDNN's autotuner on CUDA"),
       choice<O, model::Checkpointing>(
           "activation-checkpointing",
-          speed,
+          section,
           field(&O::activation_checkpointing),
           model::kCheckpointingNames,
           "none, stages (recompute each ResNet stage in backward), all (the stem too) or blocks (each residual block on its own)"),
       choice<O, model::CpuConv>(
           "cpu-conv",
-          speed,
+          section,
           field(&O::cpu_conv),
           model::kCpuConvNames,
           "Convolutions on the CPU: auto (im2col + GEMM where the output map is at most 4x4 pixels, oneDNN elsewhere), onednn, or gemm (wherever the layer allows)"),
       choice<O, CudaGraphs>(
           "cuda-graphs",
-          speed,
+          section,
           field(&O::cuda_graphs),
           kCudaGraphsNames,
           "auto (capture the whole step as one CUDA graph when the run allows it, else eager with the reason logged), on (an error when it cannot) or off"),
       number<O, std::int64_t>(
           "readback-every",
-          speed,
+          section,
           field(&O::readback_every),
           "Steps between reading losses back to the host, without waiting for the GPU (metrics lines and the non-finite check see them then); 1: every step, before the update; 0: 1 on the CPU, 16 on CUDA",
           at_least(0)),
       boolean<O>(
           "oom-recovery",
-          speed,
+          section,
           field(&O::oom_recovery),
           "On out of memory: halve the micro-batch, double accumulation, redo the step"),
       number<O, double>(
           "memory-fraction",
-          speed,
+          section,
           field(&O::memory_fraction),
           "Cap this process's share of the GPU's memory (0 < F <= 1); 0: no cap",
           in_range(0, 1, true)),
+  };
+}
 
-      // Fine-tuning.
+// Fine-tuning.
+std::vector<TrainerOption> fine_tune_options() {
+  const char* section = "Fine-tuning";
+  return {
       text<O>(
           "init",
-          tune,
+          section,
           field(&O::init),
           "Start from these weights: .safetensors, a torch.save state_dict, or a Hugging Face model folder (without --model: that folder's model, hf:DIR)"),
       boolean<O>(
           "init-strict",
-          tune,
+          section,
           field(&O::init_strict),
           "false: load what matches --init and report the rest"),
       freeze_option().kept_on_resume(),
       number<O, std::int64_t>(
           "lora-rank",
-          tune,
+          section,
           field(&O::model, &M::lora, &model::LoraOptions::rank),
           "Language models: LoRA adapters of this rank on the projections, the base frozen (fp32 adapters; a bf16 run stores the frozen projections in bf16); 0: train every weight",
           at_least(0))
           .kept_on_resume(),
       number<O, double>(
           "lora-alpha",
-          tune,
+          section,
           field(&O::model, &M::lora, &model::LoraOptions::alpha),
           "LoRA's scale numerator: updates are scaled by alpha / rank",
           positive())
           .kept_on_resume(),
       number<O, double>(
           "lora-dropout",
-          tune,
+          section,
           field(&O::model, &M::lora, &model::LoraOptions::dropout),
           "Dropout on the adapters' input while training",
           in_range(0, 1))
@@ -469,67 +490,77 @@ std::vector<TrainerOption> make_table() {
       lora_targets_option().kept_on_resume(),
       text<O>(
           "lora-init",
-          tune,
+          section,
           field(&O::lora_init),
           "With --lora-rank: start the adapters from a PEFT adapter folder's (adapter_config.json + adapter_model.safetensors; its rank, alpha and targets must be the run's); empty: A random, B zero"),
+  };
+}
 
-      // The run directory and checkpoints.
+// The run directory and checkpoints.
+std::vector<TrainerOption> run_folder_options() {
+  const char* section = "Run directory and checkpoints";
+  return {
       text<O>(
           "out",
-          run,
+          section,
           field(&O::out_dir),
           "Run directory; empty: runs/<timestamp>"),
       number<O, std::int64_t>(
           "eval-every",
-          run,
+          section,
           field(&O::eval_every),
           "Evaluate every N steps; 0: each epoch's end",
           at_least(0)),
       number<O, std::int64_t>(
           "checkpoint-every",
-          run,
+          section,
           field(&O::checkpoint_every),
           "Checkpoint every N steps; 0: each epoch's end",
           at_least(0)),
       number<O, int>(
           "keep-checkpoints",
-          run,
+          section,
           field(&O::keep_checkpoints),
           "Checkpoints kept (the newest); 0: none written",
           at_least(0)),
       boolean<O>(
           "save-weights",
-          run,
+          section,
           field(&O::save_weights),
           "Write RUN/model.safetensors (the final weights) at the end"),
       text<O>(
           "resume",
-          run,
+          section,
           field(&O::resume),
           "auto (newest valid checkpoint in --out) or a checkpoint file"),
+  };
+}
 
-      // The loader.
+// The loader.
+std::vector<TrainerOption> loader_options() {
+  const char* section = "Data loading";
+  return {
       number<O, unsigned int>(
           "workers",
-          load,
+          section,
           field(&O::loader, &L::workers),
           "Decode threads; 0: the usable cores"),
       number<O, std::size_t>(
           "prefetch",
-          load,
+          section,
           field(&O::loader, &L::prefetch_batches),
           "Ready batches held ahead of the step",
           at_least(1)),
       number<O, std::int64_t>(
           "size",
-          load,
+          section,
           field(&O::loader, &L::size),
           "Input height and width; 0: the data's native size (224 for photos)",
           at_least(0))
           .kept_on_resume(),
       choice<O, data::Augment>(
           "augment",
-          load,
+          section,
           field(&O::loader, &L::augment),
           data::kAugmentNames,
           "default (random crop/flip) or none")
@@ -537,53 +568,79 @@ std::vector<TrainerOption> make_table() {
           .kept_on_resume(),
       choice<O, bool>(
           "augment-device",
-          load,
+          section,
           field(&O::loader, &L::augment_on_device),
           data::kAugmentDeviceNames,
           "cpu (per sample, in the decode threads) or gpu (the whole batch on the GPU; needs --device cuda)"),
       choice<O, data::Decode>(
           "decode",
-          load,
+          section,
           field(&O::loader, &L::decode),
           data::kDecodeNames,
           "JPEG photos: auto (only the crop's region, at the smallest DCT scale that keeps it at least the output size), region (the crop's region at full size: a full decode's pixels) or full (the whole image)"),
       choice<O, data::Resident>(
           "resident",
-          load,
+          section,
           field(&O::loader, &L::resident),
           data::kResidentNames,
           "auto, on or off: decode the data set once into memory"),
       boolean<O>(
           "shuffle",
-          load,
+          section,
           field(&O::loader, &L::shuffle),
           "Shuffle the training samples each epoch (false: the data's own order, as for parity checks)"),
       choice<O, data::BadSamplePolicy>(
           "on-bad-sample",
-          load,
+          section,
           field(&O::loader, &L::on_bad_sample),
           data::kBadSampleNames,
           "skip (count and log once) or fail"),
+  };
+}
 
-      // Data parallel (under torchrun, srun or hotloop launch).
+// Data parallel (under torchrun, srun or hotloop launch).
+std::vector<TrainerOption> parallel_options() {
+  const char* section = "Data parallel";
+  return {
       boolean<O>(
           "sync-batchnorm",
-          dp,
+          section,
           field(&O::sync_batchnorm),
           "BatchNorm statistics over the global batch, not each rank's share (turns OOM recovery off: the collectives inside forward cannot be realigned after one rank fails)")
           .kept_on_resume(),
       boolean<O>(
           "overlap-allreduce",
-          dp,
+          section,
           field(&O::overlap_allreduce),
           "Start each gradient bucket's all-reduce during backward as soon as its gradients are ready (false: all after backward)"),
       number<O, double>(
           "bucket-mb",
-          dp,
+          section,
           field(&O::bucket_mb),
           "Gradient bucket size in MiB",
           positive()),
   };
+}
+
+// The sections in --help's order.
+std::vector<TrainerOption> make_table() {
+  std::vector<TrainerOption> table;
+  for (auto* section :
+       {&model_options,
+        &length_options,
+        &precision_options,
+        &optimizer_options,
+        &schedule_options,
+        &speed_options,
+        &fine_tune_options,
+        &run_folder_options,
+        &loader_options,
+        &parallel_options}) {
+    for (TrainerOption& o : section()) {
+      table.push_back(std::move(o));
+    }
+  }
+  return table;
 }
 
 } // namespace

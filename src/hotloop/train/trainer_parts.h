@@ -66,6 +66,19 @@ struct Trainer::Impl {
   // The device, threads, model, optimizer, data-parallel start and loader
   // (trainer_setup.cpp).
   void set_up();
+  // set_up()'s stages, in its order.
+  void bind_state();
+  void configure_device();
+  void check_data();
+  void cap_device_memory();
+  void load_weights();
+  void measure_flops();
+  void place_model();
+  void start_from_rank_zero();
+  void store_frozen_base();
+  void make_optimizer();
+  void size_run();
+  void make_loop_parts();
   // The training loader for state.micro_batch; the old one (its threads and
   // buffers) goes first.
   void make_loader();

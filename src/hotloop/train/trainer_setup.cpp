@@ -3,7 +3,6 @@
 // rank), the optimizer's parameter groups, the loss scaler, the loader and
 // the run's length, then the parts the loop runs.
 
-#include <filesystem>
 #include <set>
 
 #include <ATen/Context.h>
@@ -27,6 +26,7 @@
 #include "hotloop/train/device.h"
 #include "hotloop/train/mfu.h"
 #include "hotloop/train/model_for_data.h"
+#include "hotloop/train/run_folder.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
@@ -134,6 +134,30 @@ Trainer::Impl::Impl(
 }
 
 void Trainer::Impl::set_up() {
+  bind_state();
+  configure_device();
+  check_data();
+  faults = read_fault_injection();
+  cap_device_memory();
+  load_weights();
+  measure_flops();
+  place_model();
+  if (group) {
+    start_from_rank_zero();
+  }
+  store_frozen_base();
+  const model::ParameterCount count = model::count_parameters(*model);
+  log(fmt::format(
+      "parameters: {} trainable, {} frozen", count.trainable, count.frozen));
+  make_optimizer();
+  make_loader();
+  size_run();
+  make_loop_parts();
+}
+
+// The rank and world size from the group, the options validated, the run
+// state's fixed fields, the device.
+void Trainer::Impl::bind_state() {
   if (group) {
     options.rank = group->rank();
     options.world_size = group->size();
@@ -147,7 +171,14 @@ void Trainer::Impl::set_up() {
   s.model = model;
   s.log = [this](const std::string& line) { log(line); };
   s.device = resolve_device(options.device);
-  const c10::Device& device = s.device;
+  s.micro_batch = options.resolved_micro_batch();
+  s.accum_steps = options.batch / (s.micro_batch * options.world_size);
+}
+
+// Math mode, cuDNN's autotuner, threads; options that need a GPU refused on
+// the CPU.
+void Trainer::Impl::configure_device() {
+  const c10::Device& device = state.device;
   configure_math_mode(options.precision, device);
   if (options.loader.augment_on_device && !device.is_cuda()) {
     throw UsageError(
@@ -164,8 +195,23 @@ void Trainer::Impl::set_up() {
   }
   at::set_num_threads(
       static_cast<int>(options.threads > 0 ? options.threads : usable_cpus()));
+}
 
-  // The data must fit the model.
+// --memory-fraction: the share of the GPU's memory this process may take.
+void Trainer::Impl::cap_device_memory() {
+  if (options.memory_fraction <= 0) {
+    return;
+  }
+  if (!state.device.is_cuda()) {
+    throw UsageError(
+        "--memory-fraction caps a GPU's memory; training runs on the CPU",
+        "drop --memory-fraction, or train with --device cuda");
+  }
+  cuda::set_memory_fraction(state.device.index(), options.memory_fraction);
+}
+
+// The data must fit the model: its kind, channels and classes.
+void Trainer::Impl::check_data() {
   check_data_fits(*model, *train_data, options);
   const auto shape = train_data->shape();
   if (shape && shape->channels != options.model.in_channels &&
@@ -185,19 +231,11 @@ void Trainer::Impl::set_up() {
         train_data->num_classes(),
         options.model.num_classes));
   }
+}
 
-  s.micro_batch = options.resolved_micro_batch();
-  s.accum_steps = options.batch / (s.micro_batch * options.world_size);
-  faults = read_fault_injection();
-  if (options.memory_fraction > 0) {
-    if (!device.is_cuda()) {
-      throw UsageError(
-          "--memory-fraction caps a GPU's memory; training runs on the CPU",
-          "drop --memory-fraction, or train with --device cuda");
-    }
-    cuda::set_memory_fraction(device.index(), options.memory_fraction);
-  }
-
+// --init's weights, an exported model's notes, LoRA's adapters, the frozen
+// parts.
+void Trainer::Impl::load_weights() {
   if (!options.init.empty()) {
     const model::InitResult r = model::load_initial_weights(
         *model, {options.init, options.init_strict});
@@ -226,7 +264,7 @@ void Trainer::Impl::set_up() {
     }
   }
   if (options.model.lora.enabled()) {
-    add_lora_adapters(*model, options.model.lora, options.lora_init, s.log);
+    add_lora_adapters(*model, options.model.lora, options.lora_init, state.log);
   }
   if (options.freeze_backbone) {
     model::freeze_backbone(*model);
@@ -239,7 +277,11 @@ void Trainer::Impl::set_up() {
         n,
         fmt::join(options.freeze_patterns, ",")));
   }
-  // FLOPs per sample and the device's peak, for model FLOP/s and MFU.
+}
+
+// FLOPs per sample and the device's peak, for model FLOP/s and MFU.
+void Trainer::Impl::measure_flops() {
+  RunState& s = state;
   const ModelFlops flops = training_flops(*model, options.model);
   s.flops_per_sample = flops.per_sample;
   if (options.model.lora.enabled() && flops.per_sample > 0) {
@@ -250,12 +292,16 @@ void Trainer::Impl::set_up() {
   if (flops.per_sample <= 0) {
     log(fmt::format("model FLOPs unknown ({}): no MFU", flops.source));
   }
-  const DevicePeak peak = device_peak(device, options.precision);
+  const DevicePeak peak = device_peak(s.device, options.precision);
   s.peak_flops_per_s = peak.flops_per_s * static_cast<double>(s.world_size);
   s.peak_source = peak.source;
+}
+
+// Activation checkpointing, the CPU convolution, the device, channels-last.
+void Trainer::Impl::place_model() {
   model->set_checkpointing(options.activation_checkpointing);
   model::set_cpu_conv(*model, options.cpu_conv);
-  model->to(device);
+  model->to(state.device);
   if (options.channels_last) {
     at::NoGradGuard no_grad;
     for (auto& p : model->parameters()) {
@@ -270,43 +316,45 @@ void Trainer::Impl::set_up() {
       }
     }
   }
-  if (group) {
-    // Every rank starts from rank 0's weights and buffers.
-    std::vector<at::Tensor> all;
-    for (auto& p : model->parameters()) {
-      all.push_back(p.data());
-    }
-    for (auto& b : model->buffers()) {
-      all.push_back(b);
-    }
-    group->broadcast(all, "start (weights from rank 0)");
-    const auto* exported =
-        dynamic_cast<const model::ExportedModel*>(model.get());
-    if (options.sync_batchnorm && exported &&
-        exported->info().batch_norms > 0) {
-      throw UsageError(
-          "--sync-batchnorm: hotloop cannot reach the BatchNorm layers inside a TorchScript module",
-          "drop --sync-batchnorm (each rank normalizes its own micro-batch, as DDP does by default), or export the model with SyncBatchNorm-free normalization (GroupNorm/LayerNorm)");
-    }
-    if (options.sync_batchnorm && group->size() > 1) {
-      const int n =
-          model::synchronize_batch_norm(*model, [g = group](at::Tensor& t) {
-            g->allreduce_sum_(t, "sync batchnorm");
-          });
-      log(fmt::format(
-          "sync batchnorm: {} BatchNorm layer(s) normalize over the global batch of {} ranks{}",
-          n,
-          group->size(),
-          n == 0 ? fmt::format(" ({} has none)", options.model.name)
-                 : std::string()));
-      if (n > 0 && options.oom_recovery) {
-        // An OOM mid-forward on one rank would leave the others inside a
-        // BatchNorm all-reduce that rank never reaches.
-        options.oom_recovery = false;
-        log("sync batchnorm: OOM recovery is off (find the batch size first: --batch auto)");
-      }
+}
+
+// Every rank starts from rank 0's weights and buffers; --sync-batchnorm.
+void Trainer::Impl::start_from_rank_zero() {
+  std::vector<at::Tensor> all;
+  for (auto& p : model->parameters()) {
+    all.push_back(p.data());
+  }
+  for (auto& b : model->buffers()) {
+    all.push_back(b);
+  }
+  group->broadcast(all, "start (weights from rank 0)");
+  const auto* exported = dynamic_cast<const model::ExportedModel*>(model.get());
+  if (options.sync_batchnorm && exported && exported->info().batch_norms > 0) {
+    throw UsageError(
+        "--sync-batchnorm: hotloop cannot reach the BatchNorm layers inside a TorchScript module",
+        "drop --sync-batchnorm (each rank normalizes its own micro-batch, as DDP does by default), or export the model with SyncBatchNorm-free normalization (GroupNorm/LayerNorm)");
+  }
+  if (options.sync_batchnorm && group->size() > 1) {
+    const int n = model::synchronize_batch_norm(
+        *model,
+        [g = group](at::Tensor& t) { g->allreduce_sum_(t, "sync batchnorm"); });
+    log(fmt::format(
+        "sync batchnorm: {} BatchNorm layer(s) normalize over the global batch of {} ranks{}",
+        n,
+        group->size(),
+        n == 0 ? fmt::format(" ({} has none)", options.model.name)
+               : std::string()));
+    if (n > 0 && options.oom_recovery) {
+      // An OOM mid-forward on one rank would leave the others inside a
+      // BatchNorm all-reduce that rank never reaches.
+      options.oom_recovery = false;
+      log("sync batchnorm: OOM recovery is off (find the batch size first: --batch auto)");
     }
   }
+}
+
+// LoRA in bf16: the frozen base stored as autocast reads it.
+void Trainer::Impl::store_frozen_base() {
   if (options.model.lora.enabled() && options.precision == Precision::Bf16) {
     // The frozen base in bf16 as autocast reads it: half its memory, no
     // per-step cast; the adapters stay float32 master weights. After the
@@ -317,10 +365,11 @@ void Trainer::Impl::set_up() {
         "lora: the frozen projections are stored in bf16 ({} saved)",
         format_bytes(saved)));
   }
-  const model::ParameterCount count = model::count_parameters(*model);
-  log(fmt::format(
-      "parameters: {} trainable, {} frozen", count.trainable, count.frozen));
+}
 
+// The optimizer over its parameter groups, data parallel's gradient sync, the
+// precision mode.
+void Trainer::Impl::make_optimizer() {
   // Parameter groups: one, or backbone + head with their own LRs.
   std::vector<ParamGroup> groups;
   if (options.head_lr >= 0 || options.freeze_backbone) {
@@ -354,16 +403,20 @@ void Trainer::Impl::set_up() {
     }
   }
   optimizer = std::make_unique<Optimizer>(std::move(groups), options.optimizer);
-  s.optimizer = optimizer.get();
+  state.optimizer = optimizer.get();
   if (group) {
     parallel::ReducerOptions ro;
     ro.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024 * 1024);
     ro.overlap = options.overlap_allreduce;
     sync = std::make_unique<StepSync>(group, tensors, ro);
   }
-  precision = make_precision(options.precision, options.loss_scaling, device);
+  precision =
+      make_precision(options.precision, options.loss_scaling, state.device);
+}
 
-  make_loader();
+// Steps per epoch from the loader, and the run's length.
+void Trainer::Impl::size_run() {
+  RunState& s = state;
   s.steps_per_epoch =
       static_cast<std::int64_t>(loader->batches_per_epoch()) / s.accum_steps;
   if (s.steps_per_epoch < 1) {
@@ -375,19 +428,19 @@ void Trainer::Impl::set_up() {
   }
   s.total_steps =
       options.steps > 0 ? options.steps : options.epochs * s.steps_per_epoch;
+}
 
+// The run folder, and the parts the loop runs: readback, evaluation, OOM
+// recovery, checkpoints.
+void Trainer::Impl::make_loop_parts() {
+  RunState& s = state;
   s.run_dir = options.out_dir;
   if (!s.run_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(s.run_dir, ec);
-    if (ec) {
-      throw DataError(fmt::format(
-          "cannot create the run folder {}: {}", s.run_dir, ec.message()));
-    }
+    RunFolder(s.run_dir).create();
   }
   readback = std::make_unique<Readback>(
       options.readback_every > 0 ? options.readback_every
-                                 : (device.is_cuda() ? 16 : 1),
+                                 : (s.device.is_cuda() ? 16 : 1),
       options.clip_grad_norm > 0,
       precision->skips_overflow());
   evaluator = std::make_unique<Evaluator>(
