@@ -12,7 +12,7 @@
 #include "hotloop/bench/conv_bench.h"
 #include "hotloop/bench/data_bench.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/model_kind.h"
 #include "matrix_file.h"
 #include "run_flags.h"
 
@@ -84,7 +84,8 @@ CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
       const std::string& model = run.trainer.model.name;
       mf->options.rows = bench::default_matrix(
           model,
-          model::is_language_model(model) && bench_cmd->count("--data") == 0
+          model::model_kind(model).language_model() &&
+                  bench_cmd->count("--data") == 0
               ? std::string("text:fortunes")
               : run.data);
       if (!mf->matrix.empty()) {

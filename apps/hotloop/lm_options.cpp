@@ -13,6 +13,7 @@
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/lora.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/train/run_folder.h"
 
 namespace hotloop::cli {
@@ -181,7 +182,7 @@ model::ModelOptions resolve_lm(
             weights),
         "pass --model (and --layers/--heads/--width/--context/--vocab when not the named size's)");
   }
-  if (!model::is_language_model(m.name)) {
+  if (!model::model_kind(m.name).language_model()) {
     throw UsageError(
         fmt::format("--model {}: this needs a language model", m.name),
         fmt::format(
@@ -196,7 +197,7 @@ std::shared_ptr<model::LanguageModel> load_lm(
     const std::string& weights) {
   auto lm = model::make_language_model(options);
   if (model::is_peft_adapter(weights)) {
-    const std::string base = model::hf_folder_of(options.name);
+    const std::string base = model::model_kind(options.name).folder();
     if (base.empty()) {
       throw UsageError(
           fmt::format(
@@ -218,7 +219,7 @@ std::shared_ptr<model::LanguageModel> load_lm(
   // from the run's --init (or the hf:DIR folder), then the adapters.
   std::string base = run_init(weights);
   if (base.empty()) {
-    base = model::hf_folder_of(options.name);
+    base = model::model_kind(options.name).folder();
   }
   if (!base.empty()) {
     model::load_initial_weights(*lm, {base, true});
@@ -259,7 +260,7 @@ data::Tokenizer resolve_tokenizer(
   if (!spec.empty()) {
     return data::Tokenizer::parse(spec);
   }
-  const std::string folder = model::hf_folder_of(m.name);
+  const std::string folder = model::model_kind(m.name).folder();
   if (!folder.empty()) {
     // A Hugging Face folder's own tokenizer.json.
     if (data::Tokenizer::dir_beside(folder)) {

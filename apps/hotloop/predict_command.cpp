@@ -13,6 +13,7 @@
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 #include "lm_options.h"
 #include "option_sources.h"
@@ -98,7 +99,8 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
 }
 
 int predict(const PredictFlags& f, const CLI::App& cmd) {
-  if (f.model.name.empty() || model::is_language_model(f.model.name) ||
+  if (f.model.name.empty() ||
+      model::model_kind(f.model.name).language_model() ||
       model::is_hf_folder(f.weights)) {
     // No --model: a Hugging Face folder's or a language model run's
     // config.json says which.
@@ -127,7 +129,7 @@ int predict(const PredictFlags& f, const CLI::App& cmd) {
   // An exported model's head may have been replaced for the data's classes:
   // the weights say how many.
   std::string head = "fc";
-  if (model::is_exported(options.name)) {
+  if (model::model_kind(options.name).exported()) {
     model::ExportedOptions e;
     e.path = model::exported_path(options.name);
     e.head = options.head;

@@ -10,8 +10,8 @@
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/parallel/job.h"
 #include "hotloop/train/resolve_run.h"
 #include "hotloop/train/run_folder.h"
@@ -95,7 +95,8 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     return 0;
   }
   const std::shared_ptr<const data::Dataset> val = run.eval
-      ? open_val_data(run.data, o.seed, model::hf_folder_of(o.model.name))
+      ? open_val_data(
+            run.data, o.seed, model::model_kind(o.model.name).folder())
       : nullptr;
   const train::RunRecord record = train::record_of(run);
 

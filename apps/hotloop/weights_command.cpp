@@ -14,6 +14,7 @@
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/lora.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 #include "lm_options.h"
 #include "option_sources.h"
@@ -148,7 +149,7 @@ void add_merge_lora(CLI::App* cmd, Action& action) {
       }
       const std::string weights = model::write_hf_folder(merge->out, *lm);
       // The base's tokenizer goes with it: the folder is then whole.
-      const std::string base = model::hf_folder_of(options.name);
+      const std::string base = model::model_kind(options.name).folder();
       std::vector<std::string> copied;
       for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
         const std::filesystem::path from = std::filesystem::path(base) / name;

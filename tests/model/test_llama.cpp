@@ -226,10 +226,6 @@ TEST(Llama, NamedSizesAndFlagsMakeTheConfiguration) {
   EXPECT_TRUE(c.qkv_bias);
   o.context = 40000; // past its 32768 positions
   EXPECT_THROW(llama_config(o), UsageError);
-
-  EXPECT_TRUE(is_language_model("llama-nano"));
-  EXPECT_TRUE(is_language_model("hf:/some/folder"));
-  EXPECT_FALSE(is_language_model("resnet18"));
 }
 
 TEST(Llama, AConfigThatDoesNotHoldTogetherIsRefused) {

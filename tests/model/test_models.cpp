@@ -2,6 +2,8 @@
 // -small stem, zero-init-residual, and the factory's errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <torch/utils.h>
@@ -9,6 +11,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::model {
@@ -78,7 +81,7 @@ TEST(Models, EveryModelMapsABatchToLogits) {
         name == "resnet50-small") {
       continue; // covered by the parity test; slow on two cores
     }
-    if (is_language_model(name)) {
+    if (model_kind(name).language_model()) {
       continue; // test_gpt.cpp, test_llama.cpp
     }
     torch::manual_seed(0);
@@ -119,6 +122,36 @@ TEST(Models, UnknownModelOrBadSizesAreUsageErrorsNamingTheChoices) {
   }
   EXPECT_THROW(make_model(ModelOptions().set_num_classes(0)), UsageError);
   EXPECT_THROW(make_model(ModelOptions().set_in_channels(0)), UsageError);
+}
+
+TEST(ModelKind, EachNameIsItsFamilyAndAFolderOrFileItsPath) {
+  EXPECT_EQ(model_kind("resnet18-small").family, ModelFamily::Image);
+  EXPECT_EQ(model_kind("mlp").family, ModelFamily::Image);
+  EXPECT_EQ(model_kind("gpt2").family, ModelFamily::Gpt);
+  EXPECT_EQ(model_kind("llama-nano").family, ModelFamily::Llama);
+  EXPECT_EQ(model_kind("smollm2-135m").family, ModelFamily::Llama);
+  const ModelKind folder = model_kind("hf:/some/folder");
+  EXPECT_EQ(folder.family, ModelFamily::HfFolder);
+  EXPECT_EQ(folder.folder(), "/some/folder");
+  EXPECT_TRUE(folder.language_model());
+  const ModelKind exported = model_kind("torchscript:dir/m.pt");
+  EXPECT_TRUE(exported.exported());
+  EXPECT_EQ(exported.path, "dir/m.pt");
+  EXPECT_EQ(exported.folder(), ""); // a folder only for hf:DIR
+  EXPECT_FALSE(exported.language_model());
+  EXPECT_EQ(model_kind("resnet19").family, ModelFamily::Unknown);
+  EXPECT_EQ(model_kind("").family, ModelFamily::Unknown);
+  // Every built-in name has a family: model_names() and the kinds agree.
+  for (const std::string& name : model_names()) {
+    EXPECT_NE(model_kind(name).family, ModelFamily::Unknown) << name;
+    EXPECT_EQ(
+        model_kind(name).language_model(),
+        std::find(
+            language_model_names().begin(),
+            language_model_names().end(),
+            name) != language_model_names().end())
+        << name;
+  }
 }
 
 } // namespace hotloop::model

@@ -16,8 +16,8 @@ namespace hotloop::model {
 
 inline constexpr const char* kTorchScriptPrefix = "torchscript:";
 
-// Whether a --model value names an exported model ("torchscript:FILE").
-bool is_exported(const std::string& model_name);
+// Whether a --model value names an exported model: model_kind()
+// (model_kind.h).
 // FILE of "torchscript:FILE"; UsageError when it is empty.
 std::string exported_path(const std::string& model_name);
 

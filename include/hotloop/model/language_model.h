@@ -51,10 +51,7 @@ class LanguageModel : public Model {
 // The built-in sizes: gpt-nano, gpt-mini, gpt2, gpt2-medium, llama-nano,
 // smollm2-135m, qwen2.5-0.5b, llama3.2-1b.
 const std::vector<std::string>& language_model_names();
-// One of those, or "hf:DIR" (a Hugging Face model folder).
-bool is_language_model(const std::string& model_name);
-// "hf:DIR" -> DIR; "" for any other name.
-std::string hf_folder_of(const std::string& model_name);
+// Whether a name is one of those or "hf:DIR": model_kind() (model_kind.h).
 
 // `options` with every size field (layers, heads, width, context, vocab)
 // filled in: the named size's or the folder's, under the non-zero fields of

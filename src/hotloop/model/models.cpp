@@ -7,6 +7,7 @@
 #include "hotloop/model/exported.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/model/resnet.h"
 #include "hotloop/model/small_models.h"
 
@@ -33,15 +34,7 @@ void Model::set_checkpointing(Checkpointing mode) {
 
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> n = {
-        "mlp",
-        "cnn-small",
-        "resnet18",
-        "resnet34",
-        "resnet50",
-        "resnet18-small",
-        "resnet34-small",
-        "resnet50-small"};
+    std::vector<std::string> n = image_model_names();
     n.insert(
         n.end(), language_model_names().begin(), language_model_names().end());
     return n;
@@ -50,25 +43,24 @@ const std::vector<std::string>& model_names() {
 }
 
 void ModelOptions::validate() const {
-  if (is_exported(name)) {
+  const ModelKind kind = model_kind(name);
+  if (kind.exported()) {
     exported_path(name); // names a file
-  } else if (name.starts_with("hf:")) {
+  } else if (kind.hf_folder()) {
     resolve_language_model(*this); // a folder hotloop can run
     return;
   } else if (!head.empty()) {
     throw UsageError(
         fmt::format("--head {}: only exported models take a head name", head),
         fmt::format("{}'s head is fixed; drop --head", name));
-  } else if (
-      std::find(model_names().begin(), model_names().end(), name) ==
-      model_names().end()) {
+  } else if (kind.family == ModelFamily::Unknown) {
     throw UsageError(
         fmt::format("--model {}: no such model", name),
         fmt::format(
             "choose one of: {}, hf:DIR (a Hugging Face model folder), or torchscript:FILE (a module exported from Python)",
             fmt::join(model_names(), ", ")));
   }
-  if (is_language_model(name)) {
+  if (kind.language_model()) {
     resolve_language_model(*this); // the image fields do not apply
     return;
   }
@@ -87,7 +79,8 @@ void ModelOptions::validate() const {
 
 std::shared_ptr<Model> make_model(const ModelOptions& options) {
   options.validate();
-  if (is_exported(options.name)) {
+  const ModelKind kind = model_kind(options.name);
+  if (kind.exported()) {
     ExportedOptions e;
     e.path = exported_path(options.name);
     e.head = options.head;
@@ -101,7 +94,7 @@ std::shared_ptr<Model> make_model(const ModelOptions& options) {
     }
     return load_exported_model(e);
   }
-  if (is_language_model(options.name)) {
+  if (kind.language_model()) {
     return make_language_model(options);
   }
   if (options.name == "mlp") {

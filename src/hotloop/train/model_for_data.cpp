@@ -7,8 +7,8 @@
 
 #include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/exported.h"
 #include "hotloop/model/language_model.h"
+#include "hotloop/model/model_kind.h"
 
 namespace hotloop::train {
 
@@ -41,7 +41,8 @@ void fit_model_to_data(
     TrainerOptions& o,
     const data::Dataset& train,
     const DataFit& fit) {
-  const bool lm = model::is_language_model(o.model.name);
+  const model::ModelKind kind = model::model_kind(o.model.name);
+  const bool lm = kind.language_model();
   const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
   if (tokens) {
     // A token model has no image input or classes: those left at 0 ("the
@@ -52,7 +53,7 @@ void fit_model_to_data(
     o.model.num_classes =
         fit.num_classes > 0 ? fit.num_classes : unused.num_classes;
   }
-  if (model::is_exported(o.model.name)) {
+  if (kind.exported()) {
     // An exported model is a token model when its data is tokens.
     if (tokens) {
       if (o.model.context <= 0) {
@@ -72,7 +73,7 @@ void fit_model_to_data(
   if (lm) {
     // A named size takes the data's vocabulary when it is larger; a
     // folder's is its own.
-    if (o.model.vocab == 0 && model::hf_folder_of(o.model.name).empty()) {
+    if (o.model.vocab == 0 && !kind.hf_folder()) {
       o.model.vocab = std::max(
           model::resolve_language_model(o.model).vocab,
           tokens->vocabulary_hint());

@@ -6,8 +6,7 @@
 #include <ctime>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/exported.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/train/option_table.h"
 
 namespace hotloop::train {
@@ -85,7 +84,8 @@ void TrainerOptions::validate() const {
       (optimizer.kind != OptimizerKind::Sgd || optimizer.momentum == 0)) {
     bad("nesterov", "needs --optimizer sgd with a momentum above 0");
   }
-  if (freeze_backbone && init.empty() && !model::is_exported(model.name)) {
+  if (freeze_backbone && init.empty() &&
+      !model::model_kind(model.name).exported()) {
     throw UsageError(
         "freeze: --freeze backbone without --init would train a random backbone's head only",
         "give --init FILE with the pretrained weights");
@@ -105,7 +105,8 @@ void TrainerOptions::validate() const {
 namespace {
 
 nlohmann::json model_json(const model::ModelOptions& model) {
-  if (model::is_language_model(model.name)) {
+  const model::ModelKind kind = model::model_kind(model.name);
+  if (kind.language_model()) {
     nlohmann::json j = {
         {"name", model.name},
         {"layers", model.layers},
@@ -122,7 +123,7 @@ nlohmann::json model_json(const model::ModelOptions& model) {
     }
     return j;
   }
-  if (model::is_exported(model.name) && model.context > 0) {
+  if (kind.exported() && model.context > 0) {
     return {
         {"name", model.name},
         {"head", model.head},
@@ -135,7 +136,7 @@ nlohmann::json model_json(const model::ModelOptions& model) {
       {"in_channels", model.in_channels},
       {"image_size", model.image_size},
       {"zero_init_residual", model.zero_init_residual}};
-  if (model::is_exported(model.name)) {
+  if (kind.exported()) {
     j["head"] = model.head;
   }
   return j;

@@ -6,8 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "hotloop/model/exported.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/train/device.h"
 #include "hotloop/train/option_table.h"
 #include "hotloop/train/precision.h"
@@ -94,7 +93,8 @@ Recipe recipe_for(const RecipeFor& what) {
   const std::optional<OptimizerKind> optimizer = what.optimizer;
   Recipe r;
   r.model = model;
-  if (model::is_language_model(model)) {
+  const model::ModelKind model_is = model::model_kind(model);
+  if (model_is.language_model()) {
     r = lm_recipe(model, optimizer, what.pretrained, what.lora);
     // bf16 where the GPU has it (fp16 would need loss scaling, and fp32
     // leaves the tensor cores and the fused attention kernels idle).
@@ -104,8 +104,8 @@ Recipe recipe_for(const RecipeFor& what) {
     return r;
   }
   const bool resnet = model.starts_with("resnet");
-  const bool exported = model::is_exported(model);
-  if (!resnet && !exported && model != "mlp" && model != "cnn-small") {
+  const bool exported = model_is.exported();
+  if (model_is.family != model::ModelFamily::Image && !exported) {
     return r;
   }
   const OptimizerKind kind =

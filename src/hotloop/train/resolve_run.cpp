@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "hotloop/model/hf_checkpoint.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/train/model_for_data.h"
 
 namespace hotloop::train {
@@ -39,11 +39,11 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   }
   // The built-in corpus for the named sizes (their vocabulary grows to the
   // data's); a folder's model needs data in its own tokens.
-  if (model::is_language_model(o.model.name) &&
-      model::hf_folder_of(o.model.name).empty() && !run.given("data")) {
+  const model::ModelKind kind = model::model_kind(o.model.name);
+  if (kind.language_model() && !kind.hf_folder() && !run.given("data")) {
     run.data = "text:fortunes";
   }
-  out.train = context.open_train(run.data, model::hf_folder_of(o.model.name));
+  out.train = context.open_train(run.data, kind.folder());
   const std::set<std::string> given = given_options(run);
   const std::optional<OptimizerKind> chosen = given.contains("optimizer")
       ? std::optional(o.optimizer.kind)

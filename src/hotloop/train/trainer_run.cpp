@@ -13,6 +13,7 @@
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/lora.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/graph_step.h"
 #include "hotloop/train/run_figures.h"
@@ -50,7 +51,7 @@ nlohmann::json config_of(
 // adapt (--init, absolute, or the built-in size).
 void write_adapter(const RunState& s, model::Model& model) {
   const TrainerOptions& o = *s.options;
-  const std::string folder = model::hf_folder_of(o.model.name);
+  const std::string folder = model::model_kind(o.model.name).folder();
   auto absolute = [](const std::string& path) {
     return std::filesystem::absolute(path).lexically_normal().string();
   };

@@ -8,6 +8,7 @@
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/llama.h"
+#include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {
 
@@ -20,19 +21,10 @@ const std::vector<std::string>& language_model_names() {
   return names;
 }
 
-std::string hf_folder_of(const std::string& model_name) {
-  return model_name.starts_with("hf:") ? model_name.substr(3) : std::string();
-}
-
-bool is_language_model(const std::string& model_name) {
-  return is_gpt(model_name) || is_llama(model_name) ||
-      model_name.starts_with("hf:");
-}
-
 namespace {
 
 HfModelConfig folder_config(const ModelOptions& o) {
-  const std::string dir = hf_folder_of(o.name);
+  const std::string dir = model_kind(o.name).folder();
   if (dir.empty() || !is_hf_folder(dir)) {
     throw UsageError(
         fmt::format("--model {}: not a folder with a config.json", o.name),
@@ -57,13 +49,14 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
     o.context = context;
     o.vocab = vocab;
   };
-  if (is_gpt(o.name)) {
+  const ModelFamily family = model_kind(o.name).family;
+  if (family == ModelFamily::Gpt) {
     const GptConfig c = gpt_config(o);
     fill(c.layers, c.heads, c.width, c.context, c.vocab);
-  } else if (is_llama(o.name)) {
+  } else if (family == ModelFamily::Llama) {
     const LlamaConfig c = llama_config(o);
     fill(c.layers, c.heads, c.width, c.context, c.vocab);
-  } else if (o.name.starts_with("hf:")) {
+  } else if (family == ModelFamily::HfFolder) {
     for (auto [flag, v] :
          {std::pair{"layers", o.layers},
           {"heads", o.heads},
@@ -87,10 +80,11 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
 }
 
 std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
-  if (is_gpt(o.name)) {
+  const ModelFamily family = model_kind(o.name).family;
+  if (family == ModelFamily::Gpt) {
     return std::make_shared<Gpt>(gpt_config(o));
   }
-  if (is_llama(o.name)) {
+  if (family == ModelFamily::Llama) {
     return std::make_shared<Llama>(llama_config(o));
   }
   const HfModelConfig c = folder_config(o);

@@ -39,10 +39,6 @@ bool looks_like_safetensors(const std::vector<std::uint8_t>& b) {
 
 } // namespace
 
-bool is_exported(const std::string& model_name) {
-  return model_name.starts_with(kTorchScriptPrefix);
-}
-
 std::string exported_path(const std::string& model_name) {
   std::string path = model_name.substr(std::string(kTorchScriptPrefix).size());
   if (path.empty()) {
