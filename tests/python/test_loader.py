@@ -333,6 +333,9 @@ def test_loader_and_run_resolve_cuda_to_the_same_device(monkeypatch):
         def __init__(self, **kwargs):
             seen.update(kwargs)
 
+        def info(self):  # a Run fed by a Loader asks it for the data set's tokenizer files
+            return {}
+
     monkeypatch.setattr(loader_module.native, "Loader", Recorder)
     monkeypatch.setattr(run_module.native, "Run", Recorder)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
