@@ -13,6 +13,7 @@
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/parallel/job.h"
+#include "hotloop/train/recipe.h"
 #include "hotloop/train/resolve_run.h"
 #include "hotloop/train/run_folder.h"
 #include "hotloop/train/trainer.h"
@@ -173,13 +174,10 @@ void add_train_command(CLI::App& app, Action& action) {
   add_config_flags(cmd, f->config);
   add_run_flags(cmd, f->run);
   cmd->footer(
-      "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source):\n"
-      "  mlp, cnn-small  --optimizer adamw --lr 1e-3 (cnn-small: 3e-3) --schedule onecycle --augment none\n"
-      "  resnet*         --optimizer sgd --momentum 0.9 --nesterov --lr 0.1*batch/128 --schedule onecycle --weight-decay 5e-4 --label-smoothing 0.1\n"
-      "  gpt-*, llama-nano and the Llama shapes  --optimizer adamw --lr 1e-2 (gpt-nano, llama-nano; gpt-mini, smollm2-135m 1e-3; gpt2 6e-4; the others 3e-4) --min-lr lr/10 --beta2 0.95 --weight-decay 0.1 (matrices only) --schedule cosine --warmup-steps 50 (the larger sizes: 700) --clip-grad-norm 1; gpt-nano, gpt-mini, llama-nano: --epochs 3\n"
-      "  a language model with --init (e.g. a Hugging Face folder)  --optimizer adamw --lr 2e-5 --min-lr 2e-6 --weight-decay 0 --schedule cosine --warmup-steps 20 --clip-grad-norm 1 (with --lora-rank: --lr 2e-4 --min-lr 2e-5)\n"
-      "  every language model on a GPU of compute capability 8.0 and up  --precision bf16\n"
-      "  With the other --optimizer: that optimizer's values (adamw: lr 1e-3, cnn-small 3e-3; sgd: as for resnet*).\n"
+      "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source), at --batch 128:\n" +
+      train::recipes_help(128) +
+      "  SGD's --lr scales with the batch: 0.1 x batch / 128 (Goyal et al.)\n"
+      "  every language model on a GPU of compute capability 8.0 and up: --precision bf16\n"
       "Examples:\n"
       "  hotloop train --model cnn-small --epochs 3\n"
       "  hotloop train --model gpt-nano --data text:fortunes\n"

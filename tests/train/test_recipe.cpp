@@ -5,7 +5,10 @@
 
 #include <map>
 
+#include <fmt/format.h>
+
 #include "hotloop/data/data_spec.h"
+#include "hotloop/model/family.h"
 #include "hotloop/train/recipe.h"
 #include "hotloop/train/resolve_run.h"
 #include "hotloop/train/run_options.h"
@@ -27,10 +30,10 @@ std::map<std::string, std::string> values(const Recipe& r) {
 TEST(Recipe, SmallModelsTrainWithAdamWOneCycleAndNoAugmentation) {
   const auto cnn = values(recipe_for({"cnn-small", 64}));
   EXPECT_EQ(cnn.at("optimizer"), "adamw");
-  EXPECT_EQ(cnn.at("lr"), "3e-3");
+  EXPECT_EQ(cnn.at("lr"), "0.003");
   EXPECT_EQ(cnn.at("schedule"), "onecycle");
   EXPECT_EQ(cnn.at("augment"), "none");
-  EXPECT_EQ(values(recipe_for({"mlp", 64})).at("lr"), "1e-3");
+  EXPECT_EQ(values(recipe_for({"mlp", 64})).at("lr"), "0.001");
   // Batch-independent: AdamW with a warm-up trains at 32 as at 256.
   EXPECT_EQ(values(recipe_for({"cnn-small", 32})), cnn);
 }
@@ -71,7 +74,7 @@ TEST(Recipe, ResNetsTakeSgdWithTheLearningRateScaledByTheBatch) {
 TEST(Recipe, AnOptimizerTheUserChoseGetsItsOwnValuesNotAMix) {
   const auto adamw =
       values(recipe_for({"resnet18-small", 128, OptimizerKind::AdamW}));
-  EXPECT_EQ(adamw.at("lr"), "1e-3");
+  EXPECT_EQ(adamw.at("lr"), "0.001");
   EXPECT_FALSE(adamw.contains("nesterov")); // would be refused with AdamW
   EXPECT_FALSE(adamw.contains("momentum"));
   const auto sgd = values(recipe_for({"cnn-small", 256, OptimizerKind::Sgd}));
@@ -230,6 +233,25 @@ TEST(Recipe, ResolvingALanguageModelRunOnABf16GpuPicksBf16FromTheRecipe) {
   const RunOptions chosen = resolve(Precision::Bf16, {{"precision", "fp32"}});
   EXPECT_EQ(chosen.trainer.precision, Precision::Fp32);
   EXPECT_EQ(chosen.source("precision"), kFromFlag);
+}
+
+// Each named size trains with its family entry's rate and length, and
+// train --help's recipes name every size.
+TEST(Recipe, EveryNamedSizeTakesItsFamilyEntrysRecipe) {
+  const std::string help = recipes_help(128);
+  for (const model::ModelFamilyEntry& f : model::model_families()) {
+    for (const model::NamedModel& size : f.sizes) {
+      const auto v = values(recipe_for({size.name, 128}));
+      EXPECT_EQ(v.at("optimizer"), size.recipe.sgd ? "sgd" : "adamw")
+          << size.name;
+      if (!size.recipe.sgd) {
+        EXPECT_EQ(v.at("lr"), fmt::format("{:g}", size.recipe.lr)) << size.name;
+      }
+      EXPECT_EQ(v.contains("epochs"), size.recipe.small) << size.name;
+      EXPECT_NE(help.find(size.name), std::string::npos) << size.name;
+    }
+  }
+  EXPECT_NE(help.find("--lr 2e-05"), std::string::npos); // --init's
 }
 
 } // namespace hotloop::train

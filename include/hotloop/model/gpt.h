@@ -37,11 +37,9 @@ struct GptConfig {
   void validate() const; // UsageError naming the flag
 };
 
-// gpt-nano (4 layers, 4 heads, 128 wide, context 128), gpt-mini (6, 6, 384,
-// 256: nanoGPT's character-level Shakespeare size), gpt2 (12, 12, 768, 1024,
-// vocabulary 50257), gpt2-medium (24, 16, 1024, 1024, 50257).
-const std::vector<std::string>& gpt_names();
-bool is_gpt(const std::string& model_name);
+// The named sizes (gpt-nano, gpt-mini: nanoGPT's character-level Shakespeare
+// size, gpt2, gpt2-medium), their shapes and recipes are the GPT family's
+// entry (model/family.h; model/lm/gpt_family.cpp).
 // The named size with `options`' non-zero fields on top of it. The named
 // small sizes take their vocabulary from options.vocab (the data's).
 GptConfig gpt_config(const ModelOptions& options);

@@ -2,14 +2,17 @@
 // Hugging Face model folders, as save_pretrained writes them: config.json and
 // the weights in model.safetensors, or in shards named by
 // model.safetensors.index.json (pytorch_model.bin and its index too).
-// Read: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM (model/llama.h)
-// and GPT2LMHeadModel (model/gpt.h). Written: config.json + model.safetensors
-// that from_pretrained loads.
+// Read: the architectures the families' entries name (model/family.h:
+// LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel),
+// each by its family's adapter (model/lm/gpt_family.cpp, llama_family.cpp).
+// Written: config.json + model.safetensors that from_pretrained loads.
 
 #include <string>
+#include <variant>
 
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/llama.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::model {
@@ -17,12 +20,14 @@ namespace hotloop::model {
 // A folder holding a config.json.
 bool is_hf_folder(const std::string& path);
 
-// What a folder's config.json describes.
+// What a folder's config.json describes: the architecture it names and the
+// config of the family that reads it (model/family.h's hf_architectures).
 struct HfModelConfig {
   std::string architecture; // "LlamaForCausalLM", ...
-  bool gpt2 = false; // true: `gpt` holds it, else `llama`
-  GptConfig gpt;
-  LlamaConfig llama;
+  std::variant<GptConfig, LlamaConfig> config;
+
+  ModelFamily family() const; // Gpt or Llama
+  std::int64_t context() const; // the window it runs
 };
 
 // DIR/config.json read. `context` > 0: the window to run (at most the

@@ -80,12 +80,10 @@ struct LlamaConfig {
   void validate() const; // UsageError naming the flag or field
 };
 
-// The built-in sizes: llama-nano (4 layers, 4 heads, 2 KV heads, width 128,
-// context 128, the data's vocabulary: for the CPU), and the shapes of
-// SmolLM2-135M, Qwen2.5-0.5B and Llama-3.2-1B (random weights; train or
-// fine-tune at --context 1024 by default).
-const std::vector<std::string>& llama_names();
-bool is_llama(const std::string& model_name);
+// The built-in sizes (llama-nano for the CPU, and the shapes of
+// SmolLM2-135M, Qwen2.5-0.5B and Llama-3.2-1B with random weights, at
+// --context 1024 by default) are the Llama family's entry (model/family.h;
+// model/lm/llama_family.cpp).
 // The named size with `options`' non-zero fields on top of it (the small
 // size takes its vocabulary from options.vocab). Widths that move keep the
 // size's proportions: intermediate 8/3 of width (rounded up to 32),

@@ -132,10 +132,9 @@ struct ModelOptions {
   void validate() const;
 };
 
-// mlp, cnn-small, resnet18, resnet34, resnet50, and each ResNet's -small
-// variant (3x3 stride-1 stem, no max-pool: for 28-64 px inputs); the GPT
-// language models gpt-nano, gpt-mini, gpt2, gpt2-medium (model/gpt.h).
-// Besides these, make_model() loads torchscript:FILE (model/exported.h).
+// Every named size of every family (model/family.h), in --help's order:
+// mlp, cnn-small, the ResNets, the GPT and Llama-family sizes. Besides these,
+// make_model() builds hf:DIR and loads torchscript:FILE.
 const std::vector<std::string>& model_names();
 
 // A new model with freshly initialized weights (the global torch generator:

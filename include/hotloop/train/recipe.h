@@ -20,6 +20,9 @@
 //                   model (the Llama family too) trains in bf16 on a GPU
 //                   that has it (compute capability 8.0 and up), as every
 //                   LLM trainer defaults to; fp32 on the CPU and older GPUs
+// Each named size's rate, length and optimizer family (the `lr`, `small` and
+// `sgd` of model/family.h's SizeRecipe) are in its family's entry, beside
+// its shape; this file turns them into flag values.
 // A user who picks the other optimizer gets that optimizer's values (SGD:
 // momentum, Nesterov, lr 0.1 x batch / 128, weight decay 5e-4; AdamW: lr
 // 3e-3 for cnn-small, 1e-3 otherwise), never a mix. A model hotloop does not
@@ -62,6 +65,11 @@ struct RecipeFor {
 };
 
 Recipe recipe_for(const RecipeFor& what);
+
+// Every named size's recipe (model/family.h's entries) as the flags it
+// sets at global batch `batch`, sizes with the same values on one line:
+// `train --help`'s footer.
+std::string recipes_help(std::int64_t batch = 128);
 
 // The CUDA device `device` (auto | cpu | cuda[:N]) means here, as the
 // trainer resolves it, and its mixed precision; nullopt for the CPU and

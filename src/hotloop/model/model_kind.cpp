@@ -1,52 +1,29 @@
 #include "hotloop/model/model_kind.h"
 
-#include <algorithm>
-
-#include "hotloop/model/exported.h"
-#include "hotloop/model/gpt.h"
-#include "hotloop/model/llama.h"
+#include "hotloop/model/family.h"
 
 namespace hotloop::model {
 
-namespace {
-
-constexpr const char* kHfPrefix = "hf:";
-
-} // namespace
-
 const std::vector<std::string>& image_model_names() {
-  static const std::vector<std::string> kNames = {
-      "mlp",
-      "cnn-small",
-      "resnet18",
-      "resnet34",
-      "resnet50",
-      "resnet18-small",
-      "resnet34-small",
-      "resnet50-small"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> n;
+    for (const NamedModel& size : family_entry(ModelFamily::Image).sizes) {
+      n.push_back(size.name);
+    }
+    return n;
+  }();
   return kNames;
 }
 
 ModelKind model_kind(const std::string& name) {
-  if (name.starts_with(kHfPrefix)) {
-    return {ModelFamily::HfFolder, name.substr(std::string(kHfPrefix).size())};
+  for (const ModelFamilyEntry& f : model_families()) {
+    if (!f.prefix.empty() && name.starts_with(f.prefix)) {
+      return {f.family, name.substr(f.prefix.size())};
+    }
   }
-  if (name.starts_with(kTorchScriptPrefix)) {
-    return {
-        ModelFamily::Exported,
-        name.substr(std::string(kTorchScriptPrefix).size())};
-  }
-  if (is_gpt(name)) {
-    return {ModelFamily::Gpt, {}};
-  }
-  if (is_llama(name)) {
-    return {ModelFamily::Llama, {}};
-  }
-  const auto& images = image_model_names();
-  if (std::find(images.begin(), images.end(), name) != images.end()) {
-    return {ModelFamily::Image, {}};
-  }
-  return {};
+  const FoundModel found = find_named_model(name);
+  return found.family != nullptr ? ModelKind{found.family->family, {}}
+                                 : ModelKind{};
 }
 
 } // namespace hotloop::model

@@ -5,6 +5,7 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/exported.h"
+#include "hotloop/model/family.h"
 #include "hotloop/model/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
@@ -34,9 +35,12 @@ void Model::set_checkpointing(Checkpointing mode) {
 
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> n = image_model_names();
-    n.insert(
-        n.end(), language_model_names().begin(), language_model_names().end());
+    std::vector<std::string> n;
+    for (const ModelFamilyEntry& f : model_families()) {
+      for (const NamedModel& size : f.sizes) {
+        n.push_back(size.name);
+      }
+    }
     return n;
   }();
   return kNames;
@@ -56,9 +60,7 @@ void ModelOptions::validate() const {
   } else if (kind.family == ModelFamily::Unknown) {
     throw UsageError(
         fmt::format("--model {}: no such model", name),
-        fmt::format(
-            "choose one of: {}, hf:DIR (a Hugging Face model folder), or torchscript:FILE (a module exported from Python)",
-            fmt::join(model_names(), ", ")));
+        fmt::format("choose one of: {}", model_help()));
   }
   if (kind.language_model()) {
     resolve_language_model(*this); // the image fields do not apply

@@ -6,6 +6,7 @@
 
 #include <fmt/ranges.h>
 
+#include "hotloop/model/family.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/train/options.h"
 #include "option_builders.h"
@@ -52,13 +53,37 @@ TrainerOption freeze_option() {
   return o;
 }
 
+// Each language-model family's LoRA projections, from its entry:
+// "Llama family: q_proj,...; GPT: c_attn,c_proj,c_fc".
+std::string lora_target_names() {
+  std::vector<std::string> parts;
+  for (const model::ModelFamily family :
+       {model::ModelFamily::Llama, model::ModelFamily::Gpt}) {
+    const model::ModelFamilyEntry& f = model::family_entry(family);
+    parts.push_back(
+        fmt::format("{}: {}", f.title, fmt::join(f.lora_targets, ",")));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// What each family recomputes, from its entry: "image classifiers: ...;
+// GPT: ...".
+std::string checkpointing_by_family() {
+  std::vector<std::string> parts;
+  for (const model::ModelFamilyEntry& f : model::model_families()) {
+    parts.push_back(fmt::format("{}: {}", f.title, f.checkpointing));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 // --lora-targets: projection names, comma-separated; "all": every one.
 TrainerOption lora_targets_option() {
   TrainerOption o;
   o.name = "lora-targets";
   o.section = "Fine-tuning";
-  o.help =
-      "With --lora-rank: the projections to adapt, comma-separated (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or all";
+  o.help = fmt::format(
+      "With --lora-rank: the projections to adapt, comma-separated ({}), or all",
+      lora_target_names());
   o.get = [](const O& t) {
     const auto& v = t.model.lora.targets;
     return nlohmann::json(
@@ -94,7 +119,8 @@ std::vector<TrainerOption> model_options() {
           "model",
           section,
           field(&O::model, &M::name),
-          "mlp, cnn-small, resnet18|34|50[-small]; language models: gpt-nano, gpt-mini, gpt2, gpt2-medium, llama-nano, smollm2-135m, qwen2.5-0.5b, llama3.2-1b, hf:DIR (a Hugging Face folder: Llama, Qwen2, Mistral, GPT-2); torchscript:FILE (a module exported from Python: docs/bring-your-own-model.md)")
+          model::model_help() +
+              " (docs/models.md, docs/bring-your-own-model.md)")
           .kept_on_resume(),
       text<O>(
           "head",
@@ -418,7 +444,8 @@ std::vector<TrainerOption> speed_options() {
           section,
           field(&O::activation_checkpointing),
           model::kCheckpointingNames,
-          "none, stages (recompute each ResNet stage in backward), all (the stem too) or blocks (each residual block on its own)"),
+          "What to recompute in backward instead of keeping: none, stages, all or blocks; by family: " +
+              checkpointing_by_family()),
       choice<O, model::CpuConv>(
           "cpu-conv",
           section,

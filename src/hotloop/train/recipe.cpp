@@ -1,11 +1,14 @@
 #include "hotloop/train/recipe.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <ATen/Context.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "hotloop/model/family.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/train/device.h"
 #include "hotloop/train/option_table.h"
@@ -15,18 +18,17 @@ namespace hotloop::train {
 
 namespace {
 
-// The learning rate of each named size. gpt-nano and llama-nano: measured on
-// text:fortunes (docs/language-models.md); gpt-mini: nanoGPT's
-// character-level Shakespeare; gpt2*: GPT-3's table; the Llama-family
-// shapes trained from scratch: their size's row of the same table.
-double language_model_lr(const std::string& model) {
-  if (model == "gpt-nano" || model == "llama-nano") {
-    return 1e-2;
+// The named size's recipe (its family's entry, model/family.h); a model
+// without one (a Hugging Face folder trained from scratch, a user's own):
+// a language model AdamW at 3e-4, anything else 1e-3.
+model::SizeRecipe size_recipe(const std::string& model, bool language_model) {
+  const model::FoundModel found = model::find_named_model(model);
+  if (found.size != nullptr) {
+    return found.size->recipe;
   }
-  if (model == "gpt-mini" || model == "smollm2-135m") {
-    return 1e-3;
-  }
-  return model == "gpt2" ? 6e-4 : 3e-4;
+  model::SizeRecipe r;
+  r.lr = language_model ? 3e-4 : 1e-3;
+  return r;
 }
 
 // Fine-tuning a language model's pretrained weights (--init, e.g. a Hugging
@@ -66,11 +68,12 @@ Recipe lm_recipe(
   }
   Recipe r;
   r.model = model;
-  const bool small = model.ends_with("-nano") || model == "gpt-mini";
+  const model::SizeRecipe size = size_recipe(model, true);
+  const bool small = size.small;
   const OptimizerKind kind = optimizer.value_or(OptimizerKind::AdamW);
   r.values.push_back({"optimizer", to_string(kind)});
   if (kind == OptimizerKind::AdamW) {
-    const double lr = language_model_lr(model);
+    const double lr = size.lr;
     r.values.push_back({"lr", fmt::format("{:g}", lr)});
     r.values.push_back({"min-lr", fmt::format("{:g}", lr / 10)});
     r.values.push_back({"beta2", "0.95"});
@@ -103,11 +106,12 @@ Recipe recipe_for(const RecipeFor& what) {
     }
     return r;
   }
-  const bool resnet = model.starts_with("resnet");
   const bool exported = model_is.exported();
   if (model_is.family != model::ModelFamily::Image && !exported) {
     return r;
   }
+  const model::SizeRecipe size = size_recipe(model, false);
+  const bool resnet = size.sgd;
   const OptimizerKind kind =
       optimizer.value_or(resnet ? OptimizerKind::Sgd : OptimizerKind::AdamW);
   r.values.push_back({"optimizer", to_string(kind)});
@@ -118,7 +122,7 @@ Recipe recipe_for(const RecipeFor& what) {
         {"lr", fmt::format("{:g}", 0.1 * static_cast<double>(batch) / 128)});
     r.values.push_back({"weight-decay", "5e-4"});
   } else {
-    r.values.push_back({"lr", model == "cnn-small" ? "3e-3" : "1e-3"});
+    r.values.push_back({"lr", fmt::format("{:g}", size.lr)});
   }
   r.values.push_back({"schedule", "onecycle"});
   if (resnet) {
@@ -127,6 +131,56 @@ Recipe recipe_for(const RecipeFor& what) {
     r.values.push_back({"augment", "none"});
   }
   return r;
+}
+
+namespace {
+
+std::string as_flags(const Recipe& r) {
+  std::string flags;
+  for (const RecipeValue& v : r.values) {
+    flags += fmt::format(" --{} {}", v.key, v.value);
+  }
+  return flags;
+}
+
+} // namespace
+
+std::string recipes_help(std::int64_t batch) {
+  // Sizes with the same values share a line, in the families' order.
+  std::vector<std::pair<std::vector<std::string>, std::string>> lines;
+  for (const model::ModelFamilyEntry& f : model::model_families()) {
+    for (const model::NamedModel& size : f.sizes) {
+      const std::string flags = as_flags(recipe_for({size.name, batch}));
+      const auto same =
+          std::find_if(lines.begin(), lines.end(), [&](const auto& l) {
+            return l.second == flags;
+          });
+      if (same != lines.end()) {
+        same->first.push_back(size.name);
+      } else {
+        lines.push_back({{size.name}, flags});
+      }
+    }
+  }
+  std::string out;
+  for (const auto& [names, flags] : lines) {
+    out += fmt::format("  {}:{}\n", fmt::join(names, ", "), flags);
+  }
+  // The other optimizer than a model's own: that optimizer's values.
+  out += fmt::format(
+      "  a ResNet with --optimizer adamw:{}\n",
+      as_flags(recipe_for({"resnet18", batch, OptimizerKind::AdamW})));
+  out += fmt::format(
+      "  cnn-small with --optimizer sgd:{}\n",
+      as_flags(recipe_for({"cnn-small", batch, OptimizerKind::Sgd})));
+  const std::string folder = "hf:DIR";
+  out += fmt::format(
+      "  a language model with --init (pretrained weights):{}\n",
+      as_flags(recipe_for({folder, batch, std::nullopt, true})));
+  out += fmt::format(
+      "  ... and --lora-rank:{}\n",
+      as_flags(recipe_for({folder, batch, std::nullopt, true, true})));
+  return out;
 }
 
 std::optional<Precision> gpu_mixed_precision(const std::string& device) {

@@ -22,27 +22,11 @@
 #include "attention_cache.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
-#include "named_sizes.h"
 #include "projection.h"
 
 namespace hotloop::model {
 
 namespace {
-
-struct NamedSize {
-  const char* name;
-  GptConfig config;
-  bool vocab_from_data; // the small sizes: the data's vocabulary
-};
-
-const std::vector<NamedSize>& sizes() {
-  static const std::vector<NamedSize> s = {
-      {"gpt-nano", {4, 4, 128, 128, 256}, true},
-      {"gpt-mini", {6, 6, 384, 256, 256}, true},
-      {"gpt2", {12, 12, 768, 1024, 50257}, false},
-      {"gpt2-medium", {24, 16, 1024, 1024, 50257}, false}};
-  return s;
-}
 
 // Hugging Face's Conv1D: y = x W + b with W stored (in, out).
 lm::Projection conv1d(std::int64_t in, std::int64_t out, double init_std) {
@@ -197,33 +181,6 @@ void GptConfig::validate() const {
   }
 }
 
-const std::vector<std::string>& gpt_names() {
-  static const std::vector<std::string> names = lm::size_names(sizes());
-  return names;
-}
-
-bool is_gpt(const std::string& model_name) {
-  const auto& n = gpt_names();
-  return std::find(n.begin(), n.end(), model_name) != n.end();
-}
-
-GptConfig gpt_config(const ModelOptions& o) {
-  const NamedSize* it = &lm::find_size(sizes(), o.name, "GPT");
-  GptConfig c = it->config;
-  auto take = [](std::int64_t& field, std::int64_t v) {
-    if (v > 0) {
-      field = v;
-    }
-  };
-  take(c.layers, o.layers);
-  take(c.heads, o.heads);
-  take(c.width, o.width);
-  take(c.context, o.context);
-  take(c.vocab, o.vocab);
-  c.validate();
-  return c;
-}
-
 Gpt::Gpt(GptConfig config)
     : config_(config), parts_(std::make_shared<Parts>(config_)) {
   config_.validate();
@@ -299,52 +256,6 @@ void Gpt::adapt_weights(
     out.emplace_back(name, t);
   }
   weights = std::move(out);
-}
-
-std::vector<std::pair<std::string, at::Tensor>> hf_gpt2_weights(
-    const Gpt& model) {
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& p : model.named_parameters()) {
-    at::Tensor t = p.value().detach().to(at::kCPU, at::kFloat);
-    if (p.key() == "transformer.wte.weight") {
-      t = t.narrow(0, 0, model.config().vocab);
-    }
-    out.emplace_back(p.key(), t.contiguous());
-  }
-  return out;
-}
-
-std::string hf_gpt2_config(const GptConfig& c) {
-  return fmt::format(
-      R"({{
-  "architectures": ["GPT2LMHeadModel"],
-  "model_type": "gpt2",
-  "vocab_size": {},
-  "n_positions": {},
-  "n_embd": {},
-  "n_layer": {},
-  "n_head": {},
-  "n_inner": null,
-  "activation_function": "gelu_new",
-  "resid_pdrop": 0.0,
-  "embd_pdrop": 0.0,
-  "attn_pdrop": 0.0,
-  "layer_norm_epsilon": 1e-05,
-  "initializer_range": 0.02,
-  "tie_word_embeddings": true,
-  "bos_token_id": {},
-  "eos_token_id": {},
-  "torch_dtype": "float32"
-}}
-)",
-      c.vocab,
-      c.context,
-      c.width,
-      c.layers,
-      c.heads,
-      // GPT-2's <|endoftext|> when the vocabulary is GPT-2's, else none.
-      c.vocab == 50257 ? "50256" : "null",
-      c.vocab == 50257 ? "50256" : "null");
 }
 
 double Gpt::training_flops_per_sample() const {

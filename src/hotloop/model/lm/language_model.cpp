@@ -1,10 +1,11 @@
 #include "hotloop/model/language_model.h"
 
-#include <algorithm>
+#include <variant>
 
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/family.h"
 #include "hotloop/model/gpt.h"
 #include "hotloop/model/hf_checkpoint.h"
 #include "hotloop/model/llama.h"
@@ -14,8 +15,12 @@ namespace hotloop::model {
 
 const std::vector<std::string>& language_model_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n = gpt_names();
-    n.insert(n.end(), llama_names().begin(), llama_names().end());
+    std::vector<std::string> n;
+    for (const ModelFamily family : {ModelFamily::Gpt, ModelFamily::Llama}) {
+      for (const NamedModel& size : family_entry(family).sizes) {
+        n.push_back(size.name);
+      }
+    }
     return n;
   }();
   return names;
@@ -71,8 +76,7 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
       }
     }
     // The folder says the rest; the run records the window it runs.
-    const HfModelConfig c = folder_config(o);
-    o.context = c.gpt2 ? c.gpt.context : c.llama.context;
+    o.context = folder_config(o).context();
   } else {
     throw UsageError(fmt::format("--model {}: not a language model", o.name));
   }
@@ -88,10 +92,10 @@ std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
     return std::make_shared<Llama>(llama_config(o));
   }
   const HfModelConfig c = folder_config(o);
-  if (c.gpt2) {
-    return std::make_shared<Gpt>(c.gpt);
+  if (const auto* gpt = std::get_if<GptConfig>(&c.config)) {
+    return std::make_shared<Gpt>(*gpt);
   }
-  return std::make_shared<Llama>(c.llama);
+  return std::make_shared<Llama>(std::get<LlamaConfig>(c.config));
 }
 
 } // namespace hotloop::model

@@ -28,99 +28,11 @@
 #include "grouped_attention.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
-#include "named_sizes.h"
 #include "projection.h"
 
 namespace hotloop::model {
 
 namespace {
-
-struct NamedSize {
-  const char* name;
-  LlamaConfig config;
-  bool vocab_from_data; // the small size: the data's vocabulary
-};
-
-LlamaConfig nano() {
-  LlamaConfig c;
-  c.layers = 4;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.width = 128;
-  c.intermediate = 352; // 8/3 of the width, rounded up to 32
-  c.context = 128;
-  c.max_positions = 128;
-  c.vocab = 256;
-  return c;
-}
-
-// SmolLM2-135M's config.json (HuggingFaceTB/SmolLM2-135M).
-LlamaConfig smollm2_135m() {
-  LlamaConfig c;
-  c.layers = 30;
-  c.heads = 9;
-  c.kv_heads = 3;
-  c.width = 576;
-  c.intermediate = 1536;
-  c.context = 1024;
-  c.max_positions = 8192;
-  c.vocab = 49152;
-  c.rope.theta = 100000;
-  c.bos = 0;
-  c.eos = 0;
-  return c;
-}
-
-// Qwen2.5-0.5B's (Qwen/Qwen2.5-0.5B): biases on q, k and v.
-LlamaConfig qwen25_05b() {
-  LlamaConfig c;
-  c.family = LlamaFamily::Qwen2;
-  c.layers = 24;
-  c.heads = 14;
-  c.kv_heads = 2;
-  c.width = 896;
-  c.intermediate = 4864;
-  c.context = 1024;
-  c.max_positions = 32768;
-  c.vocab = 151936;
-  c.rms_eps = 1e-6;
-  c.rope.theta = 1000000;
-  c.qkv_bias = true;
-  c.bos = 151643;
-  c.eos = 151643;
-  return c;
-}
-
-// Llama-3.2-1B's (meta-llama/Llama-3.2-1B): Llama 3's RoPE scaling.
-LlamaConfig llama32_1b() {
-  LlamaConfig c;
-  c.layers = 16;
-  c.heads = 32;
-  c.kv_heads = 8;
-  c.width = 2048;
-  c.head_width = 64;
-  c.intermediate = 8192;
-  c.context = 1024;
-  c.max_positions = 131072;
-  c.vocab = 128256;
-  c.rope = {500000, RopeType::Llama3, 32, 1, 4, 8192};
-  c.bos = 128000;
-  c.eos = 128001;
-  return c;
-}
-
-const std::vector<NamedSize>& sizes() {
-  static const std::vector<NamedSize> s = {
-      {"llama-nano", nano(), true},
-      {"smollm2-135m", smollm2_135m(), false},
-      {"qwen2.5-0.5b", qwen25_05b(), false},
-      {"llama3.2-1b", llama32_1b(), false}};
-  return s;
-}
-
-std::int64_t round_up(std::int64_t v, std::int64_t multiple) {
-  return (v + multiple - 1) / multiple * multiple;
-}
 
 lm::Projection linear(std::int64_t in, std::int64_t out, bool bias) {
   return lm::Projection(in, out, bias, lm::WeightLayout::OutIn);
@@ -421,46 +333,6 @@ void LlamaConfig::validate() const {
             max_positions),
         fmt::format("pass --context {} or less", max_positions));
   }
-}
-
-const std::vector<std::string>& llama_names() {
-  static const std::vector<std::string> names = lm::size_names(sizes());
-  return names;
-}
-
-bool is_llama(const std::string& model_name) {
-  const auto& n = llama_names();
-  return std::find(n.begin(), n.end(), model_name) != n.end();
-}
-
-LlamaConfig llama_config(const ModelOptions& o) {
-  const NamedSize* it = &lm::find_size(sizes(), o.name, "Llama-family");
-  LlamaConfig c = it->config;
-  if (o.heads > 0) {
-    c.heads = o.heads;
-    if (c.heads % c.kv_heads != 0) {
-      c.kv_heads = c.heads;
-    }
-  }
-  if (o.width > 0) {
-    c.width = o.width;
-    c.head_width = 0;
-    c.intermediate = round_up(c.width * 8 / 3, 32);
-  }
-  if (o.layers > 0) {
-    c.layers = o.layers;
-  }
-  if (o.context > 0) {
-    c.context = o.context;
-    if (it->vocab_from_data) {
-      c.max_positions = c.context; // the small size has no position limit
-    }
-  }
-  if (o.vocab > 0) {
-    c.vocab = o.vocab;
-  }
-  c.validate();
-  return c;
 }
 
 Llama::Llama(LlamaConfig config)

@@ -1,0 +1,167 @@
+// The GPT family: its named sizes (shape and recipe in one row), the
+// config a --model names, and GPT-2's Hugging Face config.json both ways
+// (the weights' names are the model's own: model/gpt.h).
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "../families.h"
+#include "hf_adapters.h"
+#include "hotloop/model/gpt.h"
+#include "named_sizes.h"
+
+namespace hotloop::model {
+
+namespace {
+
+struct NamedSize {
+  const char* name;
+  GptConfig config;
+  bool vocab_from_data; // the small sizes: the data's vocabulary
+  // gpt-nano: measured on text:fortunes (docs/language-models.md);
+  // gpt-mini: nanoGPT's character-level Shakespeare; gpt2*: GPT-3's table.
+  SizeRecipe recipe;
+};
+
+const std::vector<NamedSize>& sizes() {
+  static const std::vector<NamedSize> s = {
+      {"gpt-nano", {4, 4, 128, 128, 256}, true, {1e-2, true, false}},
+      {"gpt-mini", {6, 6, 384, 256, 256}, true, {1e-3, true, false}},
+      {"gpt2", {12, 12, 768, 1024, 50257}, false, {6e-4, false, false}},
+      {"gpt2-medium",
+       {24, 16, 1024, 1024, 50257},
+       false,
+       {3e-4, false, false}}};
+  return s;
+}
+
+std::string shape_of(const NamedSize& s) {
+  const GptConfig& c = s.config;
+  return fmt::format(
+      "{} layers, {} heads, width {}, context {}, {}",
+      c.layers,
+      c.heads,
+      c.width,
+      c.context,
+      s.vocab_from_data ? std::string("the data's vocabulary")
+                        : fmt::format("vocabulary {}", c.vocab));
+}
+
+} // namespace
+
+GptConfig gpt_config(const ModelOptions& o) {
+  const NamedSize* it = &lm::find_size(sizes(), o.name, "GPT");
+  GptConfig c = it->config;
+  auto take = [](std::int64_t& field, std::int64_t v) {
+    if (v > 0) {
+      field = v;
+    }
+  };
+  take(c.layers, o.layers);
+  take(c.heads, o.heads);
+  take(c.width, o.width);
+  take(c.context, o.context);
+  take(c.vocab, o.vocab);
+  c.validate();
+  return c;
+}
+
+GptConfig lm::read_gpt2_config(
+    const nlohmann::json& j,
+    std::int64_t context,
+    const std::filesystem::path& file) {
+  GptConfig c;
+  c.layers = field<std::int64_t>(j, "n_layer", 12, file);
+  c.heads = field<std::int64_t>(j, "n_head", 12, file);
+  c.width = field<std::int64_t>(j, "n_embd", 768, file);
+  c.context = field<std::int64_t>(j, "n_positions", 1024, file);
+  c.vocab = field<std::int64_t>(j, "vocab_size", 50257, file);
+  const std::string act =
+      field<std::string>(j, "activation_function", "gelu_new", file);
+  if (act != "gelu_new") {
+    refuse(
+        file,
+        fmt::format("activation_function \"{}\"", act),
+        "hotloop's GPT uses GPT-2's tanh GELU (gelu_new)");
+  }
+  if (field<std::int64_t>(j, "n_inner", 4 * c.width, file) != 4 * c.width) {
+    refuse(
+        file,
+        "an MLP width other than 4 x n_embd",
+        "hotloop's GPT has GPT-2's 4x MLP");
+  }
+  if (context > 0 && context != c.context) {
+    throw UsageError(
+        fmt::format(
+            "--context {}: {} is a GPT-2 with a position table of {}",
+            context,
+            file.string(),
+            c.context),
+        "drop --context: the table's size is the model's context");
+  }
+  c.validate();
+  return c;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> hf_gpt2_weights(
+    const Gpt& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : model.named_parameters()) {
+    at::Tensor t = p.value().detach().to(at::kCPU, at::kFloat);
+    if (p.key() == "transformer.wte.weight") {
+      t = t.narrow(0, 0, model.config().vocab);
+    }
+    out.emplace_back(p.key(), t.contiguous());
+  }
+  return out;
+}
+
+std::string hf_gpt2_config(const GptConfig& c) {
+  return fmt::format(
+      R"({{
+  "architectures": ["GPT2LMHeadModel"],
+  "model_type": "gpt2",
+  "vocab_size": {},
+  "n_positions": {},
+  "n_embd": {},
+  "n_layer": {},
+  "n_head": {},
+  "n_inner": null,
+  "activation_function": "gelu_new",
+  "resid_pdrop": 0.0,
+  "embd_pdrop": 0.0,
+  "attn_pdrop": 0.0,
+  "layer_norm_epsilon": 1e-05,
+  "initializer_range": 0.02,
+  "tie_word_embeddings": true,
+  "bos_token_id": {},
+  "eos_token_id": {},
+  "torch_dtype": "float32"
+}}
+)",
+      c.vocab,
+      c.context,
+      c.width,
+      c.layers,
+      c.heads,
+      // GPT-2's <|endoftext|> when the vocabulary is GPT-2's, else none.
+      c.vocab == 50257 ? "50256" : "null",
+      c.vocab == 50257 ? "50256" : "null");
+}
+
+ModelFamilyEntry gpt_family() {
+  ModelFamilyEntry e;
+  e.family = ModelFamily::Gpt;
+  e.title = "GPT";
+  e.about =
+      "GPT-2's decoder (learned positions, LayerNorm, GELU MLP, tied head)";
+  for (const NamedSize& s : sizes()) {
+    e.sizes.push_back({s.name, shape_of(s), s.recipe});
+  }
+  e.hf_architectures = {{"GPT2LMHeadModel", "gpt2"}};
+  e.lora_targets = {"c_attn", "c_proj", "c_fc"};
+  e.checkpointing = "any mode recomputes each transformer block";
+  return e;
+}
+
+} // namespace hotloop::model
