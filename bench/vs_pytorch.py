@@ -66,7 +66,7 @@ SYNTHETIC_IMAGES = 1024
 
 
 class CnnSmall(torch.nn.Module):
-    """hotloop's cnn-small (src/hotloop/model/small_models.cpp), layer for layer."""
+    """hotloop's cnn-small (src/hotloop/model/image/small_models.cpp), layer for layer."""
 
     def __init__(self, in_channels, num_classes):
         super().__init__()

@@ -11,8 +11,8 @@
 #include "hotloop/data/instructions.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
-#include "hotloop/model/generate.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/generate.h"
+#include "hotloop/model/lm/language_model.h"
 #include "lm_options.h"
 #include "option_sources.h"
 

@@ -10,9 +10,9 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
-#include "hotloop/model/hf_checkpoint.h"
-#include "hotloop/model/language_model.h"
-#include "hotloop/model/lora.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
+#include "hotloop/model/lm/language_model.h"
+#include "hotloop/model/lm/lora.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/train/run_folder.h"
 

@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "hotloop/data/tokenizer.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/options.h"
 #include "hotloop/train/precision.h"

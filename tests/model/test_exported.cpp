@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/exported.h"
 #include "hotloop/model/model.h"
+#include "hotloop/model/script/exported.h"
 #include "hotloop/model/weights.h"
 #include "support/temp_dir.h"
 

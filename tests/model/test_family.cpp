@@ -9,8 +9,8 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
-#include "hotloop/model/hf_checkpoint.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
+#include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "support/temp_dir.h"
 

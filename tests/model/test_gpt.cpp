@@ -14,8 +14,8 @@
 #include <torch/utils.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/generate.h"
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/lm/generate.h"
 #include "support/autograd_graph.h"
 
 namespace hotloop::model {

@@ -14,9 +14,9 @@
 #include <torch/utils.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/generate.h"
-#include "hotloop/model/language_model.h"
-#include "hotloop/model/llama.h"
+#include "hotloop/model/llama/llama.h"
+#include "hotloop/model/lm/generate.h"
+#include "hotloop/model/lm/language_model.h"
 #include "support/autograd_graph.h"
 
 namespace hotloop::model {

@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/gpt.h"
-#include "hotloop/model/llama.h"
-#include "hotloop/model/lora.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/llama/llama.h"
+#include "hotloop/model/lm/lora.h"
 #include "support/temp_dir.h"
 
 namespace hotloop::model {

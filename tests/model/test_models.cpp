@@ -9,7 +9,7 @@
 #include <torch/utils.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"

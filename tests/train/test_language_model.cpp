@@ -10,8 +10,8 @@
 
 #include "hotloop/data/data_spec.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/gpt.h"
-#include "hotloop/model/llama.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/llama/llama.h"
 #include "hotloop/train/evaluation.h"
 #include "hotloop/train/trainer.h"
 #include "support/temp_dir.h"

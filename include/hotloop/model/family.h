@@ -3,13 +3,13 @@
 // sizes (each with its shape and the recipe it trains with), the form of
 // --model that names a file or folder of it, the Hugging Face architectures
 // it reads and writes, the projections LoRA adapts and what activation
-// checkpointing recomputes. `--model`'s help,
-// `train --help`'s recipes, model_kind() and recipe_for() read these
-// entries; a family's own files (model/lm/gpt_family.cpp, llama_family.cpp,
-// model/image_family.cpp, ...) fill them in. docs/adding-a-model-family.md
-// walks through adding one.
+// checkpointing recomputes. --model's help, train --help's models and
+// recipes, model_kind() and recipe_for() read these entries; a family's own
+// folder (model/gpt/, model/llama/, model/image/, model/script/) fills its
+// entry in. docs/adding-a-model-family.md walks through adding one.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hotloop/model/model_kind.h"
@@ -41,6 +41,9 @@ struct HfArchitecture {
 };
 
 struct ModelFamilyEntry {
+  ModelFamilyEntry(ModelFamily family, std::string title, std::string about)
+      : family(family), title(std::move(title)), about(std::move(about)) {}
+
   ModelFamily family = ModelFamily::Unknown;
   std::string title; // "GPT", "Llama family", ...
   std::string about; // one line: what the family is

@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "hotloop/model/lora.h"
+#include "hotloop/model/lm/lora.h"
 #include "hotloop/model/loss.h"
 #include "hotloop/named.h"
 

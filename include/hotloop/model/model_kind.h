@@ -10,7 +10,7 @@
 namespace hotloop::model {
 
 enum class ModelFamily {
-  Image, // mlp, cnn-small, the ResNets (model/small_models.h, resnet.h)
+  Image, // mlp, cnn-small, the ResNets (model/image/)
   Gpt, // a built-in GPT size: gpt-nano, gpt-mini, gpt2, gpt2-medium
   Llama, // a built-in Llama-family size: llama-nano, smollm2-135m, ...
   HfFolder, // hf:DIR: a Hugging Face folder, GPT-2 or Llama-family by its

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/env/doctor.h"
-#include "hotloop/model/exported.h"
+#include "hotloop/model/script/exported.h"
 
 namespace hotloop::bench {
 

@@ -6,9 +6,9 @@
 
 namespace hotloop::model {
 
-ModelFamilyEntry image_family(); // model/image_family.cpp
-ModelFamilyEntry gpt_family(); // model/lm/gpt_family.cpp
-ModelFamilyEntry llama_family(); // model/lm/llama_family.cpp
+ModelFamilyEntry image_family(); // model/image/image_family.cpp
+ModelFamilyEntry gpt_family(); // model/gpt/gpt_family.cpp
+ModelFamilyEntry llama_family(); // model/llama/llama_family.cpp
 ModelFamilyEntry hf_folder_family(); // model/lm/hf_checkpoint.cpp
 ModelFamilyEntry exported_family(); // model/script/exported_family.cpp
 

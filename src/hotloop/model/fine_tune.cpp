@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
 
 namespace hotloop::model {
 

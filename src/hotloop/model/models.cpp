@@ -4,13 +4,13 @@
 #include <fmt/ranges.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/exported.h"
 #include "hotloop/model/family.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/image/resnet.h"
+#include "hotloop/model/image/small_models.h"
+#include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
-#include "hotloop/model/resnet.h"
-#include "hotloop/model/small_models.h"
+#include "hotloop/model/script/exported.h"
 
 namespace hotloop::model {
 

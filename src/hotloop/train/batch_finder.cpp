@@ -11,8 +11,8 @@
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/language_model.h"
-#include "hotloop/model/lora.h"
+#include "hotloop/model/lm/language_model.h"
+#include "hotloop/model/lm/lora.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/train/trainer.h"
 

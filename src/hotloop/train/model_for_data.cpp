@@ -7,7 +7,7 @@
 
 #include "hotloop/data/token_data.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model_kind.h"
 
 namespace hotloop::train {

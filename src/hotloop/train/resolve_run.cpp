@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/train/model_for_data.h"
 

@@ -9,7 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 
 namespace hotloop::model::lm {
 

@@ -1,4 +1,4 @@
-#include "hotloop/model/generate.h"
+#include "hotloop/model/lm/generate.h"
 
 #include <algorithm>
 

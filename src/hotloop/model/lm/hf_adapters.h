@@ -1,8 +1,8 @@
 #pragma once
 // The families' Hugging Face adapters: each family's config.json reader
-// (gpt_family.cpp, llama_family.cpp), the field readers they share, and the
-// Llama family's weights for a folder. hf_checkpoint.cpp picks the family by
-// the file's architecture.
+// (model/gpt/gpt_family.cpp, model/llama/llama_family.cpp), the field readers
+// they share, and the Llama family's weights for a folder. hf_checkpoint.cpp
+// picks the family by the file's architecture.
 
 #include <cstdint>
 #include <filesystem>
@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/gpt.h"
-#include "hotloop/model/llama.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/llama/llama.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::model::lm {

@@ -1,4 +1,4 @@
-#include "hotloop/model/hf_checkpoint.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,9 +10,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "../families.h"
 #include "hf_adapters.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/families.h"
 #include "json_file.h"
 
 namespace hotloop::model {
@@ -204,9 +204,7 @@ ModelFamily HfModelConfig::family() const {
 }
 
 ModelFamilyEntry hf_folder_family() {
-  ModelFamilyEntry e;
-  e.family = ModelFamily::HfFolder;
-  e.title = "Hugging Face folders";
+  ModelFamilyEntry e(ModelFamily::HfFolder, "Hugging Face folders", "");
   // Not architecture_list(): model_families() is being built from this.
   std::vector<std::string> read;
   for (const ModelFamilyEntry& f : {llama_family(), gpt_family()}) {

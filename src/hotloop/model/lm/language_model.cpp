@@ -1,4 +1,4 @@
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 
 #include <variant>
 
@@ -6,9 +6,9 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
-#include "hotloop/model/gpt.h"
-#include "hotloop/model/hf_checkpoint.h"
-#include "hotloop/model/llama.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/llama/llama.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
 #include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {

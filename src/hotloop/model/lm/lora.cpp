@@ -1,4 +1,4 @@
-#include "hotloop/model/lora.h"
+#include "hotloop/model/lm/lora.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 #include "json_file.h"
 #include "projection.h"
 

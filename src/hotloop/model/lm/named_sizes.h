@@ -1,6 +1,7 @@
 #pragma once
-// A model family's named sizes (GPT's, the Llama family's): the names in
-// table order, and the entry a --model names.
+// A language-model family's named sizes (GPT's, the Llama family's): the
+// names in table order, the entry a --model names, and the sizes as the
+// registry lists them (hotloop/model/family.h).
 
 #include <algorithm>
 #include <string>
@@ -10,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/family.h"
 
 namespace hotloop::model::lm {
 
@@ -39,6 +41,36 @@ const Size& find_size(
         fmt::format("choose one of: {}", fmt::join(size_names(sizes), ", ")));
   }
   return *it;
+}
+
+// A size's shape, one line: "4 layers, 4 heads (2 KV), width 128, context
+// 128, the data's vocabulary" (no "(N KV)" when every head has its own).
+// `Size` has `config` (layers, heads, width, context, vocab; kv_heads where
+// heads share keys and values) and `vocab_from_data`.
+template <typename Size>
+std::string shape_line(const Size& s) {
+  const auto& c = s.config;
+  std::string line = fmt::format("{} layers, {} heads", c.layers, c.heads);
+  if constexpr (requires { c.kv_heads; }) {
+    if (c.kv_heads != c.heads) {
+      line += fmt::format(" ({} KV)", c.kv_heads);
+    }
+  }
+  line += fmt::format(", width {}, context {}, ", c.width, c.context);
+  return line +
+      (s.vocab_from_data ? std::string("the data's vocabulary")
+                         : fmt::format("vocabulary {}", c.vocab));
+}
+
+// The sizes as the family's entry lists them (`Size` also has `name` and
+// `recipe`).
+template <typename Size>
+std::vector<NamedModel> named_models(const std::vector<Size>& sizes) {
+  std::vector<NamedModel> out;
+  for (const Size& s : sizes) {
+    out.push_back({s.name, shape_line(s), s.recipe});
+  }
+  return out;
 }
 
 } // namespace hotloop::model::lm

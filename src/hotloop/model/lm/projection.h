@@ -1,7 +1,7 @@
 #pragma once
 // The language models' projections: a weight and an optional bias, in
 // nn.Linear's layout (out, in) or GPT-2's Conv1D layout (in, out), and an
-// optional LoRA adapter (hotloop/model/lora.h) beside the frozen weight.
+// optional LoRA adapter (hotloop/model/lm/lora.h) beside the frozen weight.
 
 #include <cstdint>
 #include <memory>

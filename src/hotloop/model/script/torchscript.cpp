@@ -22,7 +22,7 @@
 #include <torch/nn/init.h>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/exported.h"
+#include "hotloop/model/script/exported.h"
 
 namespace hotloop::model {
 

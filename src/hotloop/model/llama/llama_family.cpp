@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../families.h"
-#include "hf_adapters.h"
-#include "hotloop/model/hf_checkpoint.h"
-#include "hotloop/model/llama.h"
-#include "named_sizes.h"
+#include "hotloop/model/families.h"
+#include "hotloop/model/llama/llama.h"
+#include "hotloop/model/lm/hf_adapters.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
+#include "hotloop/model/lm/named_sizes.h"
 
 namespace hotloop::model {
 
@@ -116,19 +116,6 @@ const std::vector<NamedSize>& sizes() {
 
 std::int64_t round_up(std::int64_t v, std::int64_t multiple) {
   return (v + multiple - 1) / multiple * multiple;
-}
-
-std::string shape_of(const NamedSize& s) {
-  const LlamaConfig& c = s.config;
-  return fmt::format(
-      "{} layers, {} heads ({} KV), width {}, context {}, {}",
-      c.layers,
-      c.heads,
-      c.kv_heads,
-      c.width,
-      c.context,
-      s.vocab_from_data ? std::string("the data's vocabulary")
-                        : fmt::format("vocabulary {}", c.vocab));
 }
 
 RopeOptions read_rope(const json& j, const fs::path& file) {
@@ -347,14 +334,11 @@ StateDict lm::hf_llama_weights(const Llama& model) {
 }
 
 ModelFamilyEntry llama_family() {
-  ModelFamilyEntry e;
-  e.family = ModelFamily::Llama;
-  e.title = "Llama family";
-  e.about =
-      "Llama 3, Qwen2/2.5, SmolLM2, Mistral (RMSNorm, RoPE, grouped-query attention, SwiGLU)";
-  for (const NamedSize& s : sizes()) {
-    e.sizes.push_back({s.name, shape_of(s), s.recipe});
-  }
+  ModelFamilyEntry e(
+      ModelFamily::Llama,
+      "Llama family",
+      "Llama 3, Qwen2/2.5, SmolLM2, Mistral (RMSNorm, RoPE, grouped-query attention, SwiGLU)");
+  e.sizes = lm::named_models(sizes());
   for (const auto& a : kArchitectures) {
     e.hf_architectures.push_back(
         {a.name, name_of<LlamaFamily>(kLlamaFamilyNames, a.value)});

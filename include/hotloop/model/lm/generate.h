@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 
 namespace hotloop::model {
 

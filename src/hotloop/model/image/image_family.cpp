@@ -1,8 +1,8 @@
 // The image classifiers' entry: the fast models for tests and the CPU
-// (model/small_models.h) and torchvision's ResNets (model/resnet.h), each
-// with the recipe it trains with (train/recipe.h).
+// (model/image/small_models.h) and torchvision's ResNets
+// (model/image/resnet.h), each with the recipe it trains with (train/recipe.h).
 
-#include "families.h"
+#include "hotloop/model/families.h"
 
 namespace hotloop::model {
 
@@ -17,11 +17,10 @@ constexpr SizeRecipe kResNet{1e-3, false, true};
 } // namespace
 
 ModelFamilyEntry image_family() {
-  ModelFamilyEntry e;
-  e.family = ModelFamily::Image;
-  e.title = "image classifiers";
-  e.about =
-      "classifiers of C x H x W images (--in-channels, --size, --num-classes)";
+  ModelFamilyEntry e(
+      ModelFamily::Image,
+      "image classifiers",
+      "classifiers of C x H x W images (--in-channels, --size, --num-classes)");
   e.sizes = {
       {"mlp", "flatten, one hidden layer of 256, ReLU", kMlp},
       {"cnn-small",

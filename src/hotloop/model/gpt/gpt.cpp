@@ -1,4 +1,4 @@
-#include "hotloop/model/gpt.h"
+#include "hotloop/model/gpt/gpt.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,10 +19,10 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 
-#include "attention_cache.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
-#include "projection.h"
+#include "hotloop/model/lm/attention_cache.h"
+#include "hotloop/model/lm/projection.h"
 
 namespace hotloop::model {
 

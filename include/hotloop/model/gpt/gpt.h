@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 
 namespace hotloop::model {
 
@@ -39,7 +39,7 @@ struct GptConfig {
 
 // The named sizes (gpt-nano, gpt-mini: nanoGPT's character-level Shakespeare
 // size, gpt2, gpt2-medium), their shapes and recipes are the GPT family's
-// entry (model/family.h; model/lm/gpt_family.cpp).
+// entry (model/family.h; model/gpt/gpt_family.cpp).
 // The named size with `options`' non-zero fields on top of it. The named
 // small sizes take their vocabulary from options.vocab (the data's).
 GptConfig gpt_config(const ModelOptions& options);

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "hotloop/model/language_model.h"
+#include "hotloop/model/lm/language_model.h"
 #include "hotloop/named.h"
 
 namespace hotloop::model {
@@ -83,7 +83,7 @@ struct LlamaConfig {
 // The built-in sizes (llama-nano for the CPU, and the shapes of
 // SmolLM2-135M, Qwen2.5-0.5B and Llama-3.2-1B with random weights, at
 // --context 1024 by default) are the Llama family's entry (model/family.h;
-// model/lm/llama_family.cpp).
+// model/llama/llama_family.cpp).
 // The named size with `options`' non-zero fields on top of it (the small
 // size takes its vocabulary from options.vocab). Widths that move keep the
 // size's proportions: intermediate 8/3 of width (rounded up to 32),
@@ -91,7 +91,7 @@ struct LlamaConfig {
 LlamaConfig llama_config(const ModelOptions& options);
 
 namespace lm {
-struct RopeTable; // src/hotloop/model/lm/llama.cpp
+struct RopeTable; // src/hotloop/model/llama/llama.cpp
 }
 
 class Llama : public LanguageModel {

@@ -1,4 +1,4 @@
-#include "hotloop/model/resnet.h"
+#include "hotloop/model/image/resnet.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/adaptive_avg_pool2d.h>

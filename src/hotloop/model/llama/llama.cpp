@@ -1,4 +1,4 @@
-#include "hotloop/model/llama.h"
+#include "hotloop/model/llama/llama.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,11 +24,11 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 
-#include "attention_cache.h"
-#include "grouped_attention.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
-#include "projection.h"
+#include "hotloop/model/lm/attention_cache.h"
+#include "hotloop/model/lm/grouped_attention.h"
+#include "hotloop/model/lm/projection.h"
 
 namespace hotloop::model {
 

@@ -1,4 +1,4 @@
-#include "hotloop/model/small_models.h"
+#include "hotloop/model/image/small_models.h"
 
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/model/conv2d.h"

@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../families.h"
-#include "hf_adapters.h"
-#include "hotloop/model/gpt.h"
-#include "named_sizes.h"
+#include "hotloop/model/families.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/lm/hf_adapters.h"
+#include "hotloop/model/lm/named_sizes.h"
 
 namespace hotloop::model {
 
@@ -33,18 +33,6 @@ const std::vector<NamedSize>& sizes() {
        false,
        {3e-4, false, false}}};
   return s;
-}
-
-std::string shape_of(const NamedSize& s) {
-  const GptConfig& c = s.config;
-  return fmt::format(
-      "{} layers, {} heads, width {}, context {}, {}",
-      c.layers,
-      c.heads,
-      c.width,
-      c.context,
-      s.vocab_from_data ? std::string("the data's vocabulary")
-                        : fmt::format("vocabulary {}", c.vocab));
 }
 
 } // namespace
@@ -150,14 +138,11 @@ std::string hf_gpt2_config(const GptConfig& c) {
 }
 
 ModelFamilyEntry gpt_family() {
-  ModelFamilyEntry e;
-  e.family = ModelFamily::Gpt;
-  e.title = "GPT";
-  e.about =
-      "GPT-2's decoder (learned positions, LayerNorm, GELU MLP, tied head)";
-  for (const NamedSize& s : sizes()) {
-    e.sizes.push_back({s.name, shape_of(s), s.recipe});
-  }
+  ModelFamilyEntry e(
+      ModelFamily::Gpt,
+      "GPT",
+      "GPT-2's decoder (learned positions, LayerNorm, GELU MLP, tied head)");
+  e.sizes = lm::named_models(sizes());
   e.hf_architectures = {{"GPT2LMHeadModel", "gpt2"}};
   e.lora_targets = {"c_attn", "c_proj", "c_fc"};
   e.checkpointing = "any mode recomputes each transformer block";

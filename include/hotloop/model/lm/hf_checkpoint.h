@@ -4,14 +4,15 @@
 // model.safetensors.index.json (pytorch_model.bin and its index too).
 // Read: the architectures the families' entries name (model/family.h:
 // LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel),
-// each by its family's adapter (model/lm/gpt_family.cpp, llama_family.cpp).
-// Written: config.json + model.safetensors that from_pretrained loads.
+// each by its family's adapter (model/gpt/gpt_family.cpp,
+// model/llama/llama_family.cpp). Written: config.json + model.safetensors that
+// from_pretrained loads.
 
 #include <string>
 #include <variant>
 
-#include "hotloop/model/gpt.h"
-#include "hotloop/model/llama.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/llama/llama.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 
