@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "hotloop/core/stop_signal.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/family.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/parallel/job.h"
@@ -174,6 +175,8 @@ void add_train_command(CLI::App& app, Action& action) {
   add_config_flags(cmd, f->config);
   add_run_flags(cmd, f->run);
   cmd->footer(
+      "Models (--model; also hf:DIR and torchscript:FILE):\n" +
+      model::model_sizes_help() +
       "Recipes (what a built-in model trains with unless a flag or --config says otherwise; the run prints each value's source), at --batch 128:\n" +
       train::recipes_help(128) +
       "  SGD's --lr scales with the batch: 0.1 x batch / 128 (Goyal et al.)\n"

@@ -50,9 +50,12 @@ TEST(ModelFamilies, EveryNamedSizeHasOneFamilyAndItsKindSaysSo) {
 
 TEST(ModelFamilies, TheModelHelpListsEverySizeAndForm) {
   const std::string help = model_help();
+  const std::string sizes = model_sizes_help();
   for (const ModelFamilyEntry& f : model_families()) {
     for (const NamedModel& size : f.sizes) {
       EXPECT_NE(help.find(size.name), std::string::npos) << size.name;
+      EXPECT_NE(sizes.find(size.name), std::string::npos) << size.name;
+      EXPECT_NE(sizes.find(size.shape), std::string::npos) << size.name;
     }
     if (!f.form.empty()) {
       EXPECT_NE(help.find(f.form), std::string::npos) << f.form;

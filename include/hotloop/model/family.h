@@ -83,4 +83,8 @@ const ModelFamilyEntry* family_of_hf_architecture(
 // then the prefixed forms.
 std::string model_help();
 
+// Every named size and its shape, one line each ("  gpt-nano  4 layers,
+// ..."): `train --help`'s list of models.
+std::string model_sizes_help();
+
 } // namespace hotloop::model

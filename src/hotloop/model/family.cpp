@@ -3,6 +3,7 @@
 
 #include "hotloop/model/family.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -68,6 +69,22 @@ std::string model_help() {
     }
   }
   return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string model_sizes_help() {
+  std::size_t width = 0;
+  for (const ModelFamilyEntry& f : model_families()) {
+    for (const NamedModel& size : f.sizes) {
+      width = std::max(width, size.name.size());
+    }
+  }
+  std::string out;
+  for (const ModelFamilyEntry& f : model_families()) {
+    for (const NamedModel& size : f.sizes) {
+      out += fmt::format("  {:<{}}  {}\n", size.name, width, size.shape);
+    }
+  }
+  return out;
 }
 
 } // namespace hotloop::model
