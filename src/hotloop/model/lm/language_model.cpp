@@ -28,8 +28,9 @@ const std::vector<std::string>& language_model_names() {
 
 namespace {
 
-HfModelConfig folder_config(const ModelOptions& o) {
-  const std::string dir = model_kind(o.name).folder();
+// The config.json of `kind`'s folder (`o` says the context and names it).
+HfModelConfig folder_config(const ModelKind& kind, const ModelOptions& o) {
+  const std::string dir = kind.folder();
   if (dir.empty() || !is_hf_folder(dir)) {
     throw UsageError(
         fmt::format("--model {}: not a folder with a config.json", o.name),
@@ -54,14 +55,14 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
     o.context = context;
     o.vocab = vocab;
   };
-  const ModelFamily family = model_kind(o.name).family;
-  if (family == ModelFamily::Gpt) {
+  const ModelKind kind = model_kind(o.name);
+  if (kind.family == ModelFamily::Gpt) {
     const GptConfig c = gpt_config(o);
     fill(c.layers, c.heads, c.width, c.context, c.vocab);
-  } else if (family == ModelFamily::Llama) {
+  } else if (kind.family == ModelFamily::Llama) {
     const LlamaConfig c = llama_config(o);
     fill(c.layers, c.heads, c.width, c.context, c.vocab);
-  } else if (family == ModelFamily::HfFolder) {
+  } else if (kind.family == ModelFamily::HfFolder) {
     for (auto [flag, v] :
          {std::pair{"layers", o.layers},
           {"heads", o.heads},
@@ -76,7 +77,7 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
       }
     }
     // The folder says the rest; the run records the window it runs.
-    o.context = folder_config(o).context();
+    o.context = folder_config(kind, o).context();
   } else {
     throw UsageError(fmt::format("--model {}: not a language model", o.name));
   }
@@ -84,14 +85,14 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
 }
 
 std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
-  const ModelFamily family = model_kind(o.name).family;
-  if (family == ModelFamily::Gpt) {
+  const ModelKind kind = model_kind(o.name);
+  if (kind.family == ModelFamily::Gpt) {
     return std::make_shared<Gpt>(gpt_config(o));
   }
-  if (family == ModelFamily::Llama) {
+  if (kind.family == ModelFamily::Llama) {
     return std::make_shared<Llama>(llama_config(o));
   }
-  const HfModelConfig c = folder_config(o);
+  const HfModelConfig c = folder_config(kind, o);
   if (const auto* gpt = std::get_if<GptConfig>(&c.config)) {
     return std::make_shared<Gpt>(*gpt);
   }
