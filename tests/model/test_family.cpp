@@ -9,6 +9,8 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
+#include "hotloop/model/gpt/gpt.h"
+#include "hotloop/model/llama/llama.h"
 #include "hotloop/model/lm/hf_checkpoint.h"
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
@@ -82,6 +84,25 @@ TEST(ModelFamilies, EachLanguageModelSizeResolvesToTheShapeItsEntryShows) {
           << size.name << ": " << size.shape;
     }
   }
+}
+
+// make_model() hands a name to its family's entry, which builds it.
+TEST(ModelFamilies, EachFamilyBuildsItsOwnModels) {
+  for (const ModelFamilyEntry& f : model_families()) {
+    EXPECT_TRUE(static_cast<bool>(f.make)) << f.title;
+  }
+  const auto image = make_model(
+      ModelOptions().set_name("mlp").set_in_channels(1).set_image_size(8));
+  EXPECT_EQ(image->head_name(), "fc");
+  EXPECT_NE(
+      std::dynamic_pointer_cast<Gpt>(
+          make_model(ModelOptions().set_name("gpt-nano"))),
+      nullptr);
+  EXPECT_NE(
+      std::dynamic_pointer_cast<Llama>(
+          make_model(ModelOptions().set_name("llama-nano"))),
+      nullptr);
+  EXPECT_THROW(make_language_model(ModelOptions().set_name("mlp")), UsageError);
 }
 
 // Each architecture a family names is read back into that family, from

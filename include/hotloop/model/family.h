@@ -2,12 +2,15 @@
 // The model families, one entry each: what a family is called, its named
 // sizes (each with its shape and the recipe it trains with), the form of
 // --model that names a file or folder of it, the Hugging Face architectures
-// it reads and writes, the projections LoRA adapts and what activation
-// checkpointing recomputes. --model's help, train --help's models and
-// recipes, model_kind() and recipe_for() read these entries; a family's own
-// folder (model/gpt/, model/llama/, model/image/, model/script/) fills its
-// entry in. docs/adding-a-model-family.md walks through adding one.
+// it reads and writes, the projections LoRA adapts, what activation
+// checkpointing recomputes and how it builds a model. --model's help, train
+// --help's models and recipes, model_kind() and recipe_for() read these
+// entries; a family's own folder (model/gpt/, model/llama/, model/image/,
+// model/script/) fills its entry in. docs/adding-a-model-family.md walks
+// through adding one.
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +18,9 @@
 #include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {
+
+class Model; // model/model.h
+struct ModelOptions;
 
 // What a named size trains with from scratch (train/recipe.h turns it into
 // flag values). `lr` is AdamW's peak rate; `small` sizes train for 3 epochs
@@ -57,6 +63,9 @@ struct ModelFamilyEntry {
   // What --activation-checkpointing recomputes in this family, one line
   // ("none": the family refuses every other mode).
   std::string checkpointing;
+  // Builds the model `options` names (options.name is of this family;
+  // make_model() has validated them), with fresh weights.
+  std::function<std::shared_ptr<Model>(const ModelOptions&)> make;
 };
 
 // Every family, in the order --model's help lists them: image classifiers,

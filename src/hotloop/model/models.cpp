@@ -5,8 +5,6 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
-#include "hotloop/model/image/resnet.h"
-#include "hotloop/model/image/small_models.h"
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
@@ -81,41 +79,7 @@ void ModelOptions::validate() const {
 
 std::shared_ptr<Model> make_model(const ModelOptions& options) {
   options.validate();
-  const ModelKind kind = model_kind(options.name);
-  if (kind.exported()) {
-    ExportedOptions e;
-    e.path = exported_path(options.name);
-    e.head = options.head;
-    if (options.context > 0) {
-      e.context = options.context;
-      e.vocab = options.vocab;
-    } else {
-      e.in_channels = options.in_channels;
-      e.image_size = options.image_size;
-      e.num_classes = options.num_classes;
-    }
-    return load_exported_model(e);
-  }
-  if (kind.language_model()) {
-    return make_language_model(options);
-  }
-  if (options.name == "mlp") {
-    return std::make_shared<Mlp>(
-        options.in_channels * options.image_size * options.image_size,
-        options.num_classes);
-  }
-  if (options.name == "cnn-small") {
-    return std::make_shared<CnnSmall>(
-        options.in_channels, options.num_classes, options.image_size);
-  }
-  ResNetOptions r;
-  r.small_stem = options.name.ends_with("-small");
-  r.depth = std::stoi(options.name.substr(std::string("resnet").size(), 2));
-  r.num_classes = options.num_classes;
-  r.in_channels = options.in_channels;
-  r.zero_init_residual = options.zero_init_residual;
-  r.image_size = options.image_size;
-  return std::make_shared<ResNet>(r);
+  return family_entry(model_kind(options.name).family).make(options);
 }
 
 ParameterCount count_parameters(const torch::nn::Module& module) {

@@ -146,6 +146,9 @@ ModelFamilyEntry gpt_family() {
   e.hf_architectures = {{"GPT2LMHeadModel", "gpt2"}};
   e.lora_targets = {"c_attn", "c_proj", "c_fc"};
   e.checkpointing = "any mode recomputes each transformer block";
+  e.make = [](const ModelOptions& o) {
+    return std::make_shared<Gpt>(gpt_config(o));
+  };
   return e;
 }
 

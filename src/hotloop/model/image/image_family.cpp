@@ -3,6 +3,9 @@
 // (model/image/resnet.h), each with the recipe it trains with (train/recipe.h).
 
 #include "hotloop/model/families.h"
+#include "hotloop/model/image/resnet.h"
+#include "hotloop/model/image/small_models.h"
+#include "hotloop/model/model.h"
 
 namespace hotloop::model {
 
@@ -13,6 +16,25 @@ namespace {
 constexpr SizeRecipe kMlp{1e-3, false, false};
 constexpr SizeRecipe kCnnSmall{3e-3, false, false};
 constexpr SizeRecipe kResNet{1e-3, false, true};
+
+std::shared_ptr<Model> make_image_model(const ModelOptions& o) {
+  if (o.name == "mlp") {
+    return std::make_shared<Mlp>(
+        o.in_channels * o.image_size * o.image_size, o.num_classes);
+  }
+  if (o.name == "cnn-small") {
+    return std::make_shared<CnnSmall>(
+        o.in_channels, o.num_classes, o.image_size);
+  }
+  ResNetOptions r;
+  r.small_stem = o.name.ends_with("-small");
+  r.depth = std::stoi(o.name.substr(std::string("resnet").size(), 2));
+  r.num_classes = o.num_classes;
+  r.in_channels = o.in_channels;
+  r.zero_init_residual = o.zero_init_residual;
+  r.image_size = o.image_size;
+  return std::make_shared<ResNet>(r);
+}
 
 } // namespace
 
@@ -36,6 +58,7 @@ ModelFamilyEntry image_family() {
       {"resnet50-small", "ResNet-50 with a 3x3 stem", kResNet}};
   e.checkpointing =
       "the ResNets: stages (each stage), all (the stem too) or blocks (each residual block); mlp and cnn-small: none";
+  e.make = make_image_model;
   return e;
 }
 

@@ -352,6 +352,9 @@ ModelFamilyEntry llama_family() {
       "up_proj",
       "down_proj"};
   e.checkpointing = "any mode recomputes each decoder layer";
+  e.make = [](const ModelOptions& o) {
+    return std::make_shared<Llama>(llama_config(o));
+  };
   return e;
 }
 

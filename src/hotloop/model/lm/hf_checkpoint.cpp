@@ -13,6 +13,7 @@
 #include "hf_adapters.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/families.h"
+#include "hotloop/model/lm/language_model.h"
 #include "json_file.h"
 
 namespace hotloop::model {
@@ -218,6 +219,9 @@ ModelFamilyEntry hf_folder_family() {
   e.prefix = "hf:";
   e.form = "hf:DIR";
   e.checkpointing = "as the family its config.json names";
+  e.make = [](const ModelOptions& o) -> std::shared_ptr<Model> {
+    return make_language_model(o);
+  };
   return e;
 }
 

@@ -86,12 +86,15 @@ ModelOptions resolve_language_model(const ModelOptions& options) {
 
 std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
   const ModelKind kind = model_kind(o.name);
-  if (kind.family == ModelFamily::Gpt) {
-    return std::make_shared<Gpt>(gpt_config(o));
+  if (!kind.language_model()) {
+    throw UsageError(fmt::format("--model {}: not a language model", o.name));
   }
-  if (kind.family == ModelFamily::Llama) {
-    return std::make_shared<Llama>(llama_config(o));
+  if (!kind.hf_folder()) {
+    // A named size: its family's entry builds it.
+    return std::static_pointer_cast<LanguageModel>(
+        family_entry(kind.family).make(o));
   }
+  // A folder: the family its config.json names.
   const HfModelConfig c = folder_config(kind, o);
   if (const auto* gpt = std::get_if<GptConfig>(&c.config)) {
     return std::make_shared<Gpt>(*gpt);

@@ -2,9 +2,31 @@
 // from Python (model/script/exported.h), trained like the built-in ones.
 
 #include "hotloop/model/families.h"
+#include "hotloop/model/model.h"
 #include "hotloop/model/script/exported.h"
 
 namespace hotloop::model {
+
+namespace {
+
+// An image model's shape, or a language model's context and vocabulary
+// (options.context > 0), to check the module against.
+std::shared_ptr<Model> load(const ModelOptions& o) {
+  ExportedOptions e;
+  e.path = exported_path(o.name);
+  e.head = o.head;
+  if (o.context > 0) {
+    e.context = o.context;
+    e.vocab = o.vocab;
+  } else {
+    e.in_channels = o.in_channels;
+    e.image_size = o.image_size;
+    e.num_classes = o.num_classes;
+  }
+  return load_exported_model(e);
+}
+
+} // namespace
 
 ModelFamilyEntry exported_family() {
   ModelFamilyEntry e(
@@ -14,6 +36,7 @@ ModelFamilyEntry exported_family() {
   e.prefix = kTorchScriptPrefix;
   e.form = "torchscript:FILE";
   e.checkpointing = "none (one graph hotloop cannot split)";
+  e.make = load;
   return e;
 }
 
