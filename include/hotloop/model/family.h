@@ -6,8 +6,9 @@
 // checkpointing recomputes and how it builds a model. --model's help, train
 // --help's models and recipes, model_kind() and recipe_for() read these
 // entries; a family's own folder (model/gpt/, model/llama/, model/image/,
-// model/script/) fills its entry in. docs/adding-a-model-family.md walks
-// through adding one.
+// model/script/) fills its entry in (Hugging Face folders':
+// model/lm/hf_checkpoint.cpp). docs/adding-a-model-family.md walks through
+// adding one.
 
 #include <functional>
 #include <memory>
@@ -83,6 +84,9 @@ struct FoundModel {
   const NamedModel* size = nullptr;
 };
 FoundModel find_named_model(const std::string& name);
+
+// Every family's Hugging Face architectures, in the families' order.
+std::vector<std::string> hf_architecture_names();
 
 // The family whose hf_architectures hold `architecture`; null for none.
 const ModelFamilyEntry* family_of_hf_architecture(

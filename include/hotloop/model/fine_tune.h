@@ -15,7 +15,7 @@ namespace hotloop::model {
 
 struct InitOptions {
   // .safetensors, torch.save() file, a hotloop checkpoint, or a Hugging Face
-  // model folder (model/hf_checkpoint.h)
+  // model folder (model/lm/hf_checkpoint.h)
   std::string path;
   bool strict = true; // --init-strict
 };

@@ -94,8 +94,8 @@ struct ModelOptions {
   // Zero-initialize the last BatchNorm of each residual block (ResNets), so
   // each block starts as the identity ("Bag of Tricks", Goyal et al.).
   bool zero_init_residual = false;
-  // Language models (gpt-*, model/gpt.h): 0 keeps the named size's value.
-  // vocab 0 on a small size: the data's vocabulary.
+  // Language models (model/gpt/gpt.h, model/llama/llama.h): 0 keeps the named
+  // size's value. vocab 0 on a small size: the data's vocabulary.
   std::int64_t layers = 0;
   std::int64_t heads = 0;
   std::int64_t width = 0;
@@ -103,7 +103,7 @@ struct ModelOptions {
   std::int64_t vocab = 0;
   // Language models: LoRA adapters on the projections (rank 0: none).
   LoraOptions lora;
-  // Exported models (torchscript:FILE, model/exported.h): the classifier
+  // Exported models (torchscript:FILE, model/script/exported.h): the classifier
   // head's module name; empty: the module owning the last 2-D weight.
   std::string head;
 

@@ -5,7 +5,6 @@
 // ("hf:"? "torchscript:"? one of the GPT sizes?).
 
 #include <string>
-#include <vector>
 
 namespace hotloop::model {
 
@@ -26,7 +25,7 @@ struct ModelKind {
   // otherwise empty.
   std::string path;
 
-  // A decoder-only transformer on token ids (model/language_model.h).
+  // A decoder-only transformer on token ids (model/lm/language_model.h).
   bool language_model() const {
     return family == ModelFamily::Gpt || family == ModelFamily::Llama ||
         family == ModelFamily::HfFolder;
@@ -42,10 +41,6 @@ struct ModelKind {
     return hf_folder() ? path : std::string();
   }
 };
-
-// The image classifiers' names: mlp, cnn-small, resnet18/34/50 and their
-// -small forms (a 3x3 stem for small images).
-const std::vector<std::string>& image_model_names();
 
 // The kind of `model_name`. Never throws: an unknown name is Unknown.
 ModelKind model_kind(const std::string& model_name);

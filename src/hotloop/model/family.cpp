@@ -43,6 +43,16 @@ FoundModel find_named_model(const std::string& name) {
   return {};
 }
 
+std::vector<std::string> hf_architecture_names() {
+  std::vector<std::string> names;
+  for (const ModelFamilyEntry& f : model_families()) {
+    for (const HfArchitecture& a : f.hf_architectures) {
+      names.push_back(a.name);
+    }
+  }
+  return names;
+}
+
 const ModelFamilyEntry* family_of_hf_architecture(
     const std::string& architecture) {
   for (const ModelFamilyEntry& f : model_families()) {
@@ -64,6 +74,13 @@ std::string model_help() {
     }
     if (!names.empty()) {
       parts.push_back(fmt::format("{}: {}", f.title, fmt::join(names, ", ")));
+    } else if (f.family == ModelFamily::HfFolder) {
+      // The architectures are the families' that read them.
+      parts.push_back(fmt::format(
+          "{} ({}: {})",
+          f.form,
+          f.about,
+          fmt::join(hf_architecture_names(), ", ")));
     } else {
       parts.push_back(fmt::format("{} ({})", f.form, f.about));
     }

@@ -4,17 +4,6 @@
 
 namespace hotloop::model {
 
-const std::vector<std::string>& image_model_names() {
-  static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> n;
-    for (const NamedModel& size : family_entry(ModelFamily::Image).sizes) {
-      n.push_back(size.name);
-    }
-    return n;
-  }();
-  return kNames;
-}
-
 ModelKind model_kind(const std::string& name) {
   for (const ModelFamilyEntry& f : model_families()) {
     if (!f.prefix.empty() && name.starts_with(f.prefix)) {

@@ -53,15 +53,15 @@ TrainerOption freeze_option() {
   return o;
 }
 
-// Each language-model family's LoRA projections, from its entry:
-// "Llama family: q_proj,...; GPT: c_attn,c_proj,c_fc".
+// Each family's LoRA projections, from its entry:
+// "GPT: c_attn,c_proj,c_fc; Llama family: q_proj,...".
 std::string lora_target_names() {
   std::vector<std::string> parts;
-  for (const model::ModelFamily family :
-       {model::ModelFamily::Llama, model::ModelFamily::Gpt}) {
-    const model::ModelFamilyEntry& f = model::family_entry(family);
-    parts.push_back(
-        fmt::format("{}: {}", f.title, fmt::join(f.lora_targets, ",")));
+  for (const model::ModelFamilyEntry& f : model::model_families()) {
+    if (!f.lora_targets.empty()) {
+      parts.push_back(
+          fmt::format("{}: {}", f.title, fmt::join(f.lora_targets, ",")));
+    }
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }

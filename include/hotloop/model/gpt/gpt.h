@@ -5,7 +5,8 @@
 // the output projection tied to the token embedding). Parameter names and
 // layouts are Hugging Face GPT2LMHeadModel's:
 // "transformer.h.0.attn.c_attn.weight" is an (in, out) matrix as its Conv1D
-// keeps it, so its safetensors files load as they are (model/gpt_weights.h).
+// keeps it, so its safetensors files load as they are (hf_gpt2_weights below
+// writes them back).
 //
 // forward: (B, T) int64 token ids -> (B, T, padded_vocab) logits. The
 // vocabulary is padded to a multiple of 64 (as llm.c does) for the matrix

@@ -8,7 +8,7 @@
 // its own. Parameter names and layouts are Hugging Face LlamaForCausalLM's
 // ("model.layers.0.self_attn.q_proj.weight", nn.Linear's (out, in)), which
 // Qwen2ForCausalLM and MistralForCausalLM share: their files load as they
-// are (model/hf_checkpoint.h reads and writes the folders).
+// are (model/lm/hf_checkpoint.h reads and writes the folders).
 
 #include <cstdint>
 #include <optional>

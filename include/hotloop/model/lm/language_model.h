@@ -1,9 +1,9 @@
 #pragma once
-// What hotloop's language models share: GPT (model/gpt.h) and the Llama
-// family (model/llama.h: Llama, Qwen2, Mistral) are decoder-only transformers
-// from (B, T) token ids to (B, T, V) next-token logits, trained with the
-// next-token loss, sampled through a KV cache (model/generate.h), sized by
-// name or read from a Hugging Face folder ("hf:DIR").
+// What hotloop's language models share: GPT (model/gpt/gpt.h) and the
+// Llama family (model/llama/llama.h: Llama, Qwen2, Mistral) are decoder-only
+// transformers from (B, T) token ids to (B, T, V) next-token logits, trained
+// with the next-token loss, sampled through a KV cache (model/lm/generate.h),
+// sized by name or read from a Hugging Face folder ("hf:DIR").
 
 #include <cstdint>
 #include <memory>

@@ -1,6 +1,6 @@
 // The GPT family: its named sizes (shape and recipe in one row), the
 // config a --model names, and GPT-2's Hugging Face config.json both ways
-// (the weights' names are the model's own: model/gpt.h).
+// (the weights' names are the model's own: model/gpt/gpt.h).
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

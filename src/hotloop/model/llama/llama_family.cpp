@@ -1,7 +1,7 @@
 // The Llama family: its named sizes (shape and recipe in one row), the
 // config a --model names, and the Hugging Face adapter: config.json of
 // LlamaForCausalLM, Qwen2ForCausalLM and MistralForCausalLM both ways, and
-// the weights (the model's names are Hugging Face's: model/llama.h).
+// the weights (the model's names are Hugging Face's: model/llama/llama.h).
 
 #include <algorithm>
 

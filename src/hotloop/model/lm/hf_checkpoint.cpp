@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 #include <variant>
 
 #include <fmt/format.h>
@@ -27,17 +28,6 @@ json read_json(const fs::path& path) {
   return read_json_object(
       path,
       "a Hugging Face model folder has the config.json save_pretrained writes");
-}
-
-// Every architecture a family reads: "LlamaForCausalLM, ..., GPT2LMHeadModel".
-std::string architecture_list() {
-  std::vector<std::string> names;
-  for (const ModelFamilyEntry& f : model_families()) {
-    for (const HfArchitecture& a : f.hf_architectures) {
-      names.push_back(a.name);
-    }
-  }
-  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 // config.json's architecture: "architectures"' first, else the one its
@@ -136,12 +126,18 @@ HfModelConfig read_hf_config_json(
         fmt::format(
             "architecture \"{}\"",
             out.architecture.empty() ? "(none named)" : out.architecture),
-        fmt::format("hotloop reads {}", architecture_list()));
+        fmt::format(
+            "hotloop reads {}", fmt::join(hf_architecture_names(), ", ")));
   }
+  // The family's reader (a new family adds its branch and its config to
+  // HfModelConfig's variant).
   if (family->family == ModelFamily::Gpt) {
     out.config = lm::read_gpt2_config(j, context, file);
-  } else {
+  } else if (family->family == ModelFamily::Llama) {
     out.config = lm::read_llama_config(j, out.architecture, context, file);
+  } else {
+    throw std::logic_error(
+        "read_hf_config: no config reader for " + out.architecture);
   }
   return out;
 }
@@ -200,22 +196,16 @@ std::int64_t HfModelConfig::context() const {
 }
 
 ModelFamily HfModelConfig::family() const {
-  return std::holds_alternative<GptConfig>(config) ? ModelFamily::Gpt
-                                                   : ModelFamily::Llama;
+  return family_of_hf_architecture(architecture)->family;
 }
 
 ModelFamilyEntry hf_folder_family() {
-  ModelFamilyEntry e(ModelFamily::HfFolder, "Hugging Face folders", "");
-  // Not architecture_list(): model_families() is being built from this.
-  std::vector<std::string> read;
-  for (const ModelFamilyEntry& f : {llama_family(), gpt_family()}) {
-    for (const HfArchitecture& a : f.hf_architectures) {
-      read.push_back(a.name);
-    }
-  }
-  e.about = fmt::format(
-      "a folder save_pretrained wrote, read by its config.json: {}",
-      fmt::join(read, ", "));
+  // model_help() adds the architectures, which are the families' that
+  // read them.
+  ModelFamilyEntry e(
+      ModelFamily::HfFolder,
+      "Hugging Face folders",
+      "a folder save_pretrained wrote, read by its config.json");
   e.prefix = "hf:";
   e.form = "hf:DIR";
   e.checkpointing = "as the family its config.json names";

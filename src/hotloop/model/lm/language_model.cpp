@@ -16,9 +16,11 @@ namespace hotloop::model {
 const std::vector<std::string>& language_model_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const ModelFamily family : {ModelFamily::Gpt, ModelFamily::Llama}) {
-      for (const NamedModel& size : family_entry(family).sizes) {
-        n.push_back(size.name);
+    for (const ModelFamilyEntry& f : model_families()) {
+      if (ModelKind{f.family, {}}.language_model()) {
+        for (const NamedModel& size : f.sizes) {
+          n.push_back(size.name);
+        }
       }
     }
     return n;
