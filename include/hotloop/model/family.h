@@ -96,6 +96,14 @@ const ModelFamilyEntry* family_of_hf_architecture(
 // then the prefixed forms.
 std::string model_help();
 
+// Each family's LoRA projections ("GPT: c_attn,c_proj,c_fc; Llama family:
+// q_proj,..."): --lora-targets' help.
+std::string lora_targets_help();
+
+// What activation checkpointing recomputes in each family ("image
+// classifiers: ...; GPT: ..."): --activation-checkpointing's help.
+std::string checkpointing_help();
+
 // Every named size and its shape, one line each ("  gpt-nano  4 layers,
 // ..."): `train --help`'s list of models.
 std::string model_sizes_help();

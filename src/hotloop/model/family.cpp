@@ -88,6 +88,25 @@ std::string model_help() {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+std::string lora_targets_help() {
+  std::vector<std::string> parts;
+  for (const ModelFamilyEntry& f : model_families()) {
+    if (!f.lora_targets.empty()) {
+      parts.push_back(
+          fmt::format("{}: {}", f.title, fmt::join(f.lora_targets, ",")));
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string checkpointing_help() {
+  std::vector<std::string> parts;
+  for (const ModelFamilyEntry& f : model_families()) {
+    parts.push_back(fmt::format("{}: {}", f.title, f.checkpointing));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 std::string model_sizes_help() {
   std::size_t width = 0;
   for (const ModelFamilyEntry& f : model_families()) {

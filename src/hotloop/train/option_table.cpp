@@ -53,29 +53,6 @@ TrainerOption freeze_option() {
   return o;
 }
 
-// Each family's LoRA projections, from its entry:
-// "GPT: c_attn,c_proj,c_fc; Llama family: q_proj,...".
-std::string lora_target_names() {
-  std::vector<std::string> parts;
-  for (const model::ModelFamilyEntry& f : model::model_families()) {
-    if (!f.lora_targets.empty()) {
-      parts.push_back(
-          fmt::format("{}: {}", f.title, fmt::join(f.lora_targets, ",")));
-    }
-  }
-  return fmt::format("{}", fmt::join(parts, "; "));
-}
-
-// What each family recomputes, from its entry: "image classifiers: ...;
-// GPT: ...".
-std::string checkpointing_by_family() {
-  std::vector<std::string> parts;
-  for (const model::ModelFamilyEntry& f : model::model_families()) {
-    parts.push_back(fmt::format("{}: {}", f.title, f.checkpointing));
-  }
-  return fmt::format("{}", fmt::join(parts, "; "));
-}
-
 // --lora-targets: projection names, comma-separated; "all": every one.
 TrainerOption lora_targets_option() {
   TrainerOption o;
@@ -83,7 +60,7 @@ TrainerOption lora_targets_option() {
   o.section = "Fine-tuning";
   o.help = fmt::format(
       "With --lora-rank: the projections to adapt, comma-separated ({}), or all",
-      lora_target_names());
+      model::lora_targets_help());
   o.get = [](const O& t) {
     const auto& v = t.model.lora.targets;
     return nlohmann::json(
@@ -445,7 +422,7 @@ std::vector<TrainerOption> speed_options() {
           field(&O::activation_checkpointing),
           model::kCheckpointingNames,
           "What to recompute in backward instead of keeping: none, stages, all or blocks; by family: " +
-              checkpointing_by_family()),
+              model::checkpointing_help()),
       choice<O, model::CpuConv>(
           "cpu-conv",
           section,

@@ -1,5 +1,7 @@
 #include "hotloop/model/lm/language_model.h"
 
+#include <algorithm>
+#include <iterator>
 #include <variant>
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include "hotloop/model/gpt/gpt.h"
 #include "hotloop/model/llama/llama.h"
 #include "hotloop/model/lm/hf_checkpoint.h"
+#include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {
@@ -16,13 +19,13 @@ namespace hotloop::model {
 const std::vector<std::string>& language_model_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const ModelFamilyEntry& f : model_families()) {
-      if (ModelKind{f.family, {}}.language_model()) {
-        for (const NamedModel& size : f.sizes) {
-          n.push_back(size.name);
-        }
-      }
-    }
+    std::copy_if(
+        model_names().begin(),
+        model_names().end(),
+        std::back_inserter(n),
+        [](const std::string& name) {
+          return model_kind(name).language_model();
+        });
     return n;
   }();
   return names;
