@@ -8,12 +8,12 @@
 #include <fmt/ranges.h>
 
 #include "cli_common.h"
+#include "hotloop/core/named.h"
 #include "hotloop/data/data_check.h"
 #include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/model/weights.h"
-#include "hotloop/named.h"
 
 namespace hotloop::cli {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "hotloop/data/instructions.h"
+#include "hotloop/data/tokens/instructions.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/lm/generate.h"

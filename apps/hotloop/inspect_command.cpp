@@ -6,7 +6,7 @@
 #include "cli_common.h"
 #include "hotloop/bench/inspect_model.h"
 #include "hotloop/cuda/cuda_info.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "train_setup.h"
 

@@ -13,7 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/options.h"

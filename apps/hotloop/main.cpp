@@ -14,7 +14,7 @@
 #include "cli_common.h"
 #include "config_file.h"
 #include "host_allocator.h"
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 #include "hotloop/errors.h"
 
 namespace {

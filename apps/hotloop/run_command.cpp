@@ -12,7 +12,7 @@
 #include "bench_runner.h"
 #include "cli_common.h"
 #include "hotloop/bench/smoke.h"
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 #include "hotloop/env/doctor.h"
 #include "run_flags.h"
 

@@ -27,7 +27,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/callback.h"
-#include "hotloop/train/standard_callbacks.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 #include "hotloop/train/trainer.h"
 
 namespace {

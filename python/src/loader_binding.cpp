@@ -9,7 +9,7 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/data/resumable_passes.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::python {

@@ -3,7 +3,7 @@
 // the module was built with.
 
 #include "bindings.h"
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 #include "hotloop/data/data_kinds.h"
 #include "hotloop/env/doctor.h"
 #include "hotloop/errors.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 
 namespace hotloop {
 

@@ -10,8 +10,8 @@
 
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/eval_split.h"
-#include "hotloop/data/instructions.h"
 #include "hotloop/data/loader.h"
+#include "hotloop/data/tokens/instructions.h"
 #include "hotloop/errors.h"
 #include "support/byte_stand_ins.h"
 #include "support/temp_dir.h"

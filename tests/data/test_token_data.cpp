@@ -13,8 +13,8 @@
 #include <ATen/ATen.h>
 
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/token_data.h"
 #include "hotloop/data/tokens/pack_text.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/data/tokens/token_loader.h"
 #include "hotloop/errors.h"
 #include "support/temp_dir.h"

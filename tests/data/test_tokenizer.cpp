@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/token_data.h"
-#include "hotloop/data/tokenizer.h"
 #include "hotloop/data/tokens/pack_text.h"
 #include "hotloop/data/tokens/pretokenize.h"
+#include "hotloop/data/tokens/token_data.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/errors.h"
 #include "support/byte_stand_ins.h"
 #include "support/temp_dir.h"

@@ -8,7 +8,7 @@
 #include <torch/utils.h>
 
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/train/batch_finder.h"
 #include "support/scoped_env.h"

@@ -11,7 +11,7 @@
 #include <torch/utils.h>
 
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/loop_run.h"

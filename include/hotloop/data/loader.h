@@ -20,8 +20,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "hotloop/core/named.h"
 #include "hotloop/data/dataset.h"
-#include "hotloop/named.h"
 
 namespace hotloop::data {
 

@@ -7,7 +7,7 @@
 
 #include <torch/nn/module.h>
 
-#include "hotloop/named.h"
+#include "hotloop/core/named.h"
 
 namespace hotloop::model {
 

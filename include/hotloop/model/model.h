@@ -11,9 +11,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "hotloop/core/named.h"
 #include "hotloop/model/lm/lora.h"
 #include "hotloop/model/loss.h"
-#include "hotloop/named.h"
 
 namespace hotloop::model {
 

@@ -18,7 +18,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "hotloop/phase.h"
+#include "hotloop/core/phase.h"
 
 namespace c10d {
 class Store;

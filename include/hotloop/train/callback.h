@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hotloop/phase.h"
+#include "hotloop/core/phase.h"
 #include "hotloop/train/run_state.h"
 #include "hotloop/train/summary.h"
 

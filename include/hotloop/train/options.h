@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/named.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/model/cpu_conv.h"
 #include "hotloop/model/model.h"
-#include "hotloop/named.h"
 
 namespace hotloop::train {
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "hotloop/parallel/job.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 #include "hotloop/train/option_table.h"
 #include "hotloop/train/options.h"
-#include "hotloop/train/standard_callbacks.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::train {

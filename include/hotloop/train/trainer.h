@@ -13,8 +13,8 @@
 #include "hotloop/data/dataset.h"
 #include "hotloop/model/model.h"
 #include "hotloop/train/callback.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 #include "hotloop/train/options.h"
-#include "hotloop/train/standard_callbacks.h"
 #include "hotloop/train/summary.h"
 
 namespace hotloop::parallel {

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "hotloop/build_info.h"
 #include "hotloop/core/cpus.h"
+#include "hotloop/cuda/build_info.h"
 #include "hotloop/env/gpu_probe.h"
 #include "hotloop/env/host_probe.h"
 

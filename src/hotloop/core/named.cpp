@@ -1,4 +1,4 @@
-#include "hotloop/named.h"
+#include "hotloop/core/named.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "hotloop/phase.h"
+#include "hotloop/core/phase.h"
 
 namespace hotloop {
 

@@ -1,4 +1,4 @@
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 
 #include <fmt/format.h>
 #include <torch/version.h>

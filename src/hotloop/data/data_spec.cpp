@@ -11,10 +11,10 @@
 #include "hotloop/data/eval_split.h"
 #include "hotloop/data/fashion_mnist.h"
 #include "hotloop/data/image_folder.h"
-#include "hotloop/data/instructions.h"
 #include "hotloop/data/synthetic.h"
-#include "hotloop/data/token_data.h"
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/tokens/instructions.h"
+#include "hotloop/data/tokens/token_data.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/data/webdataset.h"
 #include "hotloop/errors.h"
 

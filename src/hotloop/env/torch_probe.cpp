@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 
 namespace hotloop::env {
 

@@ -18,7 +18,7 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
-#include "hotloop/phase.h"
+#include "hotloop/core/phase.h"
 #include "hotloop/telemetry/diagnosis.h"
 #include "hotloop/telemetry/samples.h"
 

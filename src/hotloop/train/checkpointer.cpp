@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <torch/nn/module.h>
 
-#include "hotloop/build_info.h"
+#include "hotloop/cuda/build_info.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/train/optimizer.h"

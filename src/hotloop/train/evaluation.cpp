@@ -14,7 +14,7 @@
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/cuda/cuda_info.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/train/options.h"
 

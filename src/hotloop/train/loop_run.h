@@ -23,10 +23,10 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
-#include "hotloop/phase.h"
+#include "hotloop/core/phase.h"
 #include "hotloop/telemetry/diagnosis.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 #include "hotloop/train/options.h"
-#include "hotloop/train/standard_callbacks.h"
 #include "hotloop/train/summary.h"
 
 namespace hotloop::train {

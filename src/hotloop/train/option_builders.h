@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/core/named.h"
 #include "hotloop/errors.h"
-#include "hotloop/named.h"
 #include "hotloop/train/option_table.h"
 
 namespace hotloop::train::options_detail {

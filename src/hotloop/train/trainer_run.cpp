@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/cuda/cuda_info.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/gpt/gpt.h"
 #include "hotloop/model/lm/language_model.h"

@@ -14,7 +14,7 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/model/fine_tune.h"

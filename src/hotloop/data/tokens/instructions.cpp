@@ -1,4 +1,4 @@
-#include "hotloop/data/instructions.h"
+#include "hotloop/data/tokens/instructions.h"
 
 #include <algorithm>
 #include <array>

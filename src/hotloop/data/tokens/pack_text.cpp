@@ -10,8 +10,8 @@
 #include "hotloop/core/atomic_file.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/data/file_io.h"
-#include "hotloop/data/token_data.h"
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/tokens/token_data.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

@@ -1,4 +1,4 @@
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -16,7 +16,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <fmt/format.h>
 
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

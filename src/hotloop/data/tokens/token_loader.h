@@ -13,7 +13,7 @@
 
 #include "hotloop/data/loader.h"
 #include "hotloop/data/sampler.h"
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 
 namespace hotloop::data {
 

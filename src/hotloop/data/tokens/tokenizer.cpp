@@ -1,4 +1,4 @@
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/tokens/tokenizer.h"
 
 #include <array>
 #include <filesystem>

@@ -14,7 +14,7 @@
 
 #include "hotloop/core/progress.h"
 #include "hotloop/train/callback.h"
-#include "hotloop/train/standard_callbacks.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 
 namespace hotloop::train {
 

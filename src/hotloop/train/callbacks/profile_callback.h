@@ -22,7 +22,7 @@
 
 #include "hotloop/telemetry/profiler.h"
 #include "hotloop/train/callback.h"
-#include "hotloop/train/standard_callbacks.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 
 namespace hotloop::train {
 

@@ -1,4 +1,4 @@
-#include "hotloop/train/standard_callbacks.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 
 #include "hotloop/telemetry/run_telemetry.h"
 #include "hotloop/train/callback.h"
-#include "hotloop/train/standard_callbacks.h"
+#include "hotloop/train/callbacks/standard_callbacks.h"
 
 namespace hotloop::train {
 

@@ -52,8 +52,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hotloop/data/token_data.h"
-#include "hotloop/data/tokenizer.h"
+#include "hotloop/data/tokens/token_data.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
