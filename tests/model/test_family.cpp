@@ -157,5 +157,38 @@ TEST(ModelFamilies, AWrittenLlamaConfigNamesTheArchitectureOfItsFamily) {
   }
 }
 
+// A family that reads Hugging Face folders also builds and writes them, and
+// a language-model family resolves its sizes' shapes; the rest leave both
+// empty (resolve_language_model refuses them).
+TEST(ModelFamilies, AFamilyThatReadsAFolderAlsoBuildsAndWritesIt) {
+  for (const ModelFamilyEntry& f : model_families()) {
+    const bool reads = !f.hf_architectures.empty();
+    EXPECT_EQ(static_cast<bool>(f.hf.read), reads) << f.title;
+    EXPECT_EQ(static_cast<bool>(f.hf.make), reads) << f.title;
+    EXPECT_EQ(static_cast<bool>(f.hf.write), reads) << f.title;
+    const bool lm = ModelKind{f.family, ""}.language_model();
+    EXPECT_EQ(static_cast<bool>(f.resolve), lm) << f.title;
+  }
+  EXPECT_THROW(
+      resolve_language_model(ModelOptions().set_name("mlp")), UsageError);
+}
+
+// write_hf_folder asks each family's adapter: a GPT and a Llama written into
+// a folder read back as their own family, shape and all, and build again.
+TEST(ModelFamilies, EachFamilysModelIsWrittenByItsOwnAdapter) {
+  const test::TempDir dir;
+  for (const char* name : {"gpt-nano", "llama-nano"}) {
+    const ModelOptions o = ModelOptions().set_name(name);
+    const auto lm = make_language_model(o);
+    const std::string folder = (dir.path() / name).string();
+    write_hf_folder(folder, *lm);
+    const HfModelConfig back = read_hf_config(folder);
+    EXPECT_EQ(back.family(), model_kind(name).family) << name;
+    EXPECT_EQ(back.context(), lm->context()) << name;
+    const ModelOptions again = ModelOptions().set_name("hf:" + folder);
+    EXPECT_EQ(make_language_model(again)->vocab(), lm->vocab()) << name;
+  }
+}
+
 } // namespace
 } // namespace hotloop::model

@@ -3,25 +3,35 @@
 // sizes (each with its shape and the recipe it trains with), the form of
 // --model that names a file or folder of it, the Hugging Face architectures
 // it reads and writes, the projections LoRA adapts, what activation
-// checkpointing recomputes and how it builds a model. --model's help, train
-// --help's models and recipes, model_kind() and recipe_for() read these
-// entries; a family's own folder (model/gpt/, model/llama/, model/image/,
-// model/script/) fills its entry in (Hugging Face folders':
+// checkpointing recomputes, how it builds a model, a language model's shape
+// in full and its Hugging Face adapter. --model's help, train --help's models
+// and recipes, model_kind(), recipe_for(), resolve_language_model() and the
+// Hugging Face folders' reading and writing (model/lm/hf_checkpoint.h) read
+// these entries; a family's own folder (model/gpt/, model/llama/,
+// model/image/, model/script/) fills its entry in (Hugging Face folders':
 // model/lm/hf_checkpoint.cpp). docs/adding-a-model-family.md walks through
 // adding one.
 
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {
 
 class Model; // model/model.h
+class LanguageModel; // model/lm/language_model.h
 struct ModelOptions;
+struct HfModelConfig; // model/lm/hf_checkpoint.h
+struct HfFolderFiles; // model/lm/hf_checkpoint.h
 
 // What a named size trains with from scratch (train/recipe.h turns it into
 // flag values). `lr` is AdamW's peak rate; `small` sizes train for 3 epochs
@@ -47,6 +57,27 @@ struct HfArchitecture {
   std::string model_type; // "llama"
 };
 
+// How a family of language models meets Hugging Face folders: its half of
+// read_hf_config(), of building a folder's model and of write_hf_folder()
+// (model/lm/hf_checkpoint.h). A family with hf_architectures fills in all
+// three; the others leave them empty.
+struct HfAdapter {
+  // config.json (`config`, parsed from `file`) of one of the family's
+  // architectures -> its config; `context` > 0 is the window to run.
+  // UsageError naming the field for what the family does not run.
+  std::function<HfModelConfig(
+      const nlohmann::json& config,
+      const std::string& architecture,
+      std::int64_t context,
+      const std::filesystem::path& file)>
+      read;
+  // The model a config from `read` describes, with fresh weights.
+  std::function<std::shared_ptr<LanguageModel>(const HfModelConfig&)> make;
+  // config.json and the weights as transformers names them, when `model`
+  // is of this family; nullopt when it is not.
+  std::function<std::optional<HfFolderFiles>(const LanguageModel& model)> write;
+};
+
 struct ModelFamilyEntry {
   ModelFamilyEntry(ModelFamily family, std::string title, std::string about)
       : family(family), title(std::move(title)), about(std::move(about)) {}
@@ -64,9 +95,21 @@ struct ModelFamilyEntry {
   // What --activation-checkpointing recomputes in this family, one line
   // ("none": the family refuses every other mode).
   std::string checkpointing;
-  // Builds the model `options` names (options.name is of this family;
-  // make_model() has validated them), with fresh weights.
-  std::function<std::shared_ptr<Model>(const ModelOptions&)> make;
+  // Builds the model `options` names (`kind`, of this family, is what
+  // options.name names; make_model() has validated them), with fresh
+  // weights.
+  std::function<std::shared_ptr<Model>(
+      const ModelOptions& options,
+      const ModelKind& kind)>
+      make;
+  // A language model's options with its shape in full (layers, heads,
+  // width, context, vocabulary: what config.json and checkpoints record),
+  // from the size `kind` names and the fields set; UsageError for fields
+  // that do not apply. Empty for families that are not language models.
+  std::function<
+      ModelOptions(const ModelOptions& options, const ModelKind& kind)>
+      resolve;
+  HfAdapter hf;
 };
 
 // Every family, in the order --model's help lists them: image classifiers,

@@ -49,7 +49,7 @@ void ModelOptions::validate() const {
   if (kind.exported()) {
     exported_path(name); // names a file
   } else if (kind.hf_folder()) {
-    resolve_language_model(*this); // a folder hotloop can run
+    resolve_language_model(*this, kind); // a folder hotloop can run
     return;
   } else if (!head.empty()) {
     throw UsageError(
@@ -61,7 +61,7 @@ void ModelOptions::validate() const {
         fmt::format("choose one of: {}", model_help()));
   }
   if (kind.language_model()) {
-    resolve_language_model(*this); // the image fields do not apply
+    resolve_language_model(*this, kind); // the image fields do not apply
     return;
   }
   if (num_classes < 1) {
@@ -79,7 +79,8 @@ void ModelOptions::validate() const {
 
 std::shared_ptr<Model> make_model(const ModelOptions& options) {
   options.validate();
-  return family_entry(model_kind(options.name).family).make(options);
+  const ModelKind kind = model_kind(options.name);
+  return family_entry(kind.family).make(options, kind);
 }
 
 ParameterCount count_parameters(const torch::nn::Module& module) {

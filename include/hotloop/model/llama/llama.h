@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "hotloop/core/named.h"
 #include "hotloop/model/lm/language_model.h"
-#include "hotloop/named.h"
 
 namespace hotloop::model {
 
@@ -132,5 +132,9 @@ class Llama : public LanguageModel {
   std::shared_ptr<lm::RopeTable> rope_;
   bool checkpoint_blocks_ = false;
 };
+
+// config.json as Hugging Face's LlamaConfig / Qwen2Config / MistralConfig
+// (the family's) writes it.
+std::string hf_llama_config(const LlamaConfig& config);
 
 } // namespace hotloop::model

@@ -6,7 +6,8 @@
 // LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel),
 // each by its family's adapter (model/gpt/gpt_family.cpp,
 // model/llama/llama_family.cpp). Written: config.json + model.safetensors that
-// from_pretrained loads.
+// from_pretrained loads, by the same adapters. A family's adapter is its
+// entry's HfAdapter; HfModelConfig's variant holds each family's config.
 
 #include <string>
 #include <variant>
@@ -43,13 +44,16 @@ HfModelConfig read_hf_config(const std::string& dir, std::int64_t context = 0);
 // folder when it has none, or the index or shard that is missing or broken.
 StateDict read_hf_weights(const std::string& dir);
 
-// config.json as Hugging Face's LlamaConfig / Qwen2Config / MistralConfig
-// (the family's) writes it.
-std::string hf_llama_config(const LlamaConfig& config);
+// What write_hf_folder() writes for a model: its config.json's text and its
+// weights as transformers names them (float32, on the CPU).
+struct HfFolderFiles {
+  std::string config;
+  StateDict weights;
+};
 
-// Writes `model` (a Gpt or a Llama) into DIR as config.json and
-// model.safetensors (float32, the names and shapes Hugging Face uses).
-// Returns the weight file's path. UsageError for another model.
+// Writes `model` into DIR as config.json and model.safetensors, as its
+// family's entry (model/family.h: HfAdapter::write) gives them. Returns the
+// weight file's path. UsageError for a model no family writes.
 std::string write_hf_folder(const std::string& dir, const LanguageModel& model);
 
 } // namespace hotloop::model

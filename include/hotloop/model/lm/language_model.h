@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "hotloop/model/model.h"
+#include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {
 
@@ -55,8 +56,13 @@ const std::vector<std::string>& language_model_names();
 
 // `options` with every size field (layers, heads, width, context, vocab)
 // filled in: the named size's or the folder's, under the non-zero fields of
-// `options`. UsageError for an unknown name or a size that does not hold
-// together; ConfigError for a folder whose config.json hotloop cannot run.
+// `options`, by the entry of `kind`'s family (model/family.h). `kind` is
+// what options.name names (model_kind()); the one-argument form asks it.
+// UsageError for an unknown name or a size that does not hold together;
+// ConfigError for a folder whose config.json hotloop cannot run.
+ModelOptions resolve_language_model(
+    const ModelOptions& options,
+    const ModelKind& kind);
 ModelOptions resolve_language_model(const ModelOptions& options);
 
 // A new model with fresh weights (seed the global generator first), in

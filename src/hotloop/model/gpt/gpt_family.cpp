@@ -1,6 +1,9 @@
 // The GPT family: its named sizes (shape and recipe in one row), the
-// config a --model names, and GPT-2's Hugging Face config.json both ways
-// (the weights' names are the model's own: model/gpt/gpt.h).
+// config a --model names, and GPT-2's Hugging Face adapter: config.json both
+// ways and the weights (their names are the model's own: model/gpt/gpt.h).
+
+#include <optional>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,6 +11,7 @@
 #include "hotloop/model/families.h"
 #include "hotloop/model/gpt/gpt.h"
 #include "hotloop/model/lm/hf_adapters.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
 #include "hotloop/model/lm/named_sizes.h"
 
 namespace hotloop::model {
@@ -146,8 +150,27 @@ ModelFamilyEntry gpt_family() {
   e.hf_architectures = {{"GPT2LMHeadModel", "gpt2"}};
   e.lora_targets = {"c_attn", "c_proj", "c_fc"};
   e.checkpointing = "any mode recomputes each transformer block";
-  e.make = [](const ModelOptions& o) {
+  e.make = [](const ModelOptions& o, const ModelKind&) {
     return std::make_shared<Gpt>(gpt_config(o));
+  };
+  e.resolve = [](const ModelOptions& o, const ModelKind&) {
+    return lm::with_shape(o, gpt_config(o));
+  };
+  e.hf.read = [](const nlohmann::json& j,
+                 const std::string& architecture,
+                 std::int64_t context,
+                 const std::filesystem::path& file) {
+    return HfModelConfig{architecture, lm::read_gpt2_config(j, context, file)};
+  };
+  e.hf.make = [](const HfModelConfig& c) -> std::shared_ptr<LanguageModel> {
+    return std::make_shared<Gpt>(std::get<GptConfig>(c.config));
+  };
+  e.hf.write = [](const LanguageModel& model) -> std::optional<HfFolderFiles> {
+    const auto* gpt = dynamic_cast<const Gpt*>(&model);
+    if (gpt == nullptr) {
+      return std::nullopt;
+    }
+    return HfFolderFiles{hf_gpt2_config(gpt->config()), hf_gpt2_weights(*gpt)};
   };
   return e;
 }

@@ -58,7 +58,9 @@ ModelFamilyEntry image_family() {
       {"resnet50-small", "ResNet-50 with a 3x3 stem", kResNet}};
   e.checkpointing =
       "the ResNets: stages (each stage), all (the stem too) or blocks (each residual block); mlp and cnn-small: none";
-  e.make = make_image_model;
+  e.make = [](const ModelOptions& o, const ModelKind&) {
+    return make_image_model(o);
+  };
   return e;
 }
 

@@ -4,6 +4,8 @@
 // the weights (the model's names are Hugging Face's: model/llama/llama.h).
 
 #include <algorithm>
+#include <optional>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -352,8 +354,29 @@ ModelFamilyEntry llama_family() {
       "up_proj",
       "down_proj"};
   e.checkpointing = "any mode recomputes each decoder layer";
-  e.make = [](const ModelOptions& o) {
+  e.make = [](const ModelOptions& o, const ModelKind&) {
     return std::make_shared<Llama>(llama_config(o));
+  };
+  e.resolve = [](const ModelOptions& o, const ModelKind&) {
+    return lm::with_shape(o, llama_config(o));
+  };
+  e.hf.read = [](const nlohmann::json& j,
+                 const std::string& architecture,
+                 std::int64_t context,
+                 const std::filesystem::path& file) {
+    return HfModelConfig{
+        architecture, lm::read_llama_config(j, architecture, context, file)};
+  };
+  e.hf.make = [](const HfModelConfig& c) -> std::shared_ptr<LanguageModel> {
+    return std::make_shared<Llama>(std::get<LlamaConfig>(c.config));
+  };
+  e.hf.write = [](const LanguageModel& model) -> std::optional<HfFolderFiles> {
+    const auto* llama = dynamic_cast<const Llama*>(&model);
+    if (llama == nullptr) {
+      return std::nullopt;
+    }
+    return HfFolderFiles{
+        hf_llama_config(llama->config()), lm::hf_llama_weights(*llama)};
   };
   return e;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <variant>
@@ -117,29 +118,23 @@ HfModelConfig read_hf_config_json(
     std::int64_t context) {
   const fs::path file = fs::path(dir) / "config.json";
   const json j = read_json(file);
-  HfModelConfig out;
-  out.architecture = architecture_of(j, file);
-  const ModelFamilyEntry* family = family_of_hf_architecture(out.architecture);
+  const std::string architecture = architecture_of(j, file);
+  const ModelFamilyEntry* family = family_of_hf_architecture(architecture);
   if (family == nullptr) {
     lm::refuse(
         file,
         fmt::format(
             "architecture \"{}\"",
-            out.architecture.empty() ? "(none named)" : out.architecture),
+            architecture.empty() ? "(none named)" : architecture),
         fmt::format(
             "hotloop reads {}", fmt::join(hf_architecture_names(), ", ")));
   }
-  // The family's reader (a new family adds its branch and its config to
-  // HfModelConfig's variant).
-  if (family->family == ModelFamily::Gpt) {
-    out.config = lm::read_gpt2_config(j, context, file);
-  } else if (family->family == ModelFamily::Llama) {
-    out.config = lm::read_llama_config(j, out.architecture, context, file);
-  } else {
+  if (!family->hf.read) {
     throw std::logic_error(
-        "read_hf_config: no config reader for " + out.architecture);
+        "read_hf_config: " + family->title + " names " + architecture +
+        " but has no HfAdapter::read");
   }
-  return out;
+  return family->hf.read(j, architecture, context, file);
 }
 
 } // namespace
@@ -166,25 +161,27 @@ StateDict read_hf_weights(const std::string& dir) {
 std::string write_hf_folder(
     const std::string& dir,
     const LanguageModel& model) {
-  std::string config;
-  StateDict weights;
-  if (const auto* gpt = dynamic_cast<const Gpt*>(&model)) {
-    config = hf_gpt2_config(gpt->config());
-    weights = hf_gpt2_weights(*gpt);
-  } else if (const auto* llama = dynamic_cast<const Llama*>(&model)) {
-    config = hf_llama_config(llama->config());
-    weights = lm::hf_llama_weights(*llama);
-  } else {
+  std::optional<HfFolderFiles> files;
+  std::vector<std::string> writers;
+  for (const ModelFamilyEntry& f : model_families()) {
+    if (f.hf.write) {
+      writers.push_back(f.title);
+      if ((files = f.hf.write(model))) {
+        break;
+      }
+    }
+  }
+  if (!files) {
     throw UsageError(
-        "export-hf writes GPT and Llama-family models",
-        "this model is neither");
+        fmt::format("export-hf writes {} models", fmt::join(writers, " and ")),
+        "this model is of none of those families");
   }
   fs::create_directories(dir);
   const std::string file = (fs::path(dir) / "model.safetensors").string();
-  write_weights(file, weights, {{"format", "pt"}});
+  write_weights(file, files->weights, {{"format", "pt"}});
   const fs::path config_file = fs::path(dir) / "config.json";
   std::ofstream out(config_file);
-  out << config;
+  out << files->config;
   if (!out.flush()) {
     throw DataError(fmt::format("{}: cannot be written", config_file.string()));
   }
@@ -199,6 +196,50 @@ ModelFamily HfModelConfig::family() const {
   return family_of_hf_architecture(architecture)->family;
 }
 
+namespace {
+
+// The config.json of `kind`'s folder (`o` says the context and names it).
+HfModelConfig folder_config(const ModelKind& kind, const ModelOptions& o) {
+  const std::string dir = kind.folder();
+  if (dir.empty() || !is_hf_folder(dir)) {
+    throw UsageError(
+        fmt::format("--model {}: not a folder with a config.json", o.name),
+        "hf:DIR names a Hugging Face model folder (what save_pretrained writes)");
+  }
+  return read_hf_config(dir, o.context);
+}
+
+// The folder says the shape; the options keep the window it runs.
+ModelOptions resolve_folder(
+    const ModelOptions& options,
+    const ModelKind& kind) {
+  ModelOptions o = options;
+  for (auto [flag, v] :
+       {std::pair{"layers", o.layers},
+        {"heads", o.heads},
+        {"width", o.width},
+        {"vocab", o.vocab}}) {
+    if (v > 0) {
+      throw UsageError(
+          fmt::format(
+              "--{} {}: {}'s size is its config.json's", flag, v, o.name),
+          fmt::format("drop --{} (only --context applies to a folder)", flag));
+    }
+  }
+  o.context = folder_config(kind, o).context();
+  return o;
+}
+
+// The model of the family the folder's config.json names.
+std::shared_ptr<Model> make_folder_model(
+    const ModelOptions& o,
+    const ModelKind& kind) {
+  const HfModelConfig c = folder_config(kind, o);
+  return family_of_hf_architecture(c.architecture)->hf.make(c);
+}
+
+} // namespace
+
 ModelFamilyEntry hf_folder_family() {
   // model_help() adds the architectures, which are the families' that
   // read them.
@@ -209,9 +250,8 @@ ModelFamilyEntry hf_folder_family() {
   e.prefix = "hf:";
   e.form = "hf:DIR";
   e.checkpointing = "as the family its config.json names";
-  e.make = [](const ModelOptions& o) -> std::shared_ptr<Model> {
-    return make_language_model(o);
-  };
+  e.make = make_folder_model;
+  e.resolve = resolve_folder;
   return e;
 }
 

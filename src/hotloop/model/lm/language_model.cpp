@@ -2,16 +2,11 @@
 
 #include <algorithm>
 #include <iterator>
-#include <variant>
 
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
-#include "hotloop/model/gpt/gpt.h"
-#include "hotloop/model/llama/llama.h"
-#include "hotloop/model/lm/hf_checkpoint.h"
-#include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
 
 namespace hotloop::model {
@@ -31,62 +26,18 @@ const std::vector<std::string>& language_model_names() {
   return names;
 }
 
-namespace {
-
-// The config.json of `kind`'s folder (`o` says the context and names it).
-HfModelConfig folder_config(const ModelKind& kind, const ModelOptions& o) {
-  const std::string dir = kind.folder();
-  if (dir.empty() || !is_hf_folder(dir)) {
+ModelOptions resolve_language_model(
+    const ModelOptions& options,
+    const ModelKind& kind) {
+  if (!kind.language_model()) {
     throw UsageError(
-        fmt::format("--model {}: not a folder with a config.json", o.name),
-        "hf:DIR names a Hugging Face model folder (what save_pretrained writes)");
+        fmt::format("--model {}: not a language model", options.name));
   }
-  return read_hf_config(dir, o.context);
+  return family_entry(kind.family).resolve(options, kind);
 }
 
-} // namespace
-
 ModelOptions resolve_language_model(const ModelOptions& options) {
-  ModelOptions o = options;
-  auto fill = [&o](
-                  std::int64_t layers,
-                  std::int64_t heads,
-                  std::int64_t width,
-                  std::int64_t context,
-                  std::int64_t vocab) {
-    o.layers = layers;
-    o.heads = heads;
-    o.width = width;
-    o.context = context;
-    o.vocab = vocab;
-  };
-  const ModelKind kind = model_kind(o.name);
-  if (kind.family == ModelFamily::Gpt) {
-    const GptConfig c = gpt_config(o);
-    fill(c.layers, c.heads, c.width, c.context, c.vocab);
-  } else if (kind.family == ModelFamily::Llama) {
-    const LlamaConfig c = llama_config(o);
-    fill(c.layers, c.heads, c.width, c.context, c.vocab);
-  } else if (kind.family == ModelFamily::HfFolder) {
-    for (auto [flag, v] :
-         {std::pair{"layers", o.layers},
-          {"heads", o.heads},
-          {"width", o.width},
-          {"vocab", o.vocab}}) {
-      if (v > 0) {
-        throw UsageError(
-            fmt::format(
-                "--{} {}: {}'s size is its config.json's", flag, v, o.name),
-            fmt::format(
-                "drop --{} (only --context applies to a folder)", flag));
-      }
-    }
-    // The folder says the rest; the run records the window it runs.
-    o.context = folder_config(kind, o).context();
-  } else {
-    throw UsageError(fmt::format("--model {}: not a language model", o.name));
-  }
-  return o;
+  return resolve_language_model(options, model_kind(options.name));
 }
 
 std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
@@ -94,17 +45,9 @@ std::shared_ptr<LanguageModel> make_language_model(const ModelOptions& o) {
   if (!kind.language_model()) {
     throw UsageError(fmt::format("--model {}: not a language model", o.name));
   }
-  if (!kind.hf_folder()) {
-    // A named size: its family's entry builds it.
-    return std::static_pointer_cast<LanguageModel>(
-        family_entry(kind.family).make(o));
-  }
-  // A folder: the family its config.json names.
-  const HfModelConfig c = folder_config(kind, o);
-  if (const auto* gpt = std::get_if<GptConfig>(&c.config)) {
-    return std::make_shared<Gpt>(*gpt);
-  }
-  return std::make_shared<Llama>(std::get<LlamaConfig>(c.config));
+  // A named size or a folder: its family's entry builds it.
+  return std::static_pointer_cast<LanguageModel>(
+      family_entry(kind.family).make(o, kind));
 }
 
 } // namespace hotloop::model

@@ -1,7 +1,8 @@
 #pragma once
 // A language-model family's named sizes (GPT's, the Llama family's): the
-// names in table order, the entry a --model names, and the sizes as the
-// registry lists them (hotloop/model/family.h).
+// names in table order, the entry a --model names, the sizes as the
+// registry lists them (hotloop/model/family.h), and a size's shape written
+// into the options.
 
 #include <algorithm>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
+#include "hotloop/model/model.h"
 
 namespace hotloop::model::lm {
 
@@ -71,6 +73,19 @@ std::vector<NamedModel> named_models(const std::vector<Size>& sizes) {
     out.push_back({s.name, shape_line(s), s.recipe});
   }
   return out;
+}
+
+// `options` with a size's config written out in full (layers, heads, width,
+// context, vocabulary): a family's ModelFamilyEntry::resolve.
+template <typename Config>
+ModelOptions with_shape(const ModelOptions& options, const Config& c) {
+  ModelOptions o = options;
+  o.layers = c.layers;
+  o.heads = c.heads;
+  o.width = c.width;
+  o.context = c.context;
+  o.vocab = c.vocab;
+  return o;
 }
 
 } // namespace hotloop::model::lm

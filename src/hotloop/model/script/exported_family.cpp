@@ -11,7 +11,7 @@ namespace {
 
 // An image model's shape, or a language model's context and vocabulary
 // (options.context > 0), to check the module against.
-std::shared_ptr<Model> load(const ModelOptions& o) {
+std::shared_ptr<Model> load(const ModelOptions& o, const ModelKind&) {
   ExportedOptions e;
   e.path = exported_path(o.name);
   e.head = o.head;
