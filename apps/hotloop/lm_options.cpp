@@ -182,14 +182,15 @@ model::ModelOptions resolve_lm(
             weights),
         "pass --model (and --layers/--heads/--width/--context/--vocab when not the named size's)");
   }
-  if (!model::model_kind(m.name).language_model()) {
+  const model::ModelKind kind = model::model_kind(m.name);
+  if (!kind.language_model()) {
     throw UsageError(
         fmt::format("--model {}: this needs a language model", m.name),
         fmt::format(
             "one of {}, or hf:DIR",
             fmt::join(model::language_model_names(), ", ")));
   }
-  return model::resolve_language_model(m);
+  return model::resolve_language_model(m, kind);
 }
 
 std::shared_ptr<model::LanguageModel> load_lm(

@@ -12,7 +12,6 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
 #include "hotloop/model/model.h"
-#include "hotloop/model/model_kind.h"
 #include "hotloop/parallel/job.h"
 #include "hotloop/train/recipe.h"
 #include "hotloop/train/resolve_run.h"
@@ -97,8 +96,7 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     return 0;
   }
   const std::shared_ptr<const data::Dataset> val = run.eval
-      ? open_val_data(
-            run.data, o.seed, model::model_kind(o.model.name).folder())
+      ? open_val_data(run.data, o.seed, resolved.model.folder())
       : nullptr;
   const train::RunRecord record = train::record_of(run);
 

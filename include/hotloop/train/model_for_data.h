@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/train/options.h"
 
 namespace hotloop::train {
@@ -25,10 +26,12 @@ void check_model_takes(
     bool language_model,
     const data::Dataset& data);
 
-// Checks the model's kind against the data (above), then fills o.model from
-// `train` (o.loader.size > 0 sets the image size). Does not validate `o`.
+// Checks the model's kind (`kind`: what o.model.name names, model_kind())
+// against the data (above), then fills o.model from `train`
+// (o.loader.size > 0 sets the image size). Does not validate `o`.
 void fit_model_to_data(
     TrainerOptions& o,
+    const model::ModelKind& kind,
     const data::Dataset& train,
     const DataFit& fit = {});
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/model/model_kind.h"
 #include "hotloop/train/batch_finder.h"
 #include "hotloop/train/recipe.h"
 #include "hotloop/train/run_options.h"
@@ -43,6 +44,9 @@ struct ResolveContext {
 };
 
 struct ResolvedRun {
+  // What --model names (asked once, after --init may have named the
+  // folder): the rest of the run takes this, not the name's text.
+  model::ModelKind model;
   std::shared_ptr<const data::Dataset> train;
   Recipe recipe; // the model's, at the resolved batch
   std::optional<BatchFinderResult> found; // when the finder ran

@@ -5,10 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "hotloop/data/token_data.h"
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/lm/language_model.h"
-#include "hotloop/model/model_kind.h"
 
 namespace hotloop::train {
 
@@ -39,9 +38,9 @@ void check_model_takes(
 
 void fit_model_to_data(
     TrainerOptions& o,
+    const model::ModelKind& kind,
     const data::Dataset& train,
     const DataFit& fit) {
-  const model::ModelKind kind = model::model_kind(o.model.name);
   const bool lm = kind.language_model();
   const auto* tokens = dynamic_cast<const data::TokenDataset*>(&train);
   if (tokens) {
@@ -75,10 +74,10 @@ void fit_model_to_data(
     // folder's is its own.
     if (o.model.vocab == 0 && !kind.hf_folder()) {
       o.model.vocab = std::max(
-          model::resolve_language_model(o.model).vocab,
+          model::resolve_language_model(o.model, kind).vocab,
           tokens->vocabulary_hint());
     }
-    o.model = model::resolve_language_model(o.model);
+    o.model = model::resolve_language_model(o.model, kind);
     return;
   }
   const auto shape = train.shape();

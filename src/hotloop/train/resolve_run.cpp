@@ -39,7 +39,8 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
   }
   // The built-in corpus for the named sizes (their vocabulary grows to the
   // data's); a folder's model needs data in its own tokens.
-  const model::ModelKind kind = model::model_kind(o.model.name);
+  out.model = model::model_kind(o.model.name);
+  const model::ModelKind& kind = out.model;
   if (kind.language_model() && !kind.hf_folder() && !run.given("data")) {
     run.data = "text:fortunes";
   }
@@ -65,7 +66,7 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
     o.micro_batch = 0;
   }
   fit_model_to_data(
-      o, *out.train, DataFit{o.model.in_channels, o.model.num_classes});
+      o, kind, *out.train, DataFit{o.model.in_channels, o.model.num_classes});
   o.validate();
 
   BatchFinderOptions finder = context.finder;
