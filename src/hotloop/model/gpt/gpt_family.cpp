@@ -162,16 +162,7 @@ ModelFamilyEntry gpt_family() {
                  const std::filesystem::path& file) {
     return HfModelConfig{architecture, lm::read_gpt2_config(j, context, file)};
   };
-  e.hf.make = [](const HfModelConfig& c) -> std::shared_ptr<LanguageModel> {
-    return std::make_shared<Gpt>(std::get<GptConfig>(c.config));
-  };
-  e.hf.write = [](const LanguageModel& model) -> std::optional<HfFolderFiles> {
-    const auto* gpt = dynamic_cast<const Gpt*>(&model);
-    if (gpt == nullptr) {
-      return std::nullopt;
-    }
-    return HfFolderFiles{hf_gpt2_config(gpt->config()), hf_gpt2_weights(*gpt)};
-  };
+  lm::set_hf_model<Gpt, GptConfig>(e.hf, hf_gpt2_config, hf_gpt2_weights);
   return e;
 }
 

@@ -367,17 +367,8 @@ ModelFamilyEntry llama_family() {
     return HfModelConfig{
         architecture, lm::read_llama_config(j, architecture, context, file)};
   };
-  e.hf.make = [](const HfModelConfig& c) -> std::shared_ptr<LanguageModel> {
-    return std::make_shared<Llama>(std::get<LlamaConfig>(c.config));
-  };
-  e.hf.write = [](const LanguageModel& model) -> std::optional<HfFolderFiles> {
-    const auto* llama = dynamic_cast<const Llama*>(&model);
-    if (llama == nullptr) {
-      return std::nullopt;
-    }
-    return HfFolderFiles{
-        hf_llama_config(llama->config()), lm::hf_llama_weights(*llama)};
-  };
+  lm::set_hf_model<Llama, LlamaConfig>(
+      e.hf, hf_llama_config, lm::hf_llama_weights);
   return e;
 }
 

@@ -6,16 +6,20 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
+#include "hotloop/model/family.h"
 #include "hotloop/model/gpt/gpt.h"
 #include "hotloop/model/llama/llama.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::model::lm {
@@ -75,5 +79,26 @@ LlamaConfig read_llama_config(
 // CPU. UsageError for biases on q/k/v but not on o_proj in the Llama
 // architecture: its config.json cannot say so.
 StateDict hf_llama_weights(const Llama& model);
+
+// A family's HfAdapter::make and HfAdapter::write for its model class `M`,
+// built from its `Config` (HfModelConfig's alternative): `config` and
+// `weights` give the folder's two files for one of its models.
+template <typename M, typename Config>
+void set_hf_model(
+    HfAdapter& hf,
+    std::string (*config)(const Config&),
+    StateDict (*weights)(const M&)) {
+  hf.make = [](const HfModelConfig& c) -> std::shared_ptr<LanguageModel> {
+    return std::make_shared<M>(std::get<Config>(c.config));
+  };
+  hf.write = [config, weights](
+                 const LanguageModel& model) -> std::optional<HfFolderFiles> {
+    const auto* m = dynamic_cast<const M*>(&model);
+    if (m == nullptr) {
+      return std::nullopt;
+    }
+    return HfFolderFiles{config(m->config()), weights(*m)};
+  };
+}
 
 } // namespace hotloop::model::lm
