@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/family.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/lm/hf_checkpoint.h"
 #include "hotloop/model/lm/language_model.h"
@@ -184,7 +185,8 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option(
       "--model",
       flags->model.name,
-      "Model: mlp, cnn-small, resnet18|34|50[-small], torchscript:FILE (with the weights a run wrote: RUN/model.safetensors), or a language model (gpt-*, llama-nano and the Llama shapes, hf:DIR: token ids in, (B, T, V) logits out; default: --weights' own config.json when it is a Hugging Face folder, else the run's beside it)");
+      model::model_help() +
+          ". Image models map (B, C, H, W) to (B, K) logits (a torchscript:FILE with the weights its run wrote, RUN/model.safetensors), language models token ids to (B, T, V). Default: --weights' own config.json when it is a Hugging Face folder, else the run's beside it");
   cmd->add_option(
          "--weights",
          flags->weights,

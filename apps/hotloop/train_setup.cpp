@@ -10,22 +10,32 @@
 
 namespace hotloop::cli {
 
+namespace {
+
+// --data's form, reading a tokenizer from the model's folder (hf:DIR).
+data::DataSpec data_spec(
+    const std::string& spec_text,
+    const std::string& model_folder) {
+  data::DataSpec spec = data::parse_data_spec(spec_text);
+  spec.tokenizer_folder = model_folder;
+  return spec;
+}
+
+} // namespace
+
 std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec_text,
     std::uint64_t seed,
     const std::string& model_folder) {
-  data::DataSpec spec = data::parse_data_spec(spec_text);
-  spec.tokenizer_folder = model_folder;
-  return data::open_dataset(spec, data::Split::Train, seed);
+  return data::open_dataset(
+      data_spec(spec_text, model_folder), data::Split::Train, seed);
 }
 
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec_text,
     std::uint64_t seed,
     const std::string& model_folder) {
-  data::DataSpec spec = data::parse_data_spec(spec_text);
-  spec.tokenizer_folder = model_folder;
-  return data::open_eval_split(spec, seed);
+  return data::open_eval_split(data_spec(spec_text, model_folder), seed);
 }
 
 namespace {

@@ -113,7 +113,7 @@ std::vector<std::uint8_t> transformed(
   std::vector<std::uint8_t> out(
       static_cast<std::size_t>(channels * spec.out_h * spec.out_w));
   const CropDecoded d = decode_augment_into(
-      bytes, "sample.jpg", channels, spec, seed, mode, out.data());
+      bytes, "sample.jpg", {channels, spec, mode}, seed, out.data());
   if (how != nullptr) {
     *how = d;
   }
@@ -310,7 +310,7 @@ TEST(CropDecode, TheCropDistributionIsUnchanged) {
     const CropBox full = *photo_box(spec, seed, h, w);
     // What the region path resizes, in full-size pixels.
     const CropDecodePlan p =
-        plan_crop_decode(w, h, *photo_box(spec, seed, h, w), 224, 224, true);
+        plan_crop_decode(w, h, *photo_box(spec, seed, h, w), {224, 224}, true);
     const double s = p.scale_eighths / 8.0;
     const CropBox region{
         p.box.x0 / s, p.box.y0 / s, p.box.w / s, p.box.h / s, p.box.flip};

@@ -357,17 +357,13 @@ std::optional<CropBox> photo_box(
 }
 
 void resize_box_into(
-    const std::uint8_t* pixels,
-    std::int64_t h,
-    std::int64_t w,
-    std::int64_t c,
-    std::int64_t row_bytes,
+    const InterleavedPixels& image,
     const CropBox& box,
     std::uint8_t* dst,
-    std::int64_t out_h,
-    std::int64_t out_w) {
-  const Planes src{pixels, c, h, w, 1, row_bytes, c};
-  resize_box(src, {box.x0, box.y0, box.w, box.h}, dst, out_h, out_w, box.flip);
+    OutputSize out) {
+  const Planes src{
+      image.data, image.c, image.h, image.w, 1, image.row_bytes, image.c};
+  resize_box(src, {box.x0, box.y0, box.w, box.h}, dst, out.h, out.w, box.flip);
 }
 
 void augment_into(

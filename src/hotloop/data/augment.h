@@ -61,19 +61,25 @@ std::optional<CropBox> photo_box(
     std::int64_t h,
     std::int64_t w);
 
-// Resizes `box` (in the image's pixels) of an interleaved (h, w, c) uint8
-// image whose rows are `row_bytes` apart into dst ((c, out_h, out_w)),
-// mirrored if box.flip: augment_into's resize (antialiased bilinear, as PIL's).
+// An interleaved (h, w, c) uint8 image whose rows are `row_bytes` apart, as
+// a decoder writes it.
+struct InterleavedPixels {
+  const std::uint8_t* data;
+  std::int64_t h, w, c;
+  std::int64_t row_bytes;
+};
+struct OutputSize {
+  std::int64_t h, w;
+};
+
+// Resizes `box` (in the image's pixels) of `image` into dst ((c, out.h,
+// out.w)), mirrored if box.flip: augment_into's resize (antialiased
+// bilinear, as PIL's).
 void resize_box_into(
-    const std::uint8_t* pixels,
-    std::int64_t h,
-    std::int64_t w,
-    std::int64_t c,
-    std::int64_t row_bytes,
+    const InterleavedPixels& image,
     const CropBox& box,
     std::uint8_t* dst,
-    std::int64_t out_h,
-    std::int64_t out_w);
+    OutputSize out);
 
 // The random choices of the small-image train transform for one sample: shift
 // in [-padding, padding] on each axis and whether to flip. The CPU path and the

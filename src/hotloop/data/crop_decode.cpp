@@ -56,9 +56,9 @@ CropDecodePlan plan_crop_decode(
     int width,
     int height,
     const CropBox& box,
-    std::int64_t out_h,
-    std::int64_t out_w,
+    OutputSize out,
     bool scale) {
+  const std::int64_t out_h = out.h, out_w = out.w;
   CropDecodePlan p;
   p.scale_eighths = scale ? crop_scale_eighths(box, out_h, out_w) : 8;
   const double s = p.scale_eighths / 8.0;
@@ -74,11 +74,12 @@ CropDecodePlan plan_crop_decode(
 CropDecoded decode_augment_into(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
-    int channels,
-    const AugmentSpec& spec,
+    const SampleTransform& t,
     std::uint64_t seed,
-    Decode mode,
     std::uint8_t* dst) {
+  const int channels = t.channels;
+  const AugmentSpec& spec = t.spec;
+  const Decode mode = t.mode;
   CropDecoded done;
   DecodeOptions options;
   options.channels = channels;
@@ -112,8 +113,7 @@ CropDecoded decode_augment_into(
             info.width,
             info.height,
             *box,
-            spec.out_h,
-            spec.out_w,
+            {spec.out_h, spec.out_w},
             mode == Decode::Auto);
         return JpegRegionRequest{plan.scale_eighths, plan.rect, channels};
       },
@@ -134,16 +134,13 @@ CropDecoded decode_augment_into(
   CropBox in_region = plan.box;
   in_region.x0 -= region.rect.x;
   in_region.y0 -= region.rect.y;
-  resize_box_into(
+  const InterleavedPixels pixels{
       region.pixels,
       region.rect.h,
       region.rect.w,
       channels,
-      static_cast<std::int64_t>(region.row_bytes),
-      in_region,
-      dst,
-      spec.out_h,
-      spec.out_w);
+      static_cast<std::int64_t>(region.row_bytes)};
+  resize_box_into(pixels, in_region, dst, {spec.out_h, spec.out_w});
   return done;
 }
 

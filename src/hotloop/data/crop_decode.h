@@ -33,14 +33,13 @@ int crop_scale_eighths(
     std::int64_t out_w);
 
 // The plan for the crop `box` (full-size pixels) of a width x height JPEG
-// resized to out_h x out_w: the scale (8/8 unless `scale`), the box at that
-// scale, and the rectangle its resize reads.
+// resized to `out`: the scale (8/8 unless `scale`), the box at that scale,
+// and the rectangle its resize reads.
 CropDecodePlan plan_crop_decode(
     int width,
     int height,
     const CropBox& box,
-    std::int64_t out_h,
-    std::int64_t out_w,
+    OutputSize out,
     bool scale);
 
 // What decode_augment_into did, for tests and `data check`.
@@ -51,17 +50,22 @@ struct CropDecoded {
   PixelRect decoded; // what was decoded, in the scaled image's pixels
 };
 
-// Decodes `bytes` to `channels` (1 or 3) and writes the sample `spec`
-// transforms for `seed` into dst ((channels, out_h, out_w) uint8), as
-// decode_image + augment_into do, decoding what `mode` allows. Throws
-// DataError naming `name` for a bad file, as decode_image does.
+// What a loader makes of each encoded sample: `channels` (1 or 3), the
+// transform `spec`, decoding what `mode` allows.
+struct SampleTransform {
+  int channels = 3;
+  AugmentSpec spec;
+  Decode mode = Decode::Auto;
+};
+
+// Decodes `bytes` and writes the sample `t` makes of it for `seed` into dst
+// ((channels, out_h, out_w) uint8), as decode_image + augment_into do.
+// Throws DataError naming `name` for a bad file, as decode_image does.
 CropDecoded decode_augment_into(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
-    int channels,
-    const AugmentSpec& spec,
+    const SampleTransform& t,
     std::uint64_t seed,
-    Decode mode,
     std::uint8_t* dst);
 
 } // namespace hotloop::data

@@ -23,18 +23,16 @@ namespace {
 // with the same crop and resize; 100 for identical. Sets `how`.
 double crop_decode_psnr(
     const EncodedSample& e,
-    int channels,
-    const AugmentSpec& spec,
+    const SampleTransform& t,
     std::uint64_t seed,
-    Decode mode,
     CropDecoded& how) {
   const std::size_t n =
-      static_cast<std::size_t>(channels * spec.out_h * spec.out_w);
+      static_cast<std::size_t>(t.channels * t.spec.out_h * t.spec.out_w);
   std::vector<std::uint8_t> fast(n), full(n);
-  how = decode_augment_into(
-      e.bytes, e.name, channels, spec, seed, mode, fast.data());
-  decode_augment_into(
-      e.bytes, e.name, channels, spec, seed, Decode::Full, full.data());
+  how = decode_augment_into(e.bytes, e.name, t, seed, fast.data());
+  SampleTransform in_full = t;
+  in_full.mode = Decode::Full;
+  decode_augment_into(e.bytes, e.name, in_full, seed, full.data());
   double se = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(fast[i]) - full[i];
@@ -84,10 +82,8 @@ DataCheckReport check_dataset(
           if (sniff_image_format(e.bytes) == ImageFormat::Jpeg) {
             db = crop_decode_psnr(
                 e,
-                encoded->decode_channels(),
-                spec,
+                {encoded->decode_channels(), spec, options.decode},
                 sample_seed(0, 0, i),
-                options.decode,
                 how);
           }
         }

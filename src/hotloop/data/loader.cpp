@@ -136,6 +136,8 @@ void Loader::Impl::fill(
       static_cast<std::size_t>(channels * augment.out_h * augment.out_w);
   auto* images = buf.images.data_ptr<std::uint8_t>();
   auto* labels = buf.labels.data_ptr<std::int64_t>();
+  const SampleTransform transform{
+      static_cast<int>(channels), augment, options.decode};
   const auto check_label = [&](std::size_t index, std::int64_t label) {
     if (label < 0 ||
         static_cast<std::size_t>(label) >= dataset->num_classes()) {
@@ -155,14 +157,7 @@ void Loader::Impl::fill(
       if (encoded != nullptr) {
         const EncodedSample e = encoded->encoded(index);
         check_label(index, e.label);
-        decode_augment_into(
-            e.bytes,
-            e.name,
-            static_cast<int>(channels),
-            augment,
-            seed,
-            options.decode,
-            slot);
+        decode_augment_into(e.bytes, e.name, transform, seed, slot);
         label = e.label;
       } else {
         const Sample s = dataset->get(index);
