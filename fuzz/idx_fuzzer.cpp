@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "hotloop/data/idx.h"
+#include "hotloop/data/sources/idx.h"
 #include "hotloop/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(

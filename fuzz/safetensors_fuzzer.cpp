@@ -7,7 +7,7 @@
 #include <span>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/safetensors_format.h"
+#include "hotloop/model/weight_formats/safetensors_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(
     const std::uint8_t* data,

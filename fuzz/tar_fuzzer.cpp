@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "hotloop/data/tar.h"
+#include "hotloop/data/sources/tar.h"
 #include "hotloop/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(

@@ -7,7 +7,7 @@
 #include <span>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/torch_zip_format.h"
+#include "hotloop/model/weight_formats/torch_zip_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(
     const std::uint8_t* data,

@@ -1,6 +1,6 @@
 // `hotloop audit --baseline results.json`: reruns a bench matrix a few times
 // and flags the rows that moved beyond their run-to-run noise
-// (bench/audit.h).
+// (testplan/audit.h).
 
 #include <filesystem>
 #include <fstream>
@@ -9,9 +9,9 @@
 
 #include "bench_runner.h"
 #include "cli_common.h"
-#include "hotloop/bench/audit.h"
-#include "hotloop/bench/fingerprint.h"
 #include "hotloop/errors.h"
+#include "hotloop/testplan/audit.h"
+#include "hotloop/testplan/fingerprint.h"
 
 namespace hotloop::cli {
 
@@ -19,7 +19,7 @@ void add_audit_command(CLI::App& app, Action& action) {
   struct Flags {
     std::string baseline;
     std::string out = "runs/audit";
-    bench::AuditOptions options;
+    testplan::AuditOptions options;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -56,8 +56,9 @@ void add_audit_command(CLI::App& app, Action& action) {
         throw UsageError(
             "--repeats must be at least 2 (the noise is the reruns' spread)");
       }
-      const bench::BenchReport baseline = bench::read_results(f->baseline);
-      bench::MatrixOptions mo;
+      const testplan::BenchReport baseline =
+          testplan::read_results(f->baseline);
+      testplan::MatrixOptions mo;
       mo.steps = baseline.steps > 0 ? baseline.steps : 200;
       mo.cpu_row_seconds = baseline.cpu_row_seconds;
       mo.eval_samples =
@@ -66,28 +67,28 @@ void add_audit_command(CLI::App& app, Action& action) {
       for (const auto& r : baseline.rows) {
         mo.rows.push_back(r.row);
       }
-      std::vector<std::vector<bench::RowResult>> reruns(mo.rows.size());
+      std::vector<std::vector<testplan::RowResult>> reruns(mo.rows.size());
       nlohmann::json environment;
       for (int k = 0; k < f->options.repeats; ++k) {
         fmt::print("audit: rerun {}/{}\n", k + 1, f->options.repeats);
         mo.out_dir =
             (std::filesystem::path(f->out) / fmt::format("rerun-{}", k + 1))
                 .string();
-        const bench::BenchReport now = run_bench_matrix(mo, stdout);
+        const testplan::BenchReport now = run_bench_matrix(mo, stdout);
         environment = now.environment;
         for (std::size_t i = 0; i < now.rows.size(); ++i) {
           reruns[i].push_back(now.rows[i]);
         }
       }
-      std::vector<bench::AuditRow> rows;
+      std::vector<testplan::AuditRow> rows;
       nlohmann::json j = nlohmann::json::array();
       for (std::size_t i = 0; i < baseline.rows.size(); ++i) {
         rows.push_back(
-            bench::audit_row(baseline.rows[i], reruns[i], f->options));
-        j.push_back(bench::to_json(rows.back()));
+            testplan::audit_row(baseline.rows[i], reruns[i], f->options));
+        j.push_back(testplan::to_json(rows.back()));
       }
-      const std::string md = bench::audit_markdown(
-          rows, f->baseline, bench::describe_environment(environment));
+      const std::string md = testplan::audit_markdown(
+          rows, f->baseline, testplan::describe_environment(environment));
       std::filesystem::create_directories(f->out);
       std::ofstream(std::filesystem::path(f->out) / "audit.md") << md;
       std::ofstream(std::filesystem::path(f->out) / "audit.json")
@@ -101,7 +102,7 @@ void add_audit_command(CLI::App& app, Action& action) {
           "\n{}\naudit: {}\n",
           md,
           (std::filesystem::path(f->out) / "audit.md").string());
-      return bench::regressions(rows) > 0 ? 1 : 0;
+      return testplan::regressions(rows) > 0 ? 1 : 0;
     };
   });
 }

@@ -1,7 +1,7 @@
 // `hotloop bench`: the test plan's matrix of short training runs and its
-// report (bench/matrix.h, bench/report.h); `hotloop bench data`: how fast the
-// input pipeline alone delivers batches; `hotloop bench conv`: oneDNN against
-// im2col + GEMM per convolution shape on the CPU (--cpu-conv).
+// report (testplan/matrix.h, testplan/report.h); `hotloop bench data`: how fast
+// the input pipeline alone delivers batches; `hotloop bench conv`: oneDNN
+// against im2col + GEMM per convolution shape on the CPU (--cpu-conv).
 
 #include <filesystem>
 
@@ -9,10 +9,10 @@
 
 #include "bench_runner.h"
 #include "cli_common.h"
-#include "hotloop/bench/conv_bench.h"
-#include "hotloop/bench/data_bench.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model_kind.h"
+#include "hotloop/testplan/conv_bench.h"
+#include "hotloop/testplan/data_bench.h"
 #include "matrix_file.h"
 #include "run_flags.h"
 
@@ -23,7 +23,7 @@ namespace {
 // `hotloop bench`: the matrix of short training runs.
 CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
   struct MatrixFlags {
-    bench::MatrixOptions options;
+    testplan::MatrixOptions options;
     train::RunOptions run; // --model, --data, --steps, --threads
     std::string matrix;
     std::string out = "runs/bench";
@@ -82,7 +82,7 @@ CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
       }
       // A language model without --data gets the built-in corpus.
       const std::string& model = run.trainer.model.name;
-      mf->options.rows = bench::default_matrix(
+      mf->options.rows = testplan::default_matrix(
           model,
           model::model_kind(model).language_model() &&
                   bench_cmd->count("--data") == 0
@@ -91,7 +91,7 @@ CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
       if (!mf->matrix.empty()) {
         // The file's settings, then the flags given on the command line
         // win over them (as with --config).
-        const bench::MatrixOptions given = mf->options;
+        const testplan::MatrixOptions given = mf->options;
         read_matrix_file(mf->matrix, mf->options);
         if (bench_cmd->count("--steps") > 0) {
           mf->options.steps = given.steps;
@@ -104,9 +104,10 @@ CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
         }
       }
       mf->options.out_dir = mf->out;
-      const bench::BenchReport report = run_bench_matrix(mf->options, stdout);
-      bench::write_report(mf->out, report);
-      const std::string best = bench::headline(report);
+      const testplan::BenchReport report =
+          run_bench_matrix(mf->options, stdout);
+      testplan::write_report(mf->out, report);
+      const std::string best = testplan::headline(report);
       fmt::print(
           "\n{}\nreport: {}\n",
           best.empty() ? "no row ran" : best,
@@ -120,7 +121,7 @@ CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
 // `hotloop bench data`: the loader alone.
 void add_bench_data(CLI::App* bench_cmd, Action& action) {
   struct Flags {
-    bench::DataBenchOptions options;
+    testplan::DataBenchOptions options;
     train::RunOptions run; // the loader's flags, as `hotloop train` has them
     std::string split = "train";
     bool json = false;
@@ -168,9 +169,9 @@ void add_bench_data(CLI::App* bench_cmd, Action& action) {
       if (opts.seconds <= 0) {
         throw UsageError("--seconds must be positive");
       }
-      const bench::DataBenchResult r = bench::bench_data(opts);
+      const testplan::DataBenchResult r = testplan::bench_data(opts);
       if (flags->json) {
-        fmt::print("{}\n", bench::to_json(r).dump(2));
+        fmt::print("{}\n", testplan::to_json(r).dump(2));
       } else {
         fmt::print(
             "{}\n{}, decode {}, {} worker(s): {:.0f} images/s, {:.1f} MB/s over {:.1f} s (setup {:.1f} s, waiting {:.0f}%)\n",
@@ -192,7 +193,7 @@ void add_bench_data(CLI::App* bench_cmd, Action& action) {
 // `hotloop bench conv`: oneDNN against im2col + GEMM per convolution shape.
 void add_bench_conv(CLI::App* bench_cmd, Action& action) {
   struct ConvFlags {
-    bench::ConvBenchOptions options;
+    testplan::ConvBenchOptions options;
     bool json = false;
   };
   auto cf = std::make_shared<ConvFlags>();
@@ -224,9 +225,10 @@ void add_bench_conv(CLI::App* bench_cmd, Action& action) {
       "Exit code: 0; 2 for a bad option.");
   conv_cmd->callback([cf, &action] {
     action = [cf] {
-      const bench::ConvBenchResult r = bench::bench_conv(cf->options);
+      const testplan::ConvBenchResult r = testplan::bench_conv(cf->options);
       fmt::print(
-          "{}", cf->json ? bench::to_json(r).dump(2) + "\n" : bench::render(r));
+          "{}",
+          cf->json ? testplan::to_json(r).dump(2) + "\n" : testplan::render(r));
       return 0;
     };
   });

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "hotloop/bench/fingerprint.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/env/nvml_library.h"
+#include "hotloop/testplan/fingerprint.h"
 
 namespace hotloop::cli {
 
@@ -29,12 +29,12 @@ bool gpu_available() {
   return st.available && !st.devices.empty();
 }
 
-bench::BenchReport run_bench_matrix(
-    bench::MatrixOptions options,
+testplan::BenchReport run_bench_matrix(
+    testplan::MatrixOptions options,
     std::FILE* progress) {
   options.gpu_available = gpu_available();
-  bench::BenchReport report;
-  report.environment = bench::environment_fingerprint(
+  testplan::BenchReport report;
+  report.environment = testplan::environment_fingerprint(
       command_line(), nvml::default_library_path());
   report.steps = options.steps;
   report.cpu_row_seconds = options.cpu_row_seconds;
@@ -50,14 +50,15 @@ bench::BenchReport run_bench_matrix(
       options.gpu_available && options.grow_gpu_batch
           ? ", then larger GPU batches up to the first out-of-memory"
           : std::string(),
-      bench::describe_environment(report.environment));
+      testplan::describe_environment(report.environment));
   std::fflush(progress);
   std::size_t done = 0;
-  report.rows = bench::run_matrix(options, [&](const bench::RowResult& r) {
-    ++done;
-    fmt::print(progress, "  [{}] {}\n", done, bench::to_line(r));
-    std::fflush(progress);
-  });
+  report.rows =
+      testplan::run_matrix(options, [&](const testplan::RowResult& r) {
+        ++done;
+        fmt::print(progress, "  [{}] {}\n", done, testplan::to_line(r));
+        std::fflush(progress);
+      });
   return report;
 }
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "hotloop/bench/matrix.h"
-#include "hotloop/bench/report.h"
+#include "hotloop/testplan/matrix.h"
+#include "hotloop/testplan/report.h"
 
 namespace hotloop::cli {
 
@@ -18,8 +18,8 @@ bool gpu_available();
 
 // Runs `options` (gpu_available is set here), printing the plan and a line
 // per row to `progress`.
-bench::BenchReport run_bench_matrix(
-    bench::MatrixOptions options,
+testplan::BenchReport run_bench_matrix(
+    testplan::MatrixOptions options,
     std::FILE* progress);
 
 } // namespace hotloop::cli

@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "hotloop/bench/inspect_model.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
+#include "hotloop/testplan/inspect_model.h"
 #include "train_setup.h"
 
 namespace hotloop::cli {
@@ -33,7 +33,7 @@ int inspect(const InspectFlags& f) {
     throw UsageError(
         fmt::format("--device {}: expected auto, cpu or cuda", f.device));
   }
-  bench::InspectOptions o;
+  testplan::InspectOptions o;
   o.model.path = f.file;
   o.model.head = f.head;
   const std::shared_ptr<const data::Dataset> dataset =
@@ -57,11 +57,11 @@ int inspect(const InspectFlags& f) {
         : static_cast<std::int64_t>(dataset->num_classes());
   }
   o.cuda = f.device != "cpu" && (f.device != "auto" || cuda::state().available);
-  const bench::InspectReport r = bench::inspect_model(o);
+  const testplan::InspectReport r = testplan::inspect_model(o);
   if (f.json) {
     fmt::print("{}\n", r.to_json().dump(2));
   } else {
-    fmt::print("{}", bench::render(r, !f.no_color && stdout_wants_color()));
+    fmt::print("{}", testplan::render(r, !f.no_color && stdout_wants_color()));
   }
   return r.trainable_model() ? 0 : 1;
 }

@@ -97,7 +97,9 @@ const toml::table& keyed_table(
 
 } // namespace
 
-void read_matrix_file(const std::string& path, bench::MatrixOptions& options) {
+void read_matrix_file(
+    const std::string& path,
+    testplan::MatrixOptions& options) {
   const toml::table file =
       parse_toml_file(path, "matrix file", "the matrix file must be TOML");
   keyed_table(
@@ -124,7 +126,7 @@ void read_matrix_file(const std::string& path, bench::MatrixOptions& options) {
     options.grow_gpu_batch = g->as_boolean()->get();
   }
   options.rows.clear();
-  auto check_row = [&](const bench::BenchRow& r) {
+  auto check_row = [&](const testplan::BenchRow& r) {
     if (r.device != "cpu" && r.device != "cuda") {
       bad(path, fmt::format("device '{}': expected cpu or cuda", r.device));
     }
@@ -171,7 +173,7 @@ void read_matrix_file(const std::string& path, bench::MatrixOptions& options) {
           e,
           "[[rows]]",
           {"device", "precision", "batch", "model", "data"});
-      bench::BenchRow r;
+      testplan::BenchRow r;
       r.device = strings(path, *t, "device", {"cpu"}).front();
       r.precision = strings(path, *t, "precision", {"fp32"}).front();
       r.batch = integers(path, *t, "batch", {32}).front();

@@ -17,12 +17,14 @@
 
 #include <string>
 
-#include "hotloop/bench/matrix.h"
+#include "hotloop/testplan/matrix.h"
 
 namespace hotloop::cli {
 
 // Fills options.rows (and steps, cpu_row_seconds, grow_gpu_batch when the
 // file sets them).
-void read_matrix_file(const std::string& path, bench::MatrixOptions& options);
+void read_matrix_file(
+    const std::string& path,
+    testplan::MatrixOptions& options);
 
 } // namespace hotloop::cli

@@ -5,7 +5,7 @@
 
 #include "cli_common.h"
 #include "hotloop/core/units.h"
-#include "hotloop/data/pack.h"
+#include "hotloop/data/sources/pack.h"
 #include "hotloop/data/tokens/pack_text.h"
 #include "hotloop/errors.h"
 

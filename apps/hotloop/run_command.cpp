@@ -11,9 +11,9 @@
 
 #include "bench_runner.h"
 #include "cli_common.h"
-#include "hotloop/bench/smoke.h"
 #include "hotloop/cuda/build_info.h"
 #include "hotloop/env/doctor.h"
+#include "hotloop/testplan/smoke.h"
 #include "run_flags.h"
 
 namespace hotloop::cli {
@@ -23,7 +23,7 @@ void add_run_command(CLI::App& app, Action& action) {
     bool no_color = false;
     std::string out = "runs/run";
     train::RunOptions run; // --model --data --steps: `hotloop train`'s flags
-    bench::MatrixOptions matrix;
+    testplan::MatrixOptions matrix;
     env::DoctorOptions doctor;
     bool language_model_row = true;
   };
@@ -76,13 +76,13 @@ void add_run_command(CLI::App& app, Action& action) {
       }
       fmt::print("\n[2/3] smoke: {} on {}\n", model, data);
       std::fflush(stdout);
-      bench::SmokeOptions so;
+      testplan::SmokeOptions so;
       so.model = model;
       so.data = data;
       so.doctor = f->doctor;
-      const bench::SmokeReport smoke =
-          bench::run_smoke(so, [&](const bench::Rung& r) {
-            fmt::print("{}\n", bench::to_text(r, color));
+      const testplan::SmokeReport smoke =
+          testplan::run_smoke(so, [&](const testplan::Rung& r) {
+            fmt::print("{}\n", testplan::to_text(r, color));
             std::fflush(stdout);
           });
       if (smoke.failed()) {
@@ -91,17 +91,17 @@ void add_run_command(CLI::App& app, Action& action) {
         return 1;
       }
       fmt::print("\n[3/3] ");
-      f->matrix.rows = bench::default_matrix(model, data);
+      f->matrix.rows = testplan::default_matrix(model, data);
       if (f->language_model_row) {
         // One language-model row: gpt-nano on the built-in text corpus.
         f->matrix.rows.push_back(
             {"cpu", "fp32", 32, "gpt-nano", "text:fortunes", false});
       }
       f->matrix.out_dir = f->out;
-      const bench::BenchReport bench_report =
+      const testplan::BenchReport bench_report =
           run_bench_matrix(f->matrix, stdout);
-      bench::write_report(f->out, bench_report);
-      const std::string best = bench::headline(bench_report);
+      testplan::write_report(f->out, bench_report);
+      const std::string best = testplan::headline(bench_report);
       fmt::print(
           "\n{}\nreport: {}\n",
           best.empty() ? "no bench row ran" : best,

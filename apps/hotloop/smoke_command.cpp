@@ -1,18 +1,18 @@
-// `hotloop smoke`: the ladder (bench/smoke.h), a line per rung as it ends.
+// `hotloop smoke`: the ladder (testplan/smoke.h), a line per rung as it ends.
 
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "hotloop/bench/smoke.h"
+#include "hotloop/testplan/smoke.h"
 #include "run_flags.h"
 
 namespace hotloop::cli {
 
 void add_smoke_command(CLI::App& app, Action& action) {
   struct Flags {
-    bench::SmokeOptions options;
+    testplan::SmokeOptions options;
     train::RunOptions run; // --model --data --batch --seed --device
     bool json = false;
     bool no_color = false;
@@ -64,15 +64,15 @@ void add_smoke_command(CLI::App& app, Action& action) {
             f->options.data,
             f->options.batch);
       }
-      const bench::SmokeReport r =
-          bench::run_smoke(f->options, [&](const bench::Rung& rung) {
+      const testplan::SmokeReport r =
+          testplan::run_smoke(f->options, [&](const testplan::Rung& rung) {
             if (!f->json) {
-              fmt::print("{}\n", bench::to_text(rung, color));
+              fmt::print("{}\n", testplan::to_text(rung, color));
               std::fflush(stdout);
             }
           });
       if (f->json) {
-        fmt::print("{}\n", bench::to_json(r).dump(2));
+        fmt::print("{}\n", testplan::to_json(r).dump(2));
       } else {
         fmt::print(
             "{}\n",
@@ -80,7 +80,7 @@ void add_smoke_command(CLI::App& app, Action& action) {
                 ? "smoke: FAILED (fix the first failure, then run it again)"
                 : "smoke: passed");
       }
-      return bench::exit_code(r);
+      return testplan::exit_code(r);
     };
   });
 }

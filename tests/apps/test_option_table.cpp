@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "hotloop/bench/matrix.h"
+#include "hotloop/testplan/matrix.h"
 #include "hotloop/train/checkpointer.h"
 #include "hotloop/train/run_options.h"
 #include "support/cli_run.h"
@@ -163,20 +163,20 @@ TEST(OptionTable, PrintConfigRoundTripsThroughConfig) {
 // (recipe, data fit, batch): the same options, sources and model.
 TEST(OptionTable, ABenchRowAndTheSameTrainCommandResolveIdentically) {
   test::TempDir dir;
-  bench::MatrixOptions m;
+  testplan::MatrixOptions m;
   m.rows = {{"cpu", "fp32", 16, "resnet18-small", "synthetic:64x1x16x16"}};
   m.steps = 2;
   m.threads = 1;
   m.eval_samples = 16;
   m.grow_gpu_batch = false;
   m.out_dir = (dir.path() / "bench").string();
-  const auto rows = bench::run_matrix(m);
+  const auto rows = testplan::run_matrix(m);
   ASSERT_EQ(rows.size(), 1U);
   ASSERT_EQ(rows[0].status, "ok") << rows[0].reason;
   nlohmann::json row = read_json(rows[0].run_dir + "/config.json");
 
   std::string args = "train";
-  for (const auto& [name, value] : bench::row_train_flags(m.rows[0], m)) {
+  for (const auto& [name, value] : testplan::row_train_flags(m.rows[0], m)) {
     args += " --" + name + "=" + value;
   }
   std::filesystem::remove_all(rows[0].run_dir);

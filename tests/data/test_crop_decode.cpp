@@ -1,6 +1,6 @@
-// Region and DCT-scaled JPEG decoding (data/jpeg_region.h) and its fusion
-// with the photo transforms (data/crop_decode.h): the pixels against a full
-// decode, the crop distribution, and bad files.
+// Region and DCT-scaled JPEG decoding (data/decode/jpeg_region.h) and its
+// fusion with the photo transforms (data/decode/crop_decode.h): the pixels
+// against a full decode, the crop distribution, and bad files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,11 +14,11 @@
 #include <ATen/ops/from_blob.h>
 
 #include "hotloop/data/augment.h"
-#include "hotloop/data/crop_decode.h"
-#include "hotloop/data/image_decode.h"
-#include "hotloop/data/image_folder.h"
-#include "hotloop/data/jpeg_region.h"
+#include "hotloop/data/decode/crop_decode.h"
+#include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/jpeg_region.h"
 #include "hotloop/data/loader.h"
+#include "hotloop/data/sources/image_folder.h"
 #include "hotloop/errors.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"

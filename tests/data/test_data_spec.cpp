@@ -6,7 +6,7 @@
 
 #include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/fashion_mnist.h"
+#include "hotloop/data/sources/fashion_mnist.h"
 #include "hotloop/errors.h"
 #include "test_paths.h"
 

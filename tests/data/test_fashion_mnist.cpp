@@ -4,7 +4,7 @@
 
 #include <ATen/ops/bincount.h>
 
-#include "hotloop/data/fashion_mnist.h"
+#include "hotloop/data/sources/fashion_mnist.h"
 #include "hotloop/errors.h"
 #include "support/idx_files.h"
 #include "support/temp_dir.h"

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <random>
 
-#include "hotloop/data/idx.h"
+#include "hotloop/data/sources/idx.h"
 #include "hotloop/errors.h"
 #include "support/idx_files.h"
 #include "support/temp_dir.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "hotloop/data/image_decode.h"
+#include "hotloop/data/decode/image_decode.h"
 #include "hotloop/errors.h"
 #include "support/image_files.h"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "hotloop/data/data_spec.h"
-#include "hotloop/data/image_folder.h"
+#include "hotloop/data/sources/image_folder.h"
 #include "hotloop/errors.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"

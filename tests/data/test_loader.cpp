@@ -8,7 +8,7 @@
 #include <torch/cuda.h>
 
 #include "hotloop/data/loader.h"
-#include "hotloop/data/synthetic.h"
+#include "hotloop/data/sources/synthetic.h"
 #include "hotloop/errors.h"
 #include "support/index_dataset.h"
 

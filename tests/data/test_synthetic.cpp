@@ -2,7 +2,7 @@
 
 #include <ATen/ops/equal.h>
 
-#include "hotloop/data/synthetic.h"
+#include "hotloop/data/sources/synthetic.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

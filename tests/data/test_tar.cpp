@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "hotloop/data/file_io.h"
-#include "hotloop/data/tar.h"
+#include "hotloop/data/sources/tar.h"
 #include "hotloop/errors.h"
 #include "support/temp_dir.h"
 

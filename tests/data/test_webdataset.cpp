@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "hotloop/data/pack.h"
-#include "hotloop/data/tar.h"
-#include "hotloop/data/webdataset.h"
+#include "hotloop/data/sources/pack.h"
+#include "hotloop/data/sources/tar.h"
+#include "hotloop/data/sources/webdataset.h"
 #include "hotloop/errors.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"

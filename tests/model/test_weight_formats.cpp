@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "hotloop/errors.h"
-#include "hotloop/model/safetensors_format.h"
-#include "hotloop/model/torch_zip_format.h"
-#include "hotloop/model/zip_archive.h"
+#include "hotloop/model/weight_formats/safetensors_format.h"
+#include "hotloop/model/weight_formats/torch_zip_format.h"
+#include "hotloop/model/weight_formats/zip_archive.h"
 
 namespace hotloop::model {
 namespace {

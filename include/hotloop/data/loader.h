@@ -42,9 +42,9 @@ inline constexpr Named<Resident> kResidentNames[] = {
     {Resident::On, "on"},
     {Resident::Off, "off"}};
 // How the decode threads decode a JPEG whose transform is a crop and resize
-// (data/crop_decode.h). Full: the whole image at full size, then crop and
-// resize. Region: only the crop's rectangle (on the iMCU grid), at full size:
-// the same pixels as Full. Auto: the crop's rectangle at the smallest DCT
+// (data/decode/crop_decode.h). Full: the whole image at full size, then crop
+// and resize. Region: only the crop's rectangle (on the iMCU grid), at full
+// size: the same pixels as Full. Auto: the crop's rectangle at the smallest DCT
 // scale (1/8, 2/8, 4/8 or 8/8) that keeps it at least the output size. PNG
 // always decodes in full.
 enum class Decode { Auto, Region, Full };

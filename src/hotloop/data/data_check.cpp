@@ -11,9 +11,9 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/data/augment.h"
-#include "hotloop/data/crop_decode.h"
-#include "hotloop/data/encoded_images.h"
-#include "hotloop/data/image_decode.h"
+#include "hotloop/data/decode/crop_decode.h"
+#include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/sources/encoded_images.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

@@ -9,13 +9,13 @@
 
 #include "hotloop/data/data_kinds.h"
 #include "hotloop/data/eval_split.h"
-#include "hotloop/data/fashion_mnist.h"
-#include "hotloop/data/image_folder.h"
-#include "hotloop/data/synthetic.h"
+#include "hotloop/data/sources/fashion_mnist.h"
+#include "hotloop/data/sources/image_folder.h"
+#include "hotloop/data/sources/synthetic.h"
+#include "hotloop/data/sources/webdataset.h"
 #include "hotloop/data/tokens/instructions.h"
 #include "hotloop/data/tokens/token_data.h"
 #include "hotloop/data/tokens/tokenizer.h"
-#include "hotloop/data/webdataset.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

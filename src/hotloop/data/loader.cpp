@@ -14,12 +14,12 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/cuda/transfer.h"
 #include "hotloop/data/augment.h"
-#include "hotloop/data/crop_decode.h"
+#include "hotloop/data/decode/crop_decode.h"
 #include "hotloop/data/device_augment.h"
-#include "hotloop/data/encoded_images.h"
 #include "hotloop/data/loader_mode.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
+#include "hotloop/data/sources/encoded_images.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "hotloop/data/pack.h"
+#include "hotloop/data/sources/pack.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {

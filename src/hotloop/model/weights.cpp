@@ -21,8 +21,8 @@
 #include "hotloop/core/atomic_file.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/errors.h"
-#include "hotloop/model/safetensors_format.h"
-#include "hotloop/model/torch_zip_format.h"
+#include "hotloop/model/weight_formats/safetensors_format.h"
+#include "hotloop/model/weight_formats/torch_zip_format.h"
 
 namespace hotloop::model {
 

@@ -8,7 +8,7 @@
 #include "hotloop/data/file_io.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/script/exported.h"
-#include "hotloop/model/zip_archive.h"
+#include "hotloop/model/weight_formats/zip_archive.h"
 
 namespace hotloop::model {
 

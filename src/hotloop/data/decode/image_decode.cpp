@@ -1,0 +1,236 @@
+#include "hotloop/data/decode/image_decode.h"
+
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <cstring>
+#include <memory>
+
+#include <ATen/ops/from_blob.h>
+#include <fmt/format.h>
+
+#include "hotloop/data/decode/jpeg_region.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+DataError bad_image(const std::string& name, const std::string& what) {
+  return DataError(
+      fmt::format("{}: {}", name, what),
+      "the file is damaged or not an image: replace or delete it (bad samples are skipped by default)");
+}
+
+namespace {
+
+// One TurboJPEG decompressor per thread, destroyed with the thread. After a
+// failed decode it is made anew: TurboJPEG 2.x leaves a handle whose header
+// read failed half-way in a state where the next, valid, file reads as
+// having no size.
+class JpegDecoder {
+ public:
+  static JpegDecoder& of_this_thread() {
+    thread_local JpegDecoder d;
+    return d;
+  }
+  tjhandle get() {
+    if (h_ == nullptr) {
+      h_ = tjInitDecompress();
+    }
+    return h_;
+  }
+  void reset() {
+    if (h_ != nullptr) {
+      tjDestroy(h_);
+      h_ = nullptr;
+    }
+  }
+  ~JpegDecoder() {
+    reset();
+  }
+
+ private:
+  JpegDecoder() = default;
+  tjhandle h_ = nullptr;
+};
+
+void check_size(
+    const std::string& name,
+    int width,
+    int height,
+    const DecodeOptions& o) {
+  if (width <= 0 || height <= 0) {
+    throw bad_image(name, fmt::format("invalid size {}x{}", width, height));
+  }
+  if (static_cast<std::int64_t>(width) * height > o.max_pixels) {
+    throw bad_image(
+        name,
+        fmt::format(
+            "{}x{} pixels is more than the {} hotloop accepts",
+            width,
+            height,
+            o.max_pixels));
+  }
+}
+
+// The whole image through the libjpeg API (jpeg_region.h), which converts
+// CMYK and YCCK to RGB as PIL does.
+DecodedImage decode_jpeg_cmyk(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const DecodeOptions& o) {
+  std::vector<std::uint8_t> buffer;
+  const JpegRegion r = decode_jpeg_region(
+      bytes,
+      name,
+      [&](const JpegInfo&) {
+        return JpegRegionRequest{8, {}, o.channels};
+      },
+      buffer,
+      o.max_pixels);
+  // The whole image: rows are packed.
+  return {r.rect.h, r.rect.w, o.channels, std::move(buffer)};
+}
+
+DecodedImage decode_jpeg(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const DecodeOptions& o) {
+  JpegDecoder& decoder = JpegDecoder::of_this_thread();
+  tjhandle tj = decoder.get();
+  if (tj == nullptr) {
+    throw DataError(fmt::format("{}: cannot create a TurboJPEG decoder", name));
+  }
+  int width = 0;
+  int height = 0;
+  int subsampling = 0;
+  int colorspace = 0;
+  auto* data = const_cast<unsigned char*>(
+      bytes.data()); // TurboJPEG 2.x takes non-const pointers
+  const auto size = static_cast<unsigned long>(bytes.size());
+  if (tjDecompressHeader3(
+          tj, data, size, &width, &height, &subsampling, &colorspace) != 0) {
+    const std::string why = tjGetErrorStr2(tj);
+    decoder.reset();
+    throw bad_image(name, fmt::format("not a valid JPEG: {}", why));
+  }
+  if (width <= 0 || height <= 0) {
+    decoder.reset();
+    throw bad_image(
+        name,
+        "not a valid JPEG: the header has no image size (truncated file?)");
+  }
+  check_size(name, width, height, o);
+  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+    // TurboJPEG 2.x cannot convert CMYK to RGB; the libjpeg path can.
+    return decode_jpeg_cmyk(bytes, name, o);
+  }
+  DecodedImage img{height, width, o.channels, {}};
+  img.pixels.resize(static_cast<std::size_t>(width) * height * o.channels);
+  const int format = o.channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  // Stop on warnings: a truncated JPEG otherwise "decodes" with a gray bottom
+  // half.
+  if (tjDecompress2(
+          tj,
+          data,
+          size,
+          img.pixels.data(),
+          width,
+          0,
+          height,
+          format,
+          TJFLAG_STOPONWARNING) != 0) {
+    const std::string why = tjGetErrorStr2(tj);
+    decoder.reset();
+    throw bad_image(name, fmt::format("corrupt JPEG data: {}", why));
+  }
+  return img;
+}
+
+DecodedImage decode_png(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const DecodeOptions& o) {
+  png_image png;
+  std::memset(&png, 0, sizeof(png));
+  png.version = PNG_IMAGE_VERSION;
+  if (png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) == 0) {
+    throw bad_image(name, fmt::format("not a valid PNG: {}", png.message));
+  }
+  // Read with alpha and drop it afterwards, so that transparent pixels keep
+  // their color (PIL's convert("RGB") does the same) instead of being
+  // composited onto a background.
+  png.format = o.channels == 1 ? PNG_FORMAT_GA : PNG_FORMAT_RGBA;
+  const int width = static_cast<int>(png.width);
+  const int height = static_cast<int>(png.height);
+  try {
+    check_size(name, width, height, o);
+  } catch (...) {
+    png_image_free(&png);
+    throw;
+  }
+  std::vector<std::uint8_t> with_alpha(PNG_IMAGE_SIZE(png));
+  if (png_image_finish_read(&png, nullptr, with_alpha.data(), 0, nullptr) ==
+      0) {
+    const std::string why = png.message;
+    png_image_free(&png);
+    throw bad_image(name, fmt::format("corrupt PNG data: {}", why));
+  }
+  DecodedImage img{height, width, o.channels, {}};
+  const std::size_t pixels = static_cast<std::size_t>(width) * height;
+  img.pixels.resize(pixels * o.channels);
+  const std::size_t in_stride = o.channels + 1;
+  for (std::size_t p = 0; p < pixels; ++p) {
+    std::memcpy(
+        &img.pixels[p * o.channels], &with_alpha[p * in_stride], o.channels);
+  }
+  return img;
+}
+
+} // namespace
+
+ImageFormat sniff_image_format(std::span<const std::uint8_t> b) {
+  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
+    return ImageFormat::Jpeg;
+  }
+  static constexpr std::uint8_t kPng[8] = {
+      0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (b.size() >= 8 && std::memcmp(b.data(), kPng, 8) == 0) {
+    return ImageFormat::Png;
+  }
+  return ImageFormat::Unknown;
+}
+
+DecodedImage decode_image(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const DecodeOptions& options) {
+  if (options.channels != 1 && options.channels != 3) {
+    throw UsageError(fmt::format(
+        "images decode to 1 or 3 channels, not {}", options.channels));
+  }
+  if (bytes.empty()) {
+    throw bad_image(name, "empty file");
+  }
+  switch (sniff_image_format(bytes)) {
+    case ImageFormat::Jpeg:
+      return decode_jpeg(bytes, name, options);
+    case ImageFormat::Png:
+      return decode_png(bytes, name, options);
+    case ImageFormat::Unknown:
+      break;
+  }
+  throw bad_image(name, "unsupported format: hotloop reads JPEG and PNG");
+}
+
+at::Tensor to_chw_tensor(DecodedImage image) {
+  // A (C, H, W) view of the interleaved pixels, owning them: no copy. The
+  // loader reads any strides.
+  auto* owned = new std::vector<std::uint8_t>(std::move(image.pixels));
+  at::Tensor hwc = at::from_blob(
+      owned->data(),
+      {image.height, image.width, image.channels},
+      [owned](void*) { delete owned; },
+      at::TensorOptions().dtype(at::kByte));
+  return hwc.permute({2, 0, 1});
+}
+
+} // namespace hotloop::data

@@ -1,0 +1,290 @@
+#include "hotloop/data/decode/jpeg_region.h"
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <cstddef>
+#include <cstdio>
+
+#include <jpeglib.h>
+
+#include <algorithm>
+#include <csetjmp>
+
+#include <fmt/format.h>
+
+#include "hotloop/data/decode/image_decode.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+namespace {
+
+// libjpeg reports errors through error_exit, which must not return: it jumps
+// back to decode_jpeg_region's setjmp with the message kept here.
+struct ErrorManager {
+  jpeg_error_mgr pub{};
+  std::jmp_buf jump{};
+  char message[JMSG_LENGTH_MAX] = {};
+};
+
+[[noreturn]] void jump_out(j_common_ptr c) {
+  auto* e = reinterpret_cast<ErrorManager*>(c->err);
+  (*c->err->format_message)(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// Level -1 is a warning: corrupt entropy data, a premature end of the file.
+// They stop the decode, as TJFLAG_STOPONWARNING makes them stop a full one
+// (a truncated file otherwise "decodes" with a gray bottom). Trace messages
+// (level >= 0) are dropped.
+void on_message(j_common_ptr c, int level) {
+  if (level < 0) {
+    jump_out(c);
+  }
+}
+
+// One decompressor per thread, made anew after an error (libjpeg's state
+// after a jump out of it is not worth trusting).
+class Decompressor {
+ public:
+  static Decompressor& of_this_thread() {
+    thread_local Decompressor d;
+    return d;
+  }
+  // Call only where errors() jumps back to.
+  jpeg_decompress_struct& get() {
+    if (!live_) {
+      c_.err = jpeg_std_error(&errors_.pub);
+      errors_.pub.error_exit = jump_out;
+      errors_.pub.emit_message = on_message;
+      jpeg_create_decompress(&c_);
+      live_ = true;
+    }
+    return c_;
+  }
+  ErrorManager& errors() {
+    return errors_;
+  }
+  std::vector<std::uint8_t>& cmyk_rows() {
+    return cmyk_rows_;
+  }
+  void reset() {
+    if (live_) {
+      jpeg_destroy_decompress(&c_);
+      live_ = false;
+    }
+  }
+  ~Decompressor() {
+    reset();
+  }
+  Decompressor(const Decompressor&) = delete;
+  Decompressor& operator=(const Decompressor&) = delete;
+
+ private:
+  Decompressor() = default;
+  jpeg_decompress_struct c_{};
+  ErrorManager errors_;
+  bool live_ = false;
+  std::vector<std::uint8_t> cmyk_rows_;
+};
+
+// Whether an end-of-image marker follows the first scan's start. Inside
+// entropy-coded data 0xFF is always followed by 0x00 or a restart marker, so
+// FF D9 there is the real end; a truncated file has none. (Data after the
+// marker, which some cameras append, is allowed.)
+bool has_end_marker(std::span<const std::uint8_t> b, std::size_t scan_start) {
+  for (std::size_t i = b.size(); i >= scan_start + 2; --i) {
+    if (b[i - 2] == 0xFF && b[i - 1] == 0xD9) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// x * y / 255, rounded: PIL's MULDIV255.
+inline std::uint8_t mul255(int x, int y) {
+  const int t = x * y + 128;
+  return static_cast<std::uint8_t>((t + (t >> 8)) >> 8);
+}
+
+// Adobe CMYK as libjpeg returns it (inverted: 255 is no ink) to RGB or
+// luminance, as PIL's convert("RGB") and convert("L") do.
+void cmyk_to(
+    const std::uint8_t* cmyk,
+    std::uint8_t* out,
+    std::size_t pixels,
+    int channels) {
+  for (std::size_t p = 0; p < pixels; ++p) {
+    const std::uint8_t* s = cmyk + p * 4;
+    const std::uint8_t r = mul255(s[0], s[3]);
+    const std::uint8_t g = mul255(s[1], s[3]);
+    const std::uint8_t b = mul255(s[2], s[3]);
+    if (channels == 1) {
+      out[p] = static_cast<std::uint8_t>(
+          (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);
+    } else {
+      out[p * 3] = r;
+      out[p * 3 + 1] = g;
+      out[p * 3 + 2] = b;
+    }
+  }
+}
+
+// The body of decode_jpeg_region, run where a libjpeg error jumps back to its
+// caller: nothing here may own memory while libjpeg runs (a jump skips
+// destructors).
+void decode_protected(
+    Decompressor& d,
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const std::function<JpegRegionRequest(const JpegInfo&)>& plan,
+    std::vector<std::uint8_t>& buffer,
+    std::int64_t max_pixels,
+    JpegRegion& out) {
+  jpeg_decompress_struct& c = d.get();
+  jpeg_mem_src(&c, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&c, TRUE);
+  const std::size_t scan_start = bytes.size() - c.src->bytes_in_buffer;
+  if (!has_end_marker(bytes, scan_start)) {
+    throw bad_image(
+        name, "truncated JPEG: the file ends before its end-of-image marker");
+  }
+  JpegInfo info;
+  info.width = static_cast<int>(c.image_width);
+  info.height = static_cast<int>(c.image_height);
+  info.components = c.num_components;
+  info.progressive = c.progressive_mode != 0;
+  info.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
+  if (info.width <= 0 || info.height <= 0) {
+    throw bad_image(
+        name, fmt::format("invalid size {}x{}", info.width, info.height));
+  }
+  if (static_cast<std::int64_t>(info.width) * info.height > max_pixels) {
+    throw bad_image(
+        name,
+        fmt::format(
+            "{}x{} pixels is more than the {} hotloop accepts",
+            info.width,
+            info.height,
+            max_pixels));
+  }
+  const JpegRegionRequest req = plan(info);
+  if (req.channels != 1 && req.channels != 3) {
+    throw UsageError(
+        fmt::format("images decode to 1 or 3 channels, not {}", req.channels));
+  }
+  if (req.scale_eighths < 1 || req.scale_eighths > 8) {
+    throw UsageError(fmt::format(
+        "a JPEG decodes at 1/8 to 8/8 of its size, not {}/8",
+        req.scale_eighths));
+  }
+  const int sw = scaled_size(info.width, req.scale_eighths);
+  const int sh = scaled_size(info.height, req.scale_eighths);
+  const PixelRect r = req.rect.w == 0 ? PixelRect{0, 0, sw, sh} : req.rect;
+  if (r.x < 0 || r.y < 0 || r.w <= 0 || r.h <= 0 || r.x + r.w > sw ||
+      r.y + r.h > sh) {
+    throw UsageError(fmt::format(
+        "{}: region {}x{} at ({}, {}) is outside the {}x{} image at {}/8",
+        name,
+        r.w,
+        r.h,
+        r.x,
+        r.y,
+        sw,
+        sh,
+        req.scale_eighths));
+  }
+  c.scale_num = static_cast<unsigned int>(req.scale_eighths);
+  c.scale_denom = 8;
+  c.out_color_space = info.cmyk ? JCS_CMYK
+      : req.channels == 1       ? JCS_GRAYSCALE
+                                : JCS_RGB;
+  jpeg_start_decompress(&c);
+  if (c.output_width != static_cast<JDIMENSION>(sw) ||
+      c.output_height != static_cast<JDIMENSION>(sh)) {
+    throw DataError(fmt::format(
+        "{}: libjpeg decodes {}/8 as {}x{}, not {}x{}",
+        name,
+        req.scale_eighths,
+        c.output_width,
+        c.output_height,
+        sw,
+        sh));
+  }
+  // A column more on the left and two on the right where the image has
+  // them: fancy upsampling treats the decoded columns' ends as the image's
+  // edges (repeating their chroma), which changed the requested pixels there
+  // by up to 2 levels (measured, 4:2:0); with them, they are a full decode's.
+  const int left = std::max(0, r.x - 1);
+  JDIMENSION x = static_cast<JDIMENSION>(left);
+  JDIMENSION w = static_cast<JDIMENSION>(std::min(r.x + r.w + 2, sw) - left);
+  if (x != 0 || w != c.output_width) {
+    jpeg_crop_scanline(&c, &x, &w); // x moves left to the iMCU column
+  }
+  if (r.y > 0) {
+    jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(r.y));
+  }
+  out.rect = {static_cast<int>(x), r.y, static_cast<int>(w), r.h};
+  out.scaled_width = sw;
+  out.scaled_height = sh;
+  out.channels = req.channels;
+  out.row_bytes = static_cast<std::size_t>(w) * req.channels;
+  buffer.resize(out.row_bytes * static_cast<std::size_t>(r.h));
+  const std::size_t cmyk_row = static_cast<std::size_t>(w) * 4;
+  constexpr int kRows = 16;
+  if (info.cmyk) {
+    d.cmyk_rows().resize(cmyk_row * kRows);
+  }
+  const auto end = static_cast<JDIMENSION>(r.y + r.h);
+  while (c.output_scanline < end) {
+    const JDIMENSION first = c.output_scanline;
+    const int n = static_cast<int>(std::min<JDIMENSION>(kRows, end - first));
+    JSAMPROW rows[kRows];
+    for (int i = 0; i < n; ++i) {
+      rows[i] = info.cmyk ? d.cmyk_rows().data() + cmyk_row * i
+                          : buffer.data() + out.row_bytes * (first - r.y + i);
+    }
+    const JDIMENSION got =
+        jpeg_read_scanlines(&c, rows, static_cast<JDIMENSION>(n));
+    if (info.cmyk) {
+      for (JDIMENSION i = 0; i < got; ++i) {
+        cmyk_to(
+            rows[i],
+            buffer.data() + out.row_bytes * (first - r.y + i),
+            w,
+            req.channels);
+      }
+    }
+  }
+  jpeg_abort_decompress(&c); // the rows below are never decoded
+  out.pixels = buffer.data();
+}
+
+} // namespace
+
+int scaled_size(int size, int scale_eighths) {
+  return static_cast<int>(
+      (static_cast<std::int64_t>(size) * scale_eighths + 7) / 8);
+}
+
+JpegRegion decode_jpeg_region(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const std::function<JpegRegionRequest(const JpegInfo&)>& plan,
+    std::vector<std::uint8_t>& buffer,
+    std::int64_t max_pixels) {
+  Decompressor& d = Decompressor::of_this_thread();
+  JpegRegion out;
+  try {
+    if (setjmp(d.errors().jump) != 0) {
+      const std::string why = d.errors().message;
+      d.reset();
+      throw bad_image(name, fmt::format("corrupt JPEG data: {}", why));
+    }
+    decode_protected(d, bytes, name, plan, buffer, max_pixels, out);
+  } catch (...) {
+    d.reset();
+    throw;
+  }
+  return out;
+}
+
+} // namespace hotloop::data

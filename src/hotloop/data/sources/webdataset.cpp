@@ -1,0 +1,209 @@
+#include "hotloop/data/sources/webdataset.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/file_io.h"
+#include "hotloop/data/sources/tar.h"
+#include "hotloop/errors.h"
+
+namespace hotloop::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_image_ext(const std::string& ext) {
+  std::string e = ext;
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) {
+    return std::tolower(c);
+  });
+  return e == "jpg" || e == "jpeg" || e == "png";
+}
+
+// Class names from index.json in `dir`, or empty.
+std::vector<std::string> classes_from_index(const fs::path& dir) {
+  std::ifstream in(dir / "index.json");
+  if (!in) {
+    return {};
+  }
+  try {
+    const auto j = nlohmann::json::parse(in);
+    return j.at("classes").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(
+        fmt::format(
+            "{}: not a hotloop shard index: {}",
+            (dir / "index.json").string(),
+            e.what()),
+        "delete it or write the shards again with hotloop pack");
+  }
+}
+
+} // namespace
+
+std::pair<std::string, std::string> split_member_name(
+    const std::string& member) {
+  const auto slash = member.rfind('/');
+  const auto dot = member.find('.', slash == std::string::npos ? 0 : slash + 1);
+  if (dot == std::string::npos) {
+    return {member, ""};
+  }
+  return {member.substr(0, dot), member.substr(dot + 1)};
+}
+
+std::vector<std::string> find_shards(
+    const std::string& path_or_glob,
+    Split split) {
+  std::error_code ec;
+  const std::string pattern = fs::is_directory(path_or_glob, ec)
+      ? (fs::path(path_or_glob) / fmt::format("{}-*.tar", to_string(split)))
+            .string()
+      : path_or_glob;
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0) {
+    out.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+  }
+  ::globfree(&g);
+  if (out.empty()) {
+    throw DataError(
+        fmt::format("wds:{}: no shards match {}", path_or_glob, pattern),
+        "write shards with `hotloop pack --from folder:DIR --to OUT`, then use --data wds:OUT");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+WebDataset::WebDataset(
+    const std::string& path_or_glob,
+    Split split,
+    WebDatasetOptions options)
+    : source_(path_or_glob),
+      split_(split),
+      options_(options),
+      shards_(find_shards(path_or_glob, split)) {
+  std::int64_t max_label = -1;
+  for (std::uint32_t s = 0; s < shards_.size(); ++s) {
+    const std::string& shard = shards_[s];
+    const auto members = list_tar_file(shard);
+    std::size_t i = 0;
+    while (i < members.size()) {
+      const std::string key = split_member_name(members[i].name).first;
+      const TarMember* image = nullptr;
+      const TarMember* cls = nullptr;
+      for (; i < members.size() &&
+           split_member_name(members[i].name).first == key;
+           ++i) {
+        const std::string ext = split_member_name(members[i].name).second;
+        if (is_image_ext(ext)) {
+          image = &members[i];
+        } else if (ext == "cls") {
+          cls = &members[i];
+        }
+      }
+      if (image == nullptr || cls == nullptr) {
+        throw DataError(
+            fmt::format(
+                "{}: sample '{}' has no {}",
+                shard,
+                key,
+                image == nullptr ? ".jpg/.png image" : ".cls label"),
+            "every sample needs <key>.jpg (or .png) and <key>.cls with its class number");
+      }
+      if (cls->size > 32) {
+        throw DataError(fmt::format(
+            "{}: sample '{}': .cls holds {} bytes, not a class number",
+            shard,
+            key,
+            cls->size));
+      }
+      const auto text = read_file_range(shard, cls->offset, cls->size);
+      const auto* first = reinterpret_cast<const char*>(text.data());
+      const auto* last = first + text.size();
+      while (last > first &&
+             (last[-1] == '\n' || last[-1] == ' ' || last[-1] == '\r')) {
+        --last;
+      }
+      std::int64_t label = -1;
+      const auto [ptr, ec] = std::from_chars(first, last, label);
+      if (first == last || ec != std::errc() || ptr != last || label < 0) {
+        throw DataError(fmt::format(
+            "{}: sample '{}': .cls is '{}', not a class number",
+            shard,
+            key,
+            std::string(first, last)));
+      }
+      max_label = std::max(max_label, label);
+      items_.push_back({s, image->offset, image->size, label, key});
+    }
+  }
+  if (items_.empty()) {
+    throw DataError(
+        fmt::format("wds:{}: the shards hold no samples", path_or_glob));
+  }
+  classes_ = classes_from_index(fs::path(shards_.front()).parent_path());
+  if (classes_.empty()) {
+    for (std::int64_t c = 0; c <= max_label; ++c) {
+      classes_.push_back(fmt::format("class{}", c));
+    }
+  } else if (max_label >= static_cast<std::int64_t>(classes_.size())) {
+    throw DataError(fmt::format(
+        "wds:{}: label {} is out of range: index.json names {} classes",
+        path_or_glob,
+        max_label,
+        classes_.size()));
+  }
+}
+
+std::size_t WebDataset::size() const {
+  return items_.size();
+}
+
+std::string WebDataset::sample_name(std::size_t index) const {
+  const Item& it = items_.at(index);
+  return fmt::format("{}:{}", shards_[it.shard], it.key);
+}
+
+EncodedSample WebDataset::encoded(std::size_t index) const {
+  const Item& it = items_.at(index);
+  return {
+      read_file_range(shards_[it.shard], it.offset, it.size),
+      sample_name(index),
+      it.label};
+}
+
+Sample WebDataset::get(std::size_t index) const {
+  const EncodedSample e = encoded(index);
+  DecodeOptions o;
+  o.channels = options_.channels;
+  return {to_chw_tensor(decode_image(e.bytes, e.name, o)), e.label};
+}
+
+const std::vector<std::string>& WebDataset::class_names() const {
+  return classes_;
+}
+
+std::optional<ImageShape> WebDataset::shape() const {
+  return std::nullopt;
+}
+
+std::string WebDataset::describe() const {
+  return fmt::format(
+      "wds {} ({} samples in {} shards, {} classes) from {}",
+      to_string(split_),
+      size(),
+      shards_.size(),
+      classes_.size(),
+      source_);
+}
+
+} // namespace hotloop::data
