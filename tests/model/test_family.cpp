@@ -3,6 +3,8 @@
 // entries', and each named language-model size resolves to its shape.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/model.h"
 #include "support/temp_dir.h"
+#include "test_paths.h"
 
 namespace hotloop::model {
 namespace {
@@ -64,6 +67,30 @@ TEST(ModelFamilies, TheModelHelpListsEverySizeAndForm) {
     }
     for (const HfArchitecture& a : f.hf_architectures) {
       EXPECT_NE(help.find(a.name), std::string::npos) << a.name;
+    }
+  }
+}
+
+// The reference pages name what the entries hold: a size added to an entry
+// and not to docs/models.md (image models, exports) or
+// docs/language-models.md (GPT, Llama, Hugging Face folders) fails here.
+TEST(ModelFamilies, TheDocsNameEverySizeFormAndArchitecture) {
+  std::string docs;
+  for (const char* page : {"models.md", "language-models.md"}) {
+    std::ifstream in(std::string(HOTLOOP_TEST_SOURCE_DIR) + "/../docs/" + page);
+    ASSERT_TRUE(in) << page;
+    docs.append(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const ModelFamilyEntry& f : model_families()) {
+    for (const NamedModel& size : f.sizes) {
+      EXPECT_NE(docs.find("`" + size.name + "`"), std::string::npos)
+          << "the docs do not name `" << size.name << "`";
+    }
+    if (!f.form.empty()) {
+      EXPECT_NE(docs.find(f.form), std::string::npos) << f.form;
+    }
+    for (const HfArchitecture& a : f.hf_architectures) {
+      EXPECT_NE(docs.find(a.name), std::string::npos) << a.name;
     }
   }
 }
@@ -125,7 +152,7 @@ TEST(ModelFamilies, EachHuggingFaceArchitectureIsReadByItsFamily) {
         const HfModelConfig c = read_hf_config((dir.path() / "m").string());
         EXPECT_EQ(c.architecture, a.name) << a.model_type << named;
         EXPECT_EQ(c.family(), f.family) << a.name;
-        EXPECT_EQ(c.context(), 64) << a.name;
+        EXPECT_EQ(c.context, 64) << a.name;
       }
     }
   }
@@ -149,8 +176,7 @@ TEST(ModelFamilies, AWrittenLlamaConfigNamesTheArchitectureOfItsFamily) {
     c.family = family;
     dir.write("m/config.json", hf_llama_config(c));
     const HfModelConfig back = read_hf_config((dir.path() / "m").string());
-    EXPECT_EQ(std::get<LlamaConfig>(back.config).family, family)
-        << back.architecture;
+    EXPECT_EQ(back.as<LlamaConfig>().family, family) << back.architecture;
     EXPECT_EQ(
         family_of_hf_architecture(back.architecture)->family,
         ModelFamily::Llama);
@@ -160,6 +186,17 @@ TEST(ModelFamilies, AWrittenLlamaConfigNamesTheArchitectureOfItsFamily) {
 // A family that reads Hugging Face folders also builds and writes them, and
 // a language-model family resolves its sizes' shapes; the rest leave both
 // empty (resolve_language_model refuses them).
+// A folder's config is its family's own type; asking for another family's
+// is an error, not a cast.
+TEST(ModelFamilies, AFoldersConfigIsOnlyItsOwnFamilysType) {
+  GptConfig gpt;
+  gpt.context = 64;
+  const HfModelConfig c{"GPT2LMHeadModel", gpt.context, gpt};
+  EXPECT_EQ(c.as<GptConfig>().context, 64);
+  EXPECT_EQ(c.family(), ModelFamily::Gpt);
+  EXPECT_THROW((void)c.as<LlamaConfig>(), Error);
+}
+
 TEST(ModelFamilies, AFamilyThatReadsAFolderAlsoBuildsAndWritesIt) {
   for (const ModelFamilyEntry& f : model_families()) {
     const bool reads = !f.hf_architectures.empty();
@@ -184,7 +221,7 @@ TEST(ModelFamilies, EachFamilysModelIsWrittenByItsOwnAdapter) {
     write_hf_folder(folder, *lm);
     const HfModelConfig back = read_hf_config(folder);
     EXPECT_EQ(back.family(), model_kind(name).family) << name;
-    EXPECT_EQ(back.context(), lm->context()) << name;
+    EXPECT_EQ(back.context, lm->context()) << name;
     const ModelOptions again = ModelOptions().set_name("hf:" + folder);
     EXPECT_EQ(make_language_model(again)->vocab(), lm->vocab()) << name;
   }

@@ -7,17 +7,20 @@
 // each by its family's adapter (model/gpt/gpt_family.cpp,
 // model/llama/llama_family.cpp). Written: config.json + model.safetensors that
 // from_pretrained loads, by the same adapters. A family's adapter is its
-// entry's HfAdapter; HfModelConfig's variant holds each family's config.
+// entry's HfAdapter; HfModelConfig holds the config of whichever family read
+// it, so a new family adds nothing here.
 
+#include <any>
+#include <cstdint>
 #include <string>
-#include <variant>
 
-#include "hotloop/model/gpt/gpt.h"
-#include "hotloop/model/llama/llama.h"
+#include "hotloop/errors.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::model {
+
+class LanguageModel; // model/lm/language_model.h
 
 // A folder holding a config.json.
 bool is_hf_folder(const std::string& path);
@@ -26,10 +29,21 @@ bool is_hf_folder(const std::string& path);
 // config of the family that reads it (model/family.h's hf_architectures).
 struct HfModelConfig {
   std::string architecture; // "LlamaForCausalLM", ...
-  std::variant<GptConfig, LlamaConfig> config;
+  std::int64_t context = 0; // the window it runs
+  std::any config; // the family's own config (GptConfig, LlamaConfig, ...)
 
-  ModelFamily family() const; // Gpt or Llama
-  std::int64_t context() const; // the window it runs
+  // The family that read it (Gpt or Llama).
+  ModelFamily family() const;
+  // The config as its family's type; Error for another family's.
+  template <typename Config>
+  const Config& as() const {
+    const auto* c = std::any_cast<Config>(&config);
+    if (c == nullptr) {
+      throw Error(
+          architecture + ": its config.json was read by another family");
+    }
+    return *c;
+  }
 };
 
 // DIR/config.json read. `context` > 0: the window to run (at most the

@@ -160,7 +160,8 @@ ModelFamilyEntry gpt_family() {
                  const std::string& architecture,
                  std::int64_t context,
                  const std::filesystem::path& file) {
-    return HfModelConfig{architecture, lm::read_gpt2_config(j, context, file)};
+    const GptConfig c = lm::read_gpt2_config(j, context, file);
+    return HfModelConfig{architecture, c.context, c};
   };
   lm::set_hf_model<Gpt, GptConfig>(e.hf, hf_gpt2_config, hf_gpt2_weights);
   return e;

@@ -328,8 +328,8 @@ ModelFamilyEntry llama_family() {
                  const std::string& architecture,
                  std::int64_t context,
                  const std::filesystem::path& file) {
-    return HfModelConfig{
-        architecture, lm::read_llama_config(j, architecture, context, file)};
+    const LlamaConfig c = lm::read_llama_config(j, architecture, context, file);
+    return HfModelConfig{architecture, c.context, c};
   };
   lm::set_hf_model<Llama, LlamaConfig>(
       e.hf, hf_llama_config, lm::hf_llama_weights);

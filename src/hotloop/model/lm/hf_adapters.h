@@ -81,7 +81,7 @@ LlamaConfig read_llama_config(
 StateDict hf_llama_weights(const Llama& model);
 
 // A family's HfAdapter::make and HfAdapter::write for its model class `M`,
-// built from its `Config` (HfModelConfig's alternative): `config` and
+// built from its `Config` (what its HfAdapter::read keeps): `config` and
 // `weights` give the folder's two files for one of its models.
 template <typename M, typename Config>
 void set_hf_model(
@@ -89,7 +89,7 @@ void set_hf_model(
     std::string (*config)(const Config&),
     StateDict (*weights)(const M&)) {
   hf.make = [](const HfModelConfig& c) -> std::shared_ptr<LanguageModel> {
-    return std::make_shared<M>(std::get<Config>(c.config));
+    return std::make_shared<M>(c.template as<Config>());
   };
   hf.write = [config, weights](
                  const LanguageModel& model) -> std::optional<HfFolderFiles> {

@@ -188,10 +188,6 @@ std::string write_hf_folder(
   return file;
 }
 
-std::int64_t HfModelConfig::context() const {
-  return std::visit([](const auto& c) { return c.context; }, config);
-}
-
 ModelFamily HfModelConfig::family() const {
   return family_of_hf_architecture(architecture)->family;
 }
@@ -226,7 +222,7 @@ ModelOptions resolve_folder(
           fmt::format("drop --{} (only --context applies to a folder)", flag));
     }
   }
-  o.context = folder_config(kind, o).context();
+  o.context = folder_config(kind, o).context;
   return o;
 }
 
