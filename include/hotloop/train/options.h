@@ -2,6 +2,11 @@
 // Everything `hotloop train` (and the Trainer API) can be told, as plain
 // structs. The CLI flags and the TOML config only fill these; validate() says
 // what does not fit, naming the key.
+//
+// What each option means, its default and its range are written once, in its
+// entry in the option table (train/option_table.cpp; `hotloop train --help`,
+// TrainerOptions::options_json() and --print-config read it). The comments
+// here say only what the table does not: how fields relate, and the design.
 
 #include <cstdint>
 #include <map>
@@ -82,80 +87,55 @@ struct TrainerOptions {
   std::int64_t micro_batch = 0;
   int world_size = 1;
   int rank = 0;
-  // Data parallel (world_size > 1): BatchNorm statistics over the global
-  // batch (all-reduced in forward and backward); gradient all-reduce started
-  // bucket by bucket during backward (false: after backward), in buckets of
-  // about bucket_mb MiB.
+  // Data parallel (world_size > 1).
   bool sync_batchnorm = false;
   bool overlap_allreduce = true;
   double bucket_mb = 25;
 
   Precision precision = Precision::Fp32;
   LossScaling loss_scaling = LossScaling::Auto;
-  std::string device = "auto"; // auto | cpu | cuda[:N]
-  int threads = 0; // intra-op threads on the CPU; 0: the usable cores
+  std::string device = "auto";
+  int threads = 0;
   std::uint64_t seed = 0;
 
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
-  double head_lr = -1; // the head's learning rate; < 0: the same as lr
-  double clip_grad_norm = 0; // 0: off
-  double clip_grad_value = 0; // 0: off
+  double head_lr = -1;
+  double clip_grad_norm = 0;
+  double clip_grad_value = 0;
   double label_smoothing = 0;
-  // NHWC activations and weights for 4-D tensors: faster convolutions on the
-  // CPU (oneDNN: resnet18-small trains 1.35x faster, bench/results/
-  // train-vs-pytorch-2026-11-30-cpu2.json) and with tensor cores on CUDA.
+  // On by default: oneDNN's NHWC convolutions train resnet18-small 1.35x
+  // faster on the CPU (bench/results/train-vs-pytorch-2026-11-30-cpu2.json).
   bool channels_last = true;
   bool cudnn_benchmark = true;
-  // Recompute activations in backward (ResNets): less memory, one more
-  // forward of the recomputed parts.
   model::Checkpointing activation_checkpointing = model::Checkpointing::None;
-  // The built-in models' convolutions on the CPU (model/cpu_conv.h): auto
-  // takes im2col + GEMM for output maps of at most 4x4 pixels, where oneDNN's
-  // direct kernels are slow, and oneDNN elsewhere.
-  model::CpuConv cpu_conv = model::CpuConv::Auto;
-  // Capture forward, backward and the optimizer step as one CUDA graph and
-  // replay it every step (static shapes; see train/graph_policy.h for what
-  // rules it out). auto: when the run allows it, else eager with the reason
-  // logged; on: an error when it cannot; off: eager.
-  CudaGraphs cuda_graphs = CudaGraphs::Auto;
-  // Steps between reading the losses back to the host. The device keeps each
-  // step's loss; every N steps they are copied to pinned memory without a
-  // synchronization and read when the copy has landed, so the host never
-  // waits for the GPU in the loop. Metrics lines, the progress line and the
-  // non-finite check see a step's loss then. 1: every step, before the
-  // optimizer (a non-finite loss stops before it is applied); 0: 1 on the CPU
-  // (where reading costs nothing), 16 on CUDA.
+  model::CpuConv cpu_conv = model::CpuConv::Auto; // model/cpu_conv.h
+  CudaGraphs cuda_graphs = CudaGraphs::Auto; // what rules it out: graph_policy.h
+  // The device keeps each step's loss; the losses are copied to pinned memory
+  // without a synchronization and read when the copy has landed, so the host
+  // never waits for the GPU in the loop.
   std::int64_t readback_every = 0;
 
   // Fine-tuning.
-  std::string init; // weight file to start from
+  std::string init;
   bool init_strict = true;
-  // --lora-init DIR: the LoRA adapters start from a PEFT adapter folder's.
   std::string lora_init;
   bool freeze_backbone = false;
-  // --freeze 'features.*,blocks.0.*': parameters whose names match one of
-  // these globs are not trained.
   std::vector<std::string> freeze_patterns;
 
-  // Out of memory in a step: halve the micro-batch, double the accumulation
-  // and redo the step (the effective batch is unchanged; no sample is skipped
-  // or applied twice). false: stop with the memory report.
+  // The effective batch is unchanged by a recovery: no sample is skipped or
+  // applied twice (train/oom_recovery.h).
   bool oom_recovery = true;
-  // Caps this process's share of the GPU's memory (shared GPUs); 0: no cap.
   double memory_fraction = 0;
 
-  std::int64_t eval_every = 0; // steps; 0: at the end of each epoch
-  // The run directory (config.json, metrics.jsonl, checkpoints, summary.json,
-  // telemetry); "": the run writes no files (`hotloop train` defaults to
-  // runs/<timestamp>: default_run_dir()).
+  std::int64_t eval_every = 0;
+  // The run folder (train/run_folder.h); "": the run writes no files (the
+  // library's default; `hotloop train`'s is default_run_dir()).
   std::string out_dir;
-  std::int64_t checkpoint_every = 0; // steps; 0: at the end of each epoch
-  int keep_checkpoints = 3; // the newest kept; 0: none written
-  // RUN/model.safetensors at the end: the final weights under the model's
-  // own names (false: bench rows, which keep only their figures).
-  bool save_weights = true;
-  std::string resume; // "" | "auto" | a checkpoint path
+  std::int64_t checkpoint_every = 0;
+  int keep_checkpoints = 3;
+  bool save_weights = true; // false: bench rows, which keep only their figures
+  std::string resume;
 
   // The loader (batch_size is set from micro_batch; device from `device`).
   data::LoaderOptions loader;
