@@ -197,16 +197,16 @@ std::shared_ptr<model::LanguageModel> load_lm(
     const model::ModelOptions& options,
     const std::string& weights) {
   auto lm = model::make_language_model(options);
+  const std::string folder = model::model_kind(options.name).folder();
   if (model::is_peft_adapter(weights)) {
-    const std::string base = model::model_kind(options.name).folder();
-    if (base.empty()) {
+    if (folder.empty()) {
       throw UsageError(
           fmt::format(
               "--weights {} is a LoRA adapter: its base must be a Hugging Face folder",
               weights),
           "pass --model hf:DIR (the folder the adapter was trained on)");
     }
-    model::load_initial_weights(*lm, {base, true});
+    model::load_initial_weights(*lm, {folder, true});
     const model::PeftAdapter adapter = model::read_peft_adapter(weights);
     model::add_lora(*lm, adapter.options);
     model::load_lora_weights(*lm, adapter.weights, weights);
@@ -220,7 +220,7 @@ std::shared_ptr<model::LanguageModel> load_lm(
   // from the run's --init (or the hf:DIR folder), then the adapters.
   std::string base = run_init(weights);
   if (base.empty()) {
-    base = model::model_kind(options.name).folder();
+    base = folder;
   }
   if (!base.empty()) {
     model::load_initial_weights(*lm, {base, true});

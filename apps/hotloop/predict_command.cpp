@@ -100,8 +100,8 @@ int predict_lm(const PredictFlags& f, const CLI::App& cmd) {
 }
 
 int predict(const PredictFlags& f, const CLI::App& cmd) {
-  if (f.model.name.empty() ||
-      model::model_kind(f.model.name).language_model() ||
+  const model::ModelKind kind = model::model_kind(f.model.name);
+  if (f.model.name.empty() || kind.language_model() ||
       model::is_hf_folder(f.weights)) {
     // No --model: a Hugging Face folder's or a language model run's
     // config.json says which.
@@ -130,7 +130,7 @@ int predict(const PredictFlags& f, const CLI::App& cmd) {
   // An exported model's head may have been replaced for the data's classes:
   // the weights say how many.
   std::string head = "fc";
-  if (model::model_kind(options.name).exported()) {
+  if (kind.exported()) {
     model::ExportedOptions e;
     e.path = model::exported_path(options.name);
     e.head = options.head;
