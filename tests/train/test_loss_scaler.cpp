@@ -81,6 +81,26 @@ TEST(LossScaler, StateRoundTrips) {
   EXPECT_EQ(t.skipped_steps(), 1);
 }
 
+// The state holds how many good steps have passed toward growth: a scaler
+// restored from it grows on the same step as the one that kept running, on
+// the host (the scale it reports) and on the device (the scale it applies).
+TEST(LossScaler, ARestoredScalerGrowsOnTheSameStepAsTheOneThatKeptRunning) {
+  LossScalerOptions o;
+  o.init_scale = 8;
+  o.growth_interval = 3;
+  LossScaler s(o, c10::Device(c10::kCPU));
+  s.update(false);
+  s.update(false); // one good step short of growing
+  LossScaler restored(o, c10::Device(c10::kCPU));
+  restored.load_state(s.state());
+  s.update(false);
+  restored.update(false);
+  EXPECT_DOUBLE_EQ(s.current_scale(), 16.0);
+  EXPECT_DOUBLE_EQ(restored.current_scale(), 16.0) << "the host's tracker";
+  EXPECT_FLOAT_EQ(restored.scale(at::ones({})).item<float>(), 16.0f)
+      << "the device's tracker";
+}
+
 // The scale is read every step (the collapse check, the step's record) from
 // the host's own copy of the update: no device read. It must stay exactly
 // the device's, through backoffs, growth and a resume.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,54 @@ TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
   // The metrics file has each step once, as if the run had never stopped.
   EXPECT_EQ(
       test::steps_with_a_loss(split.out_dir), test::steps_one_to(full.steps));
+}
+
+namespace {
+
+// Each step's loss scale, from metrics.jsonl.
+std::map<std::int64_t, double> loss_scales(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+  std::map<std::int64_t, double> scales;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss_scale")) {
+      scales[j["step"].get<std::int64_t>()] = j["loss_scale"].get<double>();
+    }
+  }
+  return scales;
+}
+
+} // namespace
+
+// Loss scaling's state is the checkpoint's too. The scale grows after 2000
+// good steps in a row (LossScalerOptions::growth_interval); a run stopped at
+// step 1500 and resumed must grow it on the same step as the run that never
+// stopped, so both record the same scale at every step.
+TEST(Trainer, AResumedScaledRunHasTheUninterruptedRunsScaleAtEveryStep) {
+  test::TempDir dir;
+  const auto train = synthetic("synthetic:64x1x8x8");
+  TrainerOptions o = small_options((dir.path() / "full").string());
+  o.batch = 8;
+  o.steps = 2010;
+  o.loss_scaling = LossScaling::On; // fp32 scales too: the CPU runs it
+  o.checkpoint_every = o.steps; // and the stop's
+  Trainer(make(o), train, nullptr, o).fit();
+  const auto full = loss_scales(o.out_dir);
+  ASSERT_EQ(full.size(), 2010u);
+  ASSERT_GT(full.at(2010), full.at(1)) << "the scale grew within the run";
+
+  TrainerOptions split = o;
+  split.out_dir = (dir.path() / "split").string();
+  std::atomic<bool> stop{false};
+  TrainerContext at_1500;
+  at_1500.callbacks.push_back(std::make_shared<StopAtStep>(1500, &stop));
+  const TrainSummary first =
+      Trainer(make(split), train, nullptr, split, at_1500).fit(&stop);
+  ASSERT_TRUE(first.stopped_early);
+  ASSERT_EQ(first.steps, 1500);
+  split.resume = "auto";
+  Trainer(make(split), train, nullptr, split).fit();
+  EXPECT_EQ(loss_scales(split.out_dir), full);
 }
 
 // The disk fills up while a checkpoint is written: the error names it, the
