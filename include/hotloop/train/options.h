@@ -110,7 +110,8 @@ struct TrainerOptions {
   bool cudnn_benchmark = true;
   model::Checkpointing activation_checkpointing = model::Checkpointing::None;
   model::CpuConv cpu_conv = model::CpuConv::Auto; // model/cpu_conv.h
-  CudaGraphs cuda_graphs = CudaGraphs::Auto; // what rules it out: graph_policy.h
+  // What rules CUDA graphs out: train/graph_policy.h.
+  CudaGraphs cuda_graphs = CudaGraphs::Auto;
   // The device keeps each step's loss; the losses are copied to pinned memory
   // without a synchronization and read when the copy has landed, so the host
   // never waits for the GPU in the loop.
