@@ -6,13 +6,16 @@
 // deviations, so a correct draw fails them about once in a million runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/flip.h>
 #include <ATen/ops/randint.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 
 #include "hotloop/data/augment.h"
@@ -91,6 +94,24 @@ TEST(AugmentDraws, TheCropsPositionSpansTheImage) {
   const double sd = 1 / std::sqrt(12.0 * n);
   EXPECT_NEAR(sum_x / n, 0.5, 5 * sd + 0.01); // + floor()'s bias
   EXPECT_NEAR(sum_y / n, 0.5, 5 * sd + 0.01);
+}
+
+TEST(AugmentDraws, TheCropsAreaSpansEightToAHundredPercent) {
+  // The target area is uniform in [8%, 100%] of the image's (torchvision's
+  // scale); draws that do not fit are drawn again, which thins the top end
+  // but leaves both ends reached in 4000 draws of a square image (whose
+  // whole fits the aspect ratios of 3/4 to 4/3).
+  double smallest = 1, largest = 0;
+  for (std::uint64_t seed = 0; seed < kDraws; ++seed) {
+    const CropBox b = photo_crop(seed, 256, 256, true);
+    const double share = b.w * b.h / (256.0 * 256.0);
+    smallest = std::min(smallest, share);
+    largest = std::max(largest, share);
+  }
+  EXPECT_GE(smallest, 0.08 * 0.98); // the rounding of the sides
+  EXPECT_LT(smallest, 0.1);
+  EXPECT_GT(largest, 0.9);
+  EXPECT_LE(largest, 1.0);
 }
 
 TEST(AugmentDraws, AMirroredResizedCropIsTheMirrorOfTheUnmirroredOne) {
@@ -201,6 +222,35 @@ TEST(AugmentDraws, TheDeviceTransformsTakeTheSameDraws) {
   }
   EXPECT_GT(mirrored, 0);
   EXPECT_LT(mirrored, 16);
+}
+
+// On the device, a photo's crop samples the box its draw gives: on an image
+// whose pixels hold their own column (channel 0) and row (channel 1), the
+// output's mean is the box's centre, x0 + w / 2 - 0.5 in pixel coordinates
+// (bilinear sampling of a linear ramp is exact; clamping at the border moves
+// it by under 0.02 px here).
+TEST(AugmentDraws, TheDevicesPhotoCropSamplesTheDrawnBox) {
+  constexpr std::int64_t kSide = 40, kSeeds = 64;
+  const at::Tensor ramp = at::arange(kSide, at::kFloat);
+  const at::Tensor image = at::stack(
+      {ramp.view({1, kSide}).expand({kSide, kSide}),
+       ramp.view({kSide, 1}).expand({kSide, kSide})});
+  const at::Tensor batch =
+      image.unsqueeze(0).expand({kSeeds, 2, kSide, kSide}).contiguous();
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t s = 0; s < kSeeds; ++s) {
+    seeds.push_back(s);
+  }
+  const at::Tensor out =
+      augment_batch(batch, seeds, photo_train(24), at::Tensor());
+  for (std::size_t k = 0; k < seeds.size(); ++k) {
+    const CropBox box = photo_crop(seeds[k], kSide, kSide, true);
+    const at::Tensor o = out[static_cast<std::int64_t>(k)];
+    EXPECT_NEAR(o[0].mean().item<double>(), box.x0 + box.w / 2 - 0.5, 0.05)
+        << "seed " << k << ": box x0 " << box.x0 << ", w " << box.w;
+    EXPECT_NEAR(o[1].mean().item<double>(), box.y0 + box.h / 2 - 0.5, 0.05)
+        << "seed " << k << ": box y0 " << box.y0 << ", h " << box.h;
+  }
 }
 
 } // namespace hotloop::data

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@
 #include "hotloop/train/trainer.h"
 #include "support/cli_run.h"
 #include "support/file_size_limit.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
 
@@ -102,37 +104,45 @@ TEST(Trainer, AStoppedRunResumesToExactlyTheUninterruptedResult) {
 
 namespace {
 
-// Each step's loss scale, from metrics.jsonl.
-std::map<std::int64_t, double> loss_scales(const std::string& run_dir) {
+// Each step's loss scale and learning rate, from metrics.jsonl.
+std::map<std::int64_t, std::pair<double, double>> scales_and_rates(
+    const std::string& run_dir) {
   std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
-  std::map<std::int64_t, double> scales;
+  std::map<std::int64_t, std::pair<double, double>> steps;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
     if (j.contains("loss_scale")) {
-      scales[j["step"].get<std::int64_t>()] = j["loss_scale"].get<double>();
+      steps[j["step"].get<std::int64_t>()] = {
+          j["loss_scale"].get<double>(), j["lr"].get<double>()};
     }
   }
-  return scales;
+  return steps;
 }
 
 } // namespace
 
-// Loss scaling's state is the checkpoint's too. The scale grows after 2000
-// good steps in a row (LossScalerOptions::growth_interval); a run stopped at
-// step 1500 and resumed must grow it on the same step as the run that never
-// stopped, so both record the same scale at every step.
-TEST(Trainer, AResumedScaledRunHasTheUninterruptedRunsScaleAtEveryStep) {
+// Loss scaling's state is the checkpoint's too. Two overflows (steps 2 and
+// 3) halve the scale twice and are skipped steps, which the schedule does not
+// count; the scale grows after 2000 good steps in a row
+// (LossScalerOptions::growth_interval), at step 2003. A run stopped at step
+// 1500 and resumed must grow it on the same step as the run that never
+// stopped and keep counting the skipped steps, so both record the same scale
+// and learning rate at every step.
+TEST(Trainer, AResumedScaledRunHasTheUninterruptedRunsScaleAndRateAtEveryStep) {
+  const test::ScopedEnv overflow("HOTLOOP_INJECT_OVERFLOW_STEPS", "2,3");
   test::TempDir dir;
   const auto train = synthetic("synthetic:64x1x8x8");
   TrainerOptions o = small_options((dir.path() / "full").string());
   o.batch = 8;
   o.steps = 2010;
   o.loss_scaling = LossScaling::On; // fp32 scales too: the CPU runs it
+  o.schedule.kind = ScheduleKind::Cosine;
   o.checkpoint_every = o.steps; // and the stop's
   Trainer(make(o), train, nullptr, o).fit();
-  const auto full = loss_scales(o.out_dir);
+  const auto full = scales_and_rates(o.out_dir);
   ASSERT_EQ(full.size(), 2010u);
-  ASSERT_GT(full.at(2010), full.at(1)) << "the scale grew within the run";
+  ASSERT_LT(full.at(4).first, full.at(1).first) << "the overflows halved it";
+  ASSERT_GT(full.at(2010).first, full.at(4).first) << "and it grew again";
 
   TrainerOptions split = o;
   split.out_dir = (dir.path() / "split").string();
@@ -145,7 +155,7 @@ TEST(Trainer, AResumedScaledRunHasTheUninterruptedRunsScaleAtEveryStep) {
   ASSERT_EQ(first.steps, 1500);
   split.resume = "auto";
   Trainer(make(split), train, nullptr, split).fit();
-  EXPECT_EQ(loss_scales(split.out_dir), full);
+  EXPECT_EQ(scales_and_rates(split.out_dir), full);
 }
 
 // The disk fills up while a checkpoint is written: the error names it, the
