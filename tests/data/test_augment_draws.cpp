@@ -20,6 +20,7 @@
 
 #include "hotloop/data/augment.h"
 #include "hotloop/data/device_augment.h"
+#include "support/augmented.h"
 
 namespace hotloop::data {
 namespace {
@@ -31,16 +32,6 @@ constexpr int kDraws = 4000;
 at::Tensor noise(std::int64_t c, std::int64_t h, std::int64_t w) {
   at::manual_seed(3);
   return at::randint(0, 256, {c, h, w}, at::kByte).contiguous();
-}
-
-at::Tensor transformed(
-    const at::Tensor& image,
-    const AugmentSpec& spec,
-    std::uint64_t seed) {
-  at::Tensor out =
-      at::empty({image.size(0), spec.out_h, spec.out_w}, at::kByte);
-  augment_into(image, out.data_ptr<std::uint8_t>(), spec, seed);
-  return out;
 }
 
 AugmentSpec photo_train(std::int64_t out, bool flip = true) {
@@ -120,7 +111,7 @@ TEST(AugmentDraws, AMirroredResizedCropIsTheMirrorOfTheUnmirroredOne) {
   const InterleavedPixels pixels{hwc.data_ptr<std::uint8_t>(), 60, 50, 3, 150};
   int mirrored = 0;
   for (std::uint64_t seed = 0; seed < 16; ++seed) {
-    const at::Tensor out = transformed(image, photo_train(32), seed);
+    const at::Tensor out = test::augmented(image, photo_train(32), seed);
     CropBox box = photo_crop(seed, 60, 50, true);
     const bool flip = box.flip;
     box.flip = false;
@@ -163,7 +154,7 @@ TEST(AugmentDraws, ASmallImageIsItsSourceShiftedAndMirroredAsDrawn) {
   spec.out_w = 10;
   for (std::uint64_t seed = 0; seed < 32; ++seed) {
     const SmallImageParams p = small_image_params(seed, kPadding, true);
-    const at::Tensor out = transformed(image, spec, seed);
+    const at::Tensor out = test::augmented(image, spec, seed);
     at::Tensor expected = at::zeros({2, 12, 10}, at::kByte);
     auto* e = expected.data_ptr<std::uint8_t>();
     for (int c = 0; c < 2; ++c) {
@@ -199,7 +190,7 @@ TEST(AugmentDraws, TheDeviceTransformsTakeTheSameDraws) {
       augment_batch(batch, seeds, small_spec, zero).round().to(at::kByte);
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     EXPECT_TRUE(on_device[static_cast<std::int64_t>(k)].equal(
-        transformed(images, small_spec, seeds[k])))
+        test::augmented(images, small_spec, seeds[k])))
         << "seed " << seeds[k];
   }
 
