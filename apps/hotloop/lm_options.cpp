@@ -124,11 +124,12 @@ void add_lm_flags(CLI::App* cmd, model::ModelOptions& m, bool with_model) {
             "Language model ({}, or hf:DIR); default: --weights' own config.json (a Hugging Face folder) or its run's",
             fmt::join(model::language_model_names(), ", ")));
   }
-  cmd->add_option("--layers", m.layers, "Default: the run's or the size's");
-  cmd->add_option("--heads", m.heads, "Default: the run's or the size's");
-  cmd->add_option("--width", m.width, "Default: the run's or the size's");
-  cmd->add_option("--context", m.context, "Default: the run's or the size's");
-  cmd->add_option("--vocab", m.vocab, "Default: the run's or the size's");
+  cmd->add_option("--layers", m.lm.layers, "Default: the run's or the size's");
+  cmd->add_option("--heads", m.lm.heads, "Default: the run's or the size's");
+  cmd->add_option("--width", m.lm.width, "Default: the run's or the size's");
+  cmd->add_option(
+      "--context", m.lm.context, "Default: the run's or the size's");
+  cmd->add_option("--vocab", m.lm.vocab, "Default: the run's or the size's");
 }
 
 model::ModelOptions resolve_lm(
@@ -158,11 +159,11 @@ model::ModelOptions resolve_lm(
       m.name = saved->value("name", m.name);
     }
     for (auto [key, field] :
-         {std::pair{"layers", &m.layers},
-          {"heads", &m.heads},
-          {"width", &m.width},
-          {"context", &m.context},
-          {"vocab", &m.vocab}}) {
+         {std::pair{"layers", &m.lm.layers},
+          {"heads", &m.lm.heads},
+          {"width", &m.lm.width},
+          {"context", &m.lm.context},
+          {"vocab", &m.lm.vocab}}) {
       if (!given.contains(key)) {
         *field = saved->value(key, *field);
       }
@@ -278,12 +279,12 @@ data::Tokenizer resolve_tokenizer(
     }
   }
   const model::ModelOptions c = model::resolve_language_model(m);
-  if (c.vocab > 256) {
+  if (c.lm.vocab > 256) {
     throw UsageError(
         fmt::format(
             "--weights {}: the model's vocabulary is {} tokens, not bytes, and its run has no tokenizer/",
             weights,
-            c.vocab),
+            c.lm.vocab),
         "pass the tokenizer it was trained with: --tokenizer bpe:DIR (DIR/vocab.json + DIR/merges.txt)");
   }
   return data::Tokenizer::bytes();

@@ -124,25 +124,26 @@ int predict(const PredictFlags& f, const CLI::App& cmd) {
   }
   const model::StateDict weights = model::read_weights(f.weights);
   model::ModelOptions options = f.model;
-  options.in_channels = f.in_channels > 0 ? f.in_channels : images.size(1);
-  options.image_size = images.size(2);
-  options.num_classes = f.num_classes;
+  options.image.in_channels =
+      f.in_channels > 0 ? f.in_channels : images.size(1);
+  options.image.size = images.size(2);
+  options.image.num_classes = f.num_classes;
   // An exported model's head may have been replaced for the data's classes:
   // the weights say how many.
   std::string head = "fc";
   if (kind.exported()) {
     model::ExportedOptions e;
     e.path = model::exported_path(options.name);
-    e.head = options.head;
+    e.head = options.exported.head;
     head = model::load_exported_model(e)->head_name();
   }
-  if (options.num_classes == 0) {
+  if (options.image.num_classes == 0) {
     for (const auto& [name, t] : weights) {
       if (name == head + ".weight" && t.dim() == 2) {
-        options.num_classes = t.size(0);
+        options.image.num_classes = t.size(0);
       }
     }
-    if (options.num_classes == 0) {
+    if (options.image.num_classes == 0) {
       throw UsageError(
           fmt::format(
               "{} has no {}.weight to take the class count from",
@@ -211,7 +212,7 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option("--device", flags->device, "cpu or cuda[:N]");
   cmd->add_option(
       "--head",
-      flags->model.head,
+      flags->model.exported.head,
       "torchscript: the head's module name, as in training; default: the module owning the last 2-D weight");
   add_lm_flags(cmd, flags->model, false);
   add_inference_precision_flag(cmd, flags->precision);

@@ -156,8 +156,8 @@ int main(int argc, char** argv) {
   try {
     hotloop::train::TrainerOptions options;
     options.model.name = "tiny-net"; // recorded in config.json
-    options.model.in_channels = 1;
-    options.model.num_classes = 2;
+    options.model.image.in_channels = 1;
+    options.model.image.num_classes = 2;
     options.epochs = 3;
     options.batch = 32;
     options.device = "auto";

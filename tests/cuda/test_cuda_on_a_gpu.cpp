@@ -135,7 +135,7 @@ TEST(CudaOnAGpu, ARunTimesEveryStepOnTheGpu) {
   train::TrainerOptions o = test::small_options((dir.path() / "run").string());
   o.device = "cuda";
   o.model.name = "cnn-small";
-  o.model.image_size = 28;
+  o.model.image.size = 28;
   o.precision = train::Precision::Bf16;
   o.batch = 256;
   o.steps = 60;

@@ -66,7 +66,7 @@ TEST(ExportedModel, ModelNamesAndOptions) {
   o.name = "torchscript:";
   EXPECT_THROW(o.validate(), UsageError);
   o.name = "resnet18";
-  o.head = "fc";
+  o.exported.head = "fc";
   EXPECT_THROW(o.validate(), UsageError); // --head is for exported models
 }
 

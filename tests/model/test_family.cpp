@@ -100,13 +100,14 @@ TEST(ModelFamilies, EachLanguageModelSizeResolvesToTheShapeItsEntryShows) {
     for (const NamedModel& size : family_entry(family).sizes) {
       const ModelOptions o =
           resolve_language_model(ModelOptions().set_name(size.name));
-      EXPECT_TRUE(size.shape.starts_with(fmt::format("{} layers", o.layers)))
+      EXPECT_TRUE(size.shape.starts_with(fmt::format("{} layers", o.lm.layers)))
           << size.name << ": " << size.shape;
       EXPECT_NE(
-          size.shape.find(fmt::format("width {}", o.width)), std::string::npos)
+          size.shape.find(fmt::format("width {}", o.lm.width)),
+          std::string::npos)
           << size.name << ": " << size.shape;
       EXPECT_NE(
-          size.shape.find(fmt::format("context {}", o.context)),
+          size.shape.find(fmt::format("context {}", o.lm.context)),
           std::string::npos)
           << size.name << ": " << size.shape;
     }

@@ -88,14 +88,14 @@ TEST(Gpt, NamedSizesAndFlagsMakeTheConfiguration) {
   EXPECT_NEAR(
       g.training_flops_per_token(), 6 * 123.7e6 + 12 * 12 * 1024 * 768, 1e7);
   o.name = "gpt-nano";
-  o.layers = 3;
-  o.context = 64;
+  o.lm.layers = 3;
+  o.lm.context = 64;
   const GptConfig n = gpt_config(o);
   EXPECT_EQ(n.layers, 3);
   EXPECT_EQ(n.heads, 4);
   EXPECT_EQ(n.width, 128);
   EXPECT_EQ(n.context, 64);
-  o.heads = 3; // 128 is not a multiple of 3
+  o.lm.heads = 3; // 128 is not a multiple of 3
   EXPECT_THROW(gpt_config(o), UsageError);
 }
 
@@ -105,7 +105,7 @@ TEST(Gpt, NamedSizesAndFlagsMakeTheConfiguration) {
 TEST(Gpt, ZeroLayersIsTheSizesDepthAndAConfigWithoutBlocksIsRefused) {
   ModelOptions o;
   o.name = "gpt-nano";
-  o.layers = 0;
+  o.lm.layers = 0;
   GptConfig g = gpt_config(o);
   EXPECT_EQ(g.layers, 4);
   g.layers = 0;

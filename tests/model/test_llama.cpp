@@ -198,7 +198,7 @@ TEST(Llama, WeightDecayAppliesToMatricesButNotNormsOrATiedEmbedding) {
 TEST(Llama, NamedSizesAndFlagsMakeTheConfiguration) {
   ModelOptions o;
   o.name = "llama-nano";
-  o.vocab = 300;
+  o.lm.vocab = 300;
   LlamaConfig c = llama_config(o);
   EXPECT_EQ(c.layers, 4);
   EXPECT_EQ(c.heads, 4);
@@ -208,12 +208,12 @@ TEST(Llama, NamedSizesAndFlagsMakeTheConfiguration) {
   EXPECT_TRUE(c.tied);
   // A new width keeps the MLP at 8/3 of it (rounded up to 32); 6 heads share
   // the size's 2 key/value heads.
-  o.width = 96;
-  o.heads = 6;
+  o.lm.width = 96;
+  o.lm.heads = 6;
   c = llama_config(o);
   EXPECT_EQ(c.intermediate, 256);
   EXPECT_EQ(c.kv_heads, 2);
-  o.heads = 3; // 2 does not divide 3: one key/value head per head
+  o.lm.heads = 3; // 2 does not divide 3: one key/value head per head
   EXPECT_EQ(llama_config(o).kv_heads, 3);
 
   // Qwen2.5-0.5B's shape: its published 494,032,768 parameters (tied, so
@@ -224,7 +224,7 @@ TEST(Llama, NamedSizesAndFlagsMakeTheConfiguration) {
   EXPECT_EQ(c.non_embedding_parameters(), 494032768);
   EXPECT_EQ(c.context, 1024);
   EXPECT_TRUE(c.qkv_bias);
-  o.context = 40000; // past its 32768 positions
+  o.lm.context = 40000; // past its 32768 positions
   EXPECT_THROW(llama_config(o), UsageError);
 }
 

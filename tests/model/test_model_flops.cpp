@@ -41,9 +41,9 @@ TEST(ModelFlops, AnalyticCountsEqualTheProfilersForOneForward) {
     SCOPED_TRACE(c.name + " at " + std::to_string(c.size));
     ModelOptions o;
     o.name = c.name;
-    o.in_channels = c.channels;
-    o.image_size = c.size;
-    o.num_classes = c.classes;
+    o.image.in_channels = c.channels;
+    o.image.size = c.size;
+    o.image.num_classes = c.classes;
     const auto m = make_model(o);
     const double analytic = m->training_flops_per_sample() / 3;
     ASSERT_GT(analytic, 0);

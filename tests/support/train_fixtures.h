@@ -35,9 +35,9 @@ inline std::shared_ptr<model::Model> make(const train::TrainerOptions& o) {
 inline train::TrainerOptions small_options(const std::string& out) {
   train::TrainerOptions o;
   o.model.name = "mlp";
-  o.model.in_channels = 1;
-  o.model.image_size = 8;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 8;
+  o.model.image.num_classes = 10;
   o.batch = 32;
   o.device = "cpu";
   o.threads = 1;

@@ -48,9 +48,9 @@ train::TrainSummary train_cnn(
     const std::string& out) {
   train::TrainerOptions o;
   o.model.name = "cnn-small";
-  o.model.in_channels = 1;
-  o.model.image_size = 28;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 28;
+  o.model.image.num_classes = 10;
   o.batch = 32;
   o.steps = 20;
   o.device = "cpu";

@@ -20,9 +20,9 @@ BatchFinderOptions finder_options() {
   BatchFinderOptions f;
   TrainerOptions& o = f.trainer;
   o.model.name = "mlp";
-  o.model.in_channels = 1;
-  o.model.image_size = 8;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 8;
+  o.model.image.num_classes = 10;
   o.device = "cpu";
   o.threads = 1;
   o.loader.workers = 1;
@@ -124,9 +124,9 @@ TEST(BatchFinder, TokenDataCapsTheSearchAtItsWindows) {
   test::ScopedEnv inject("HOTLOOP_INJECT_OOM_ABOVE", std::nullopt);
   BatchFinderOptions f = finder_options();
   f.trainer.model.name = "gpt-nano";
-  f.trainer.model.context = 16;
-  f.trainer.model.vocab = 256;
-  f.trainer.model.layers = 1;
+  f.trainer.model.lm.context = 16;
+  f.trainer.model.lm.vocab = 256;
+  f.trainer.model.lm.layers = 1;
   const std::shared_ptr<const data::Dataset> data =
       data::TokenDataset::from_text(
           {{"t", std::string(16 * 30 + 1, 'a')}}, "30 windows of 17");
@@ -197,7 +197,7 @@ namespace {
 TEST(BatchFinder, ModelStateShowsWhatLoraSaves) {
   TrainerOptions o;
   o.model.name = "llama-nano";
-  o.model.vocab = 256;
+  o.model.lm.vocab = 256;
   o.optimizer.kind = OptimizerKind::AdamW;
   const ModelFactory make = model_factory(o);
   const ModelState full = model_state(*make(), o);

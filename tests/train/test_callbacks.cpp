@@ -74,9 +74,9 @@ class Recorder final : public Callback {
 TrainerOptions options(const std::filesystem::path& out) {
   TrainerOptions o;
   o.model.name = "mlp";
-  o.model.in_channels = 1;
-  o.model.image_size = 8;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 8;
+  o.model.image.num_classes = 10;
   o.batch = 32;
   o.steps = 4;
   o.device = "cpu";

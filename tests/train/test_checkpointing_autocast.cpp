@@ -61,8 +61,8 @@ TrainerOptions resnet_bf16() {
   TrainerOptions o = test::small_options("");
   o.model = model::ModelOptions();
   o.model.name = "resnet18-small";
-  o.model.in_channels = 1;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.num_classes = 10;
   o.batch = 16;
   o.steps = 3;
   o.seed = 3;
@@ -78,11 +78,11 @@ TrainerOptions gpt_bf16() {
   TrainerOptions o = test::small_options("");
   o.model = model::ModelOptions();
   o.model.name = "gpt-nano";
-  o.model.layers = 2;
-  o.model.heads = 2;
-  o.model.width = 32;
-  o.model.context = 16;
-  o.model.vocab = 256;
+  o.model.lm.layers = 2;
+  o.model.lm.heads = 2;
+  o.model.lm.width = 32;
+  o.model.lm.context = 16;
+  o.model.lm.vocab = 256;
   o.batch = 8;
   o.steps = 6;
   o.seed = 4;

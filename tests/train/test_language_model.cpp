@@ -44,11 +44,11 @@ TrainerOptions gpt_options(const std::string& out) {
   TrainerOptions o = test::small_options(out);
   o.model = model::ModelOptions();
   o.model.name = "gpt-nano";
-  o.model.layers = 1;
-  o.model.heads = 2;
-  o.model.width = 32;
-  o.model.context = 16;
-  o.model.vocab = 256;
+  o.model.lm.layers = 1;
+  o.model.lm.heads = 2;
+  o.model.lm.width = 32;
+  o.model.lm.context = 16;
+  o.model.lm.vocab = 256;
   o.batch = 16;
   o.optimizer.kind = OptimizerKind::AdamW;
   o.optimizer.weight_decay = 0.1;
@@ -133,7 +133,7 @@ TEST(LanguageModel, DataThatDoesNotFitTheModelIsRefusedBeforeTraining) {
   TrainerOptions mlp = test::small_options(o.out_dir);
   EXPECT_THROW(Trainer(test::make(mlp), c.train, nullptr, mlp), UsageError);
   // Bytes (ids up to 255) into a vocabulary of 100.
-  o.model.vocab = 100;
+  o.model.lm.vocab = 100;
   try {
     Trainer(test::make(o), c.train, nullptr, o);
     FAIL() << "ids outside the vocabulary were accepted";
@@ -162,8 +162,8 @@ TEST(LanguageModel, TheEvaluationBatchIsSizedFromTheLogitsBytes) {
   // Through the model: a language model's logits decide, an image model
   // keeps max(micro-batch, 256).
   TrainerOptions o = gpt_options("");
-  o.model.context = 1024;
-  o.model.vocab = 50257;
+  o.model.lm.context = 1024;
+  o.model.lm.vocab = 50257;
   const auto gpt = test::make(o);
   EXPECT_EQ(evaluation_batch(*gpt, 4, Precision::Bf16), 4);
   EXPECT_EQ(

@@ -32,9 +32,9 @@ using test::synthetic;
 TrainerOptions cnn_options(const std::string& out) {
   TrainerOptions o;
   o.model.name = "cnn-small";
-  o.model.in_channels = 1;
-  o.model.image_size = 28;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 28;
+  o.model.image.num_classes = 10;
   o.batch = 64;
   o.steps = 6;
   o.device = "cpu";
@@ -164,9 +164,9 @@ TEST(OomRecovery, ResumingWithAnotherMicroBatchContinuesAtTheSameSample) {
   const auto train = synthetic("synthetic:512x1x8x8");
   TrainerOptions o;
   o.model.name = "mlp";
-  o.model.in_channels = 1;
-  o.model.image_size = 8;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 8;
+  o.model.image.num_classes = 10;
   o.batch = 64;
   o.micro_batch = 16;
   o.steps = 6;

@@ -98,9 +98,9 @@ TEST(RunFolder, ATrainerOnTokenDataKeepsItsTokenizer) {
       data::open_dataset(spec, data::Split::Train);
   TrainerOptions o;
   o.model.name = "gpt-nano";
-  o.model.layers = 1;
-  o.model.context = 16;
-  o.model.vocab = 256;
+  o.model.lm.layers = 1;
+  o.model.lm.context = 16;
+  o.model.lm.vocab = 256;
   o.batch = 4;
   o.steps = 1;
   o.device = "cpu";

@@ -113,9 +113,9 @@ nlohmann::json steps_of(const fs::path& run) {
 TrainerOptions golden_options(const fs::path& out) {
   TrainerOptions o;
   o.model.name = "cnn-small";
-  o.model.in_channels = 1;
-  o.model.image_size = 28;
-  o.model.num_classes = 10;
+  o.model.image.in_channels = 1;
+  o.model.image.size = 28;
+  o.model.image.num_classes = 10;
   o.batch = 32;
   o.steps = 8;
   o.device = "cpu";

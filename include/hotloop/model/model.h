@@ -85,46 +85,64 @@ class Model : public torch::nn::Module {
   }
 };
 
-struct ModelOptions {
-  std::string name = "cnn-small";
+// What an image classifier takes in and puts out (the image families, and
+// an exported classifier's head: model/script/exported.h).
+struct ImageModelOptions {
   std::int64_t num_classes = 10;
   std::int64_t in_channels = 1;
   // Input height and width; only mlp's first layer depends on it.
-  std::int64_t image_size = 28;
+  std::int64_t size = 28;
   // Zero-initialize the last BatchNorm of each residual block (ResNets), so
   // each block starts as the identity ("Bag of Tricks", Goyal et al.).
   bool zero_init_residual = false;
-  // Language models (model/gpt/gpt.h, model/llama/llama.h): 0 keeps the named
-  // size's value. vocab 0 on a small size: the data's vocabulary.
+};
+
+// A language model's shape (model/gpt/gpt.h, model/llama/llama.h; an
+// exported language model's context and vocabulary): 0 keeps the named
+// size's value. vocab 0 on a small size: the data's vocabulary.
+struct LmShapeOptions {
   std::int64_t layers = 0;
   std::int64_t heads = 0;
   std::int64_t width = 0;
   std::int64_t context = 0;
   std::int64_t vocab = 0;
+};
+
+// An exported model (torchscript:FILE, model/script/exported.h).
+struct ExportedModelOptions {
+  // The classifier head's module name; empty: the module owning the last
+  // 2-D weight.
+  std::string head;
+};
+
+// The model to build: its --model name and, grouped by the families they
+// apply to, what shapes it. A family reads its own group (family.h).
+struct ModelOptions {
+  std::string name = "cnn-small";
+  ImageModelOptions image;
+  LmShapeOptions lm;
   // Language models: LoRA adapters on the projections (rank 0: none).
   LoraOptions lora;
-  // Exported models (torchscript:FILE, model/script/exported.h): the classifier
-  // head's module name; empty: the module owning the last 2-D weight.
-  std::string head;
+  ExportedModelOptions exported;
 
   ModelOptions& set_name(std::string v) {
     name = std::move(v);
     return *this;
   }
   ModelOptions& set_num_classes(std::int64_t v) {
-    num_classes = v;
+    image.num_classes = v;
     return *this;
   }
   ModelOptions& set_in_channels(std::int64_t v) {
-    in_channels = v;
+    image.in_channels = v;
     return *this;
   }
   ModelOptions& set_image_size(std::int64_t v) {
-    image_size = v;
+    image.size = v;
     return *this;
   }
   ModelOptions& set_zero_init_residual(bool v) {
-    zero_init_residual = v;
+    image.zero_init_residual = v;
     return *this;
   }
   // Throws UsageError naming the option: an unknown model, classes or channels

@@ -51,9 +51,10 @@ void ModelOptions::validate() const {
   } else if (kind.hf_folder()) {
     resolve_language_model(*this, kind); // a folder hotloop can run
     return;
-  } else if (!head.empty()) {
+  } else if (!exported.head.empty()) {
     throw UsageError(
-        fmt::format("--head {}: only exported models take a head name", head),
+        fmt::format(
+            "--head {}: only exported models take a head name", exported.head),
         fmt::format("{}'s head is fixed; drop --head", name));
   } else if (kind.family == ModelFamily::Unknown) {
     throw UsageError(
@@ -64,16 +65,16 @@ void ModelOptions::validate() const {
     resolve_language_model(*this, kind); // the image fields do not apply
     return;
   }
-  if (num_classes < 1) {
+  if (image.num_classes < 1) {
     throw UsageError(
-        fmt::format("--num-classes {}: must be at least 1", num_classes));
+        fmt::format("--num-classes {}: must be at least 1", image.num_classes));
   }
-  if (in_channels < 1) {
+  if (image.in_channels < 1) {
     throw UsageError(
-        fmt::format("--in-channels {}: must be at least 1", in_channels));
+        fmt::format("--in-channels {}: must be at least 1", image.in_channels));
   }
-  if (image_size < 1) {
-    throw UsageError(fmt::format("--size {}: must be at least 1", image_size));
+  if (image.size < 1) {
+    throw UsageError(fmt::format("--size {}: must be at least 1", image.size));
   }
 }
 

@@ -103,7 +103,7 @@ EvalResult Evaluator::run_once(
   if (s.model->tokens_per_sample() > 0) {
     return run_language_model(s, precision);
   }
-  const std::int64_t k = o.model.num_classes;
+  const std::int64_t k = o.model.image.num_classes;
   // Summed on the device and read once at the end, not per batch (on a GPU
   // each read waits for the stream).
   const auto on_device = at::TensorOptions().device(s.device);

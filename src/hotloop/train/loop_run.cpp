@@ -92,8 +92,8 @@ LoopRun::LoopRun(LoopRunOptions o) : impl_(std::make_unique<Impl>()) {
   }
   m.trainer.precision = opt.precision;
   m.trainer.model.name = "outside";
-  m.trainer.model.num_classes = opt.num_classes;
-  m.trainer.model.vocab = opt.num_classes;
+  m.trainer.model.image.num_classes = opt.num_classes;
+  m.trainer.model.lm.vocab = opt.num_classes;
   m.trainer.schedule.warmup_steps = opt.warmup_steps;
   m.model = std::make_shared<OutsideModel>(
       opt.tokens_per_sample, opt.flops_per_sample);

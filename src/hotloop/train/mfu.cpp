@@ -68,7 +68,7 @@ ModelFlops training_flops(model::Model& model, const model::ModelOptions& o) {
   const std::int64_t tokens = model.tokens_per_sample();
   const at::Tensor sample = tokens > 0
       ? at::zeros({1, tokens}, at::kLong)
-      : at::zeros({1, o.in_channels, o.image_size, o.image_size});
+      : at::zeros({1, o.image.in_channels, o.image.size, o.image.size});
   const bool was_training = model.is_training();
   model.eval();
   ModelFlops r;

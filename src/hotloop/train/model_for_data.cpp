@@ -46,47 +46,47 @@ void fit_model_to_data(
   if (tokens) {
     // A token model has no image input or classes: those left at 0 ("the
     // data's") keep the model options' defaults, unused.
-    const model::ModelOptions unused;
-    o.model.in_channels =
+    const model::ImageModelOptions unused;
+    o.model.image.in_channels =
         fit.in_channels > 0 ? fit.in_channels : unused.in_channels;
-    o.model.num_classes =
+    o.model.image.num_classes =
         fit.num_classes > 0 ? fit.num_classes : unused.num_classes;
   }
   if (kind.exported()) {
     // An exported model is a token model when its data is tokens.
     if (tokens) {
-      if (o.model.context <= 0) {
+      if (o.model.lm.context <= 0) {
         throw UsageError(
             fmt::format(
                 "--model {} on token data needs --context: the sequence length the model takes",
                 o.model.name),
             "pass --context N (its position table's size or less)");
       }
-      o.model.vocab = tokens->max_token() + 1; // ids the model must take
+      o.model.lm.vocab = tokens->max_token() + 1; // ids the model must take
       return;
     }
-    o.model.context = 0;
+    o.model.lm.context = 0;
   } else {
     check_model_takes(o.model.name, lm, train);
   }
   if (lm) {
     // A named size takes the data's vocabulary when it is larger; a
     // folder's is its own.
-    if (o.model.vocab == 0 && !kind.hf_folder()) {
-      o.model.vocab = std::max(
-          model::resolve_language_model(o.model, kind).vocab,
+    if (o.model.lm.vocab == 0 && !kind.hf_folder()) {
+      o.model.lm.vocab = std::max(
+          model::resolve_language_model(o.model, kind).lm.vocab,
           tokens->vocabulary_hint());
     }
     o.model = model::resolve_language_model(o.model, kind);
     return;
   }
   const auto shape = train.shape();
-  o.model.in_channels =
+  o.model.image.in_channels =
       fit.in_channels > 0 ? fit.in_channels : (shape ? shape->channels : 3);
-  o.model.num_classes = fit.num_classes > 0
+  o.model.image.num_classes = fit.num_classes > 0
       ? fit.num_classes
       : static_cast<std::int64_t>(train.num_classes());
-  o.model.image_size =
+  o.model.image.size =
       o.loader.size > 0 ? o.loader.size : (shape ? shape->height : 224);
 }
 

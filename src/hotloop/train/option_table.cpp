@@ -18,6 +18,9 @@ namespace {
 using namespace options_detail;
 using O = TrainerOptions;
 using M = model::ModelOptions;
+using Img = model::ImageModelOptions;
+using Lm = model::LmShapeOptions;
+using Exp = model::ExportedModelOptions;
 using L = data::LoaderOptions;
 using Opt = OptimizerOptions;
 using Sch = ScheduleOptions;
@@ -102,61 +105,61 @@ std::vector<TrainerOption> model_options() {
       text<O>(
           "head",
           section,
-          field(&O::model, &M::head),
+          field(&O::model, &M::exported, &Exp::head),
           "torchscript: the classifier head's module name (replaced when the data has another class count; --freeze backbone and --head-lr use it); empty: the module owning the last 2-D weight")
           .kept_on_resume(),
       number<O, std::int64_t>(
           "num-classes",
           section,
-          field(&O::model, &M::num_classes),
+          field(&O::model, &M::image, &Img::num_classes),
           "Outputs; 0: the data set's class count",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "in-channels",
           section,
-          field(&O::model, &M::in_channels),
+          field(&O::model, &M::image, &Img::in_channels),
           "Input channels; 0: the data set's",
           at_least(0))
           .kept_on_resume(),
       boolean<O>(
           "zero-init-residual",
           section,
-          field(&O::model, &M::zero_init_residual),
+          field(&O::model, &M::image, &Img::zero_init_residual),
           "Zero the last BatchNorm of each residual block")
           .kept_on_resume(),
       number<O, std::int64_t>(
           "layers",
           section,
-          field(&O::model, &M::layers),
+          field(&O::model, &M::lm, &Lm::layers),
           "Language models: transformer blocks; 0: the size's",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "heads",
           section,
-          field(&O::model, &M::heads),
+          field(&O::model, &M::lm, &Lm::heads),
           "Language models: attention heads; 0: the size's (Llama: the size's key/value heads when they divide it, else as many)",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "width",
           section,
-          field(&O::model, &M::width),
+          field(&O::model, &M::lm, &Lm::width),
           "Language models: embedding width; 0: the size's (Llama: the MLP 8/3 of it)",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "context",
           section,
-          field(&O::model, &M::context),
+          field(&O::model, &M::lm, &Lm::context),
           "Language models: tokens per sequence (the longest it reads); 0: the size's (hf:DIR: the model's positions up to 1024). torchscript on token data: required",
           at_least(0))
           .kept_on_resume(),
       number<O, std::int64_t>(
           "vocab",
           section,
-          field(&O::model, &M::vocab),
+          field(&O::model, &M::lm, &Lm::vocab),
           "Language models: vocabulary (GPT pads it to a multiple of 64 inside); 0: the size's or the data's, the larger",
           at_least(0))
           .kept_on_resume(),

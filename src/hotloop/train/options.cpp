@@ -109,11 +109,11 @@ nlohmann::json model_json(const model::ModelOptions& model) {
   if (kind.language_model()) {
     nlohmann::json j = {
         {"name", model.name},
-        {"layers", model.layers},
-        {"heads", model.heads},
-        {"width", model.width},
-        {"context", model.context},
-        {"vocab", model.vocab}};
+        {"layers", model.lm.layers},
+        {"heads", model.lm.heads},
+        {"width", model.lm.width},
+        {"context", model.lm.context},
+        {"vocab", model.lm.vocab}};
     if (model.lora.enabled()) {
       j["lora"] = {
           {"rank", model.lora.rank},
@@ -123,21 +123,21 @@ nlohmann::json model_json(const model::ModelOptions& model) {
     }
     return j;
   }
-  if (kind.exported() && model.context > 0) {
+  if (kind.exported() && model.lm.context > 0) {
     return {
         {"name", model.name},
-        {"head", model.head},
-        {"context", model.context},
-        {"vocab", model.vocab}};
+        {"head", model.exported.head},
+        {"context", model.lm.context},
+        {"vocab", model.lm.vocab}};
   }
   nlohmann::json j = {
       {"name", model.name},
-      {"num_classes", model.num_classes},
-      {"in_channels", model.in_channels},
-      {"image_size", model.image_size},
-      {"zero_init_residual", model.zero_init_residual}};
+      {"num_classes", model.image.num_classes},
+      {"in_channels", model.image.in_channels},
+      {"image_size", model.image.size},
+      {"zero_init_residual", model.image.zero_init_residual}};
   if (kind.exported()) {
-    j["head"] = model.head;
+    j["head"] = model.exported.head;
   }
   return j;
 }

@@ -66,7 +66,10 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
     o.micro_batch = 0;
   }
   fit_model_to_data(
-      o, kind, *out.train, DataFit{o.model.in_channels, o.model.num_classes});
+      o,
+      kind,
+      *out.train,
+      DataFit{o.model.image.in_channels, o.model.image.num_classes});
   o.validate();
 
   BatchFinderOptions finder = context.finder;

@@ -146,8 +146,8 @@ std::vector<RunOption> make_table() {
 } // namespace
 
 RunOptions::RunOptions() {
-  trainer.model.num_classes = 0;
-  trainer.model.in_channels = 0;
+  trainer.model.image.num_classes = 0;
+  trainer.model.image.in_channels = 0;
 }
 
 bool RunOptions::given(std::string_view name) const {

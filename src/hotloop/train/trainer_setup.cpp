@@ -214,22 +214,22 @@ void Trainer::Impl::cap_device_memory() {
 void Trainer::Impl::check_data() {
   check_data_fits(*model, *train_data, options);
   const auto shape = train_data->shape();
-  if (shape && shape->channels != options.model.in_channels &&
+  if (shape && shape->channels != options.model.image.in_channels &&
       options.loader.channels == 0) {
     throw DataError(fmt::format(
         "{} has {} channel(s) but the model takes {}",
         train_data->describe(),
         shape->channels,
-        options.model.in_channels));
+        options.model.image.in_channels));
   }
   if (model->tokens_per_sample() == 0 &&
       static_cast<std::int64_t>(train_data->num_classes()) >
-          options.model.num_classes) {
+          options.model.image.num_classes) {
     throw DataError(fmt::format(
         "{} has {} classes but the model has {} outputs",
         train_data->describe(),
         train_data->num_classes(),
-        options.model.num_classes));
+        options.model.image.num_classes));
   }
 }
 
@@ -245,7 +245,7 @@ void Trainer::Impl::load_weights() {
           "init: the head '{}' was replaced: the file has {} classes, the model {}",
           model->head_name(),
           r.file_classes,
-          options.model.num_classes));
+          options.model.image.num_classes));
     }
   }
   if (const auto* exported =
@@ -257,7 +257,7 @@ void Trainer::Impl::load_weights() {
           "model: the head '{}' was replaced: {} outputs in the file, {} classes in the data",
           i.head,
           i.head_classes,
-          options.model.num_classes));
+          options.model.image.num_classes));
     }
     for (const std::string& w : i.warnings) {
       log("model: warning: " + w);

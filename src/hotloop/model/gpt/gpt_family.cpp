@@ -49,11 +49,11 @@ GptConfig gpt_config(const ModelOptions& o) {
       field = v;
     }
   };
-  take(c.layers, o.layers);
-  take(c.heads, o.heads);
-  take(c.width, o.width);
-  take(c.context, o.context);
-  take(c.vocab, o.vocab);
+  take(c.layers, o.lm.layers);
+  take(c.heads, o.lm.heads);
+  take(c.width, o.lm.width);
+  take(c.context, o.lm.context);
+  take(c.vocab, o.lm.vocab);
   c.validate();
   return c;
 }

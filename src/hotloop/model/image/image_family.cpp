@@ -20,19 +20,19 @@ constexpr SizeRecipe kResNet{1e-3, false, true};
 std::shared_ptr<Model> make_image_model(const ModelOptions& o) {
   if (o.name == "mlp") {
     return std::make_shared<Mlp>(
-        o.in_channels * o.image_size * o.image_size, o.num_classes);
+        o.image.in_channels * o.image.size * o.image.size, o.image.num_classes);
   }
   if (o.name == "cnn-small") {
     return std::make_shared<CnnSmall>(
-        o.in_channels, o.num_classes, o.image_size);
+        o.image.in_channels, o.image.num_classes, o.image.size);
   }
   ResNetOptions r;
   r.small_stem = o.name.ends_with("-small");
   r.depth = std::stoi(o.name.substr(std::string("resnet").size(), 2));
-  r.num_classes = o.num_classes;
-  r.in_channels = o.in_channels;
-  r.zero_init_residual = o.zero_init_residual;
-  r.image_size = o.image_size;
+  r.num_classes = o.image.num_classes;
+  r.in_channels = o.image.in_channels;
+  r.zero_init_residual = o.image.zero_init_residual;
+  r.image_size = o.image.size;
   return std::make_shared<ResNet>(r);
 }
 

@@ -128,28 +128,28 @@ RopeOptions read_rope(const json& j, const fs::path& file) {
 LlamaConfig llama_config(const ModelOptions& o) {
   const NamedSize* it = &lm::find_size(sizes(), o.name, "Llama-family");
   LlamaConfig c = it->config;
-  if (o.heads > 0) {
-    c.heads = o.heads;
+  if (o.lm.heads > 0) {
+    c.heads = o.lm.heads;
     if (c.heads % c.kv_heads != 0) {
       c.kv_heads = c.heads;
     }
   }
-  if (o.width > 0) {
-    c.width = o.width;
+  if (o.lm.width > 0) {
+    c.width = o.lm.width;
     c.head_width = 0;
     c.intermediate = round_up(c.width * 8 / 3, 32);
   }
-  if (o.layers > 0) {
-    c.layers = o.layers;
+  if (o.lm.layers > 0) {
+    c.layers = o.lm.layers;
   }
-  if (o.context > 0) {
-    c.context = o.context;
+  if (o.lm.context > 0) {
+    c.context = o.lm.context;
     if (it->vocab_from_data) {
       c.max_positions = c.context; // the small size has no position limit
     }
   }
-  if (o.vocab > 0) {
-    c.vocab = o.vocab;
+  if (o.lm.vocab > 0) {
+    c.vocab = o.lm.vocab;
   }
   c.validate();
   return c;

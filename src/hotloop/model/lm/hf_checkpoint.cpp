@@ -202,7 +202,7 @@ HfModelConfig folder_config(const ModelKind& kind, const ModelOptions& o) {
         fmt::format("--model {}: not a folder with a config.json", o.name),
         "hf:DIR names a Hugging Face model folder (what save_pretrained writes)");
   }
-  return read_hf_config(dir, o.context);
+  return read_hf_config(dir, o.lm.context);
 }
 
 // The folder says the shape; the options keep the window it runs.
@@ -211,10 +211,10 @@ ModelOptions resolve_folder(
     const ModelKind& kind) {
   ModelOptions o = options;
   for (auto [flag, v] :
-       {std::pair{"layers", o.layers},
-        {"heads", o.heads},
-        {"width", o.width},
-        {"vocab", o.vocab}}) {
+       {std::pair{"layers", o.lm.layers},
+        {"heads", o.lm.heads},
+        {"width", o.lm.width},
+        {"vocab", o.lm.vocab}}) {
     if (v > 0) {
       throw UsageError(
           fmt::format(
@@ -222,7 +222,7 @@ ModelOptions resolve_folder(
           fmt::format("drop --{} (only --context applies to a folder)", flag));
     }
   }
-  o.context = folder_config(kind, o).context;
+  o.lm.context = folder_config(kind, o).context;
   return o;
 }
 

@@ -80,11 +80,7 @@ std::vector<NamedModel> named_models(const std::vector<Size>& sizes) {
 template <typename Config>
 ModelOptions with_shape(const ModelOptions& options, const Config& c) {
   ModelOptions o = options;
-  o.layers = c.layers;
-  o.heads = c.heads;
-  o.width = c.width;
-  o.context = c.context;
-  o.vocab = c.vocab;
+  o.lm = {c.layers, c.heads, c.width, c.context, c.vocab};
   return o;
 }
 

@@ -10,18 +10,18 @@ namespace hotloop::model {
 namespace {
 
 // An image model's shape, or a language model's context and vocabulary
-// (options.context > 0), to check the module against.
+// (options.lm.context > 0), to check the module against.
 std::shared_ptr<Model> load(const ModelOptions& o, const ModelKind&) {
   ExportedOptions e;
   e.path = exported_path(o.name);
-  e.head = o.head;
-  if (o.context > 0) {
-    e.context = o.context;
-    e.vocab = o.vocab;
+  e.head = o.exported.head;
+  if (o.lm.context > 0) {
+    e.context = o.lm.context;
+    e.vocab = o.lm.vocab;
   } else {
-    e.in_channels = o.in_channels;
-    e.image_size = o.image_size;
-    e.num_classes = o.num_classes;
+    e.in_channels = o.image.in_channels;
+    e.image_size = o.image.size;
+    e.num_classes = o.image.num_classes;
   }
   return load_exported_model(e);
 }

@@ -31,8 +31,8 @@ void TelemetryCallback::on_fit_start(const RunState& s) {
   // A uniform guess's loss: over the classes, or a language model's
   // vocabulary (unknown for a user's own: 0 turns the check off).
   const std::int64_t outputs = s.model->tokens_per_sample() > 0
-      ? s.options->model.vocab
-      : s.options->model.num_classes;
+      ? s.options->model.lm.vocab
+      : s.options->model.image.num_classes;
   o.chance_loss = outputs > 1 ? std::log(static_cast<double>(outputs)) : 0.0;
   o.precision = to_string(s.options->precision);
   o.warmup_end = warmup_end(s.options->schedule, s.total_steps);
