@@ -3,8 +3,6 @@
 // the input pipeline alone delivers batches; `hotloop bench conv`: oneDNN
 // against im2col + GEMM per convolution shape on the CPU (--cpu-conv).
 
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "bench_runner.h"
@@ -104,14 +102,7 @@ CLI::App* add_bench_matrix(CLI::App& app, Action& action) {
         }
       }
       mf->options.out_dir = mf->out;
-      const testplan::BenchReport report =
-          run_bench_matrix(mf->options, stdout);
-      testplan::write_report(mf->out, report);
-      const std::string best = testplan::headline(report);
-      fmt::print(
-          "\n{}\nreport: {}\n",
-          best.empty() ? "no row ran" : best,
-          (std::filesystem::path(mf->out) / "report.html").string());
+      run_and_report_matrix(mf->options);
       return 0;
     };
   });

@@ -1,7 +1,9 @@
 #include "bench_runner.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -60,6 +62,19 @@ testplan::BenchReport run_bench_matrix(
         std::fflush(progress);
       });
   return report;
+}
+
+void run_and_report_matrix(testplan::MatrixOptions options) {
+  const std::string out = options.out_dir;
+  const testplan::BenchReport report =
+      run_bench_matrix(std::move(options), stdout);
+  testplan::write_report(out, report);
+  const std::string best = testplan::headline(report);
+  fmt::print(
+      "\n{}\nreport: {}\n",
+      best.empty() ? "no bench row ran" : best,
+      std::filesystem::absolute(std::filesystem::path(out) / "report.html")
+          .string());
 }
 
 } // namespace hotloop::cli

@@ -22,4 +22,8 @@ testplan::BenchReport run_bench_matrix(
     testplan::MatrixOptions options,
     std::FILE* progress);
 
+// run_bench_matrix into `options.out_dir`: writes its report there and
+// prints the headline (or "no bench row ran") and the report's path.
+void run_and_report_matrix(testplan::MatrixOptions options);
+
 } // namespace hotloop::cli

@@ -5,8 +5,6 @@
 // and each CPU row is cut at --cpu-row-seconds, so the whole job takes about
 // five minutes on two cores.
 
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "bench_runner.h"
@@ -98,16 +96,7 @@ void add_run_command(CLI::App& app, Action& action) {
             {"cpu", "fp32", 32, "gpt-nano", "text:fortunes", false});
       }
       f->matrix.out_dir = f->out;
-      const testplan::BenchReport bench_report =
-          run_bench_matrix(f->matrix, stdout);
-      testplan::write_report(f->out, bench_report);
-      const std::string best = testplan::headline(bench_report);
-      fmt::print(
-          "\n{}\nreport: {}\n",
-          best.empty() ? "no bench row ran" : best,
-          std::filesystem::absolute(
-              std::filesystem::path(f->out) / "report.html")
-              .string());
+      run_and_report_matrix(f->matrix);
       return 0;
     };
   });
