@@ -29,6 +29,38 @@ struct ExportHf {
   std::string out;
 };
 
+// What export-hf and merge-lora do with the loaded model: `in` is read as
+// `options`, the folder to write is `out`.
+using LmWrite = std::function<int(
+    const ExportHf& paths,
+    const model::ModelOptions& options,
+    model::LanguageModel& lm)>;
+
+// A `weights NAME IN OUT` subcommand on a language model: IN (described by
+// `in_help`) is loaded with the language-model flags (lm_options.h) and
+// handed to `write`.
+void add_lm_writer(
+    CLI::App* cmd,
+    Action& action,
+    const std::string& name,
+    const std::string& help,
+    const std::string& in_help,
+    LmWrite write) {
+  auto f = std::make_shared<ExportHf>();
+  CLI::App* sub = cmd->add_subcommand(name, help);
+  sub->add_option("IN", f->in, in_help)->required();
+  sub->add_option("OUT", f->out, "The folder to write")->required();
+  add_lm_flags(sub, f->model);
+  sub->callback([f, sub, write, &action] {
+    action = [f, sub, write] {
+      const model::ModelOptions options =
+          resolve_lm(f->model, f->in, given_options(*sub));
+      const auto lm = load_lm(options, f->in);
+      return write(*f, options, *lm);
+    };
+  });
+}
+
 // `weights show FILE`: each tensor's name, dtype and shape.
 void add_show(CLI::App* cmd, Action& action) {
   auto show_path = std::make_shared<std::string>();
@@ -84,96 +116,81 @@ void add_convert(CLI::App* cmd, Action& action) {
 
 // `weights export-hf IN OUT`: a language model as a Hugging Face folder.
 void add_export_hf(CLI::App* cmd, Action& action) {
-  auto hf = std::make_shared<ExportHf>();
-  CLI::App* export_hf = cmd->add_subcommand(
+  add_lm_writer(
+      cmd,
+      action,
       "export-hf",
-      "Write a language model's weights as a Hugging Face folder: model.safetensors + config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM: from_pretrained loads it)");
-  export_hf
-      ->add_option("IN", hf->in, "A language model's checkpoint or weight file")
-      ->required();
-  export_hf->add_option("OUT", hf->out, "The folder to write")->required();
-  add_lm_flags(export_hf, hf->model);
-  export_hf->callback([hf, export_hf, &action] {
-    action = [hf, export_hf] {
-      const model::ModelOptions options =
-          resolve_lm(hf->model, hf->in, given_options(*export_hf));
-      auto lm = load_lm(options, hf->in);
-      if (!model::lora_state(*lm).empty()) {
-        throw UsageError(
-            fmt::format("{} holds LoRA adapters", hf->in),
-            fmt::format(
-                "write the merged model with `hotloop weights merge-lora {} {}`",
-                hf->in,
-                hf->out));
-      }
-      const std::string weights = model::write_hf_folder(hf->out, *lm);
-      fmt::print(
-          "{} ({}) -> {}, {}/config.json\n",
-          hf->in,
-          options.name,
-          weights,
-          hf->out);
-      return 0;
-    };
-  });
+      "Write a language model's weights as a Hugging Face folder: model.safetensors + config.json (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM: from_pretrained loads it)",
+      "A language model's checkpoint or weight file",
+      [](const ExportHf& hf,
+         const model::ModelOptions& options,
+         model::LanguageModel& lm) {
+        if (!model::lora_state(lm).empty()) {
+          throw UsageError(
+              fmt::format("{} holds LoRA adapters", hf.in),
+              fmt::format(
+                  "write the merged model with `hotloop weights merge-lora {} {}`",
+                  hf.in,
+                  hf.out));
+        }
+        const std::string weights = model::write_hf_folder(hf.out, lm);
+        fmt::print(
+            "{} ({}) -> {}, {}/config.json\n",
+            hf.in,
+            options.name,
+            weights,
+            hf.out);
+        return 0;
+      });
 }
 
 // `weights merge-lora IN OUT`: adapters merged into their base, as a Hugging
 // Face folder with the base's tokenizer.
 void add_merge_lora(CLI::App* cmd, Action& action) {
-  auto merge = std::make_shared<ExportHf>();
-  CLI::App* merge_lora = cmd->add_subcommand(
+  add_lm_writer(
+      cmd,
+      action,
       "merge-lora",
-      "Merge LoRA adapters into their base (W + alpha/r BA) and write a Hugging Face folder: a PEFT adapter folder (its base from adapter_config.json, or --model hf:DIR) or a LoRA run's RUN/model.safetensors");
-  merge_lora
-      ->add_option(
-          "IN",
-          merge->in,
-          "A PEFT adapter folder (RUN/adapter) or a LoRA run's weight file")
-      ->required();
-  merge_lora->add_option("OUT", merge->out, "The folder to write")->required();
-  add_lm_flags(merge_lora, merge->model);
-  merge_lora->callback([merge, merge_lora, &action] {
-    action = [merge, merge_lora] {
-      const model::ModelOptions options =
-          resolve_lm(merge->model, merge->in, given_options(*merge_lora));
-      auto lm = load_lm(options, merge->in);
-      const std::size_t merged = model::merge_lora(*lm);
-      if (merged == 0) {
-        throw UsageError(
-            fmt::format("{} holds no LoRA adapters", merge->in),
-            fmt::format(
-                "`hotloop weights export-hf {} {}` writes a model without adapters",
-                merge->in,
-                merge->out));
-      }
-      const std::string weights = model::write_hf_folder(merge->out, *lm);
-      // The base's tokenizer goes with it: the folder is then whole.
-      const std::string base = model::model_kind(options.name).folder();
-      std::vector<std::string> copied;
-      for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
-        const std::filesystem::path from = std::filesystem::path(base) / name;
-        std::error_code ec;
-        if (!base.empty() && std::filesystem::is_regular_file(from, ec)) {
-          std::filesystem::copy_file(
-              from,
-              std::filesystem::path(merge->out) / name,
-              std::filesystem::copy_options::overwrite_existing);
-          copied.push_back(name);
+      "Merge LoRA adapters into their base (W + alpha/r BA) and write a Hugging Face folder: a PEFT adapter folder (its base from adapter_config.json, or --model hf:DIR) or a LoRA run's RUN/model.safetensors",
+      "A PEFT adapter folder (RUN/adapter) or a LoRA run's weight file",
+      [](const ExportHf& merge,
+         const model::ModelOptions& options,
+         model::LanguageModel& lm) {
+        const std::size_t merged = model::merge_lora(lm);
+        if (merged == 0) {
+          throw UsageError(
+              fmt::format("{} holds no LoRA adapters", merge.in),
+              fmt::format(
+                  "`hotloop weights export-hf {} {}` writes a model without adapters",
+                  merge.in,
+                  merge.out));
         }
-      }
-      fmt::print(
-          "{}: {} projection(s) merged -> {}, {}/config.json{}\n",
-          merge->in,
-          merged,
-          weights,
-          merge->out,
-          copied.empty()
-              ? std::string()
-              : fmt::format(", {} from the base", fmt::join(copied, ", ")));
-      return 0;
-    };
-  });
+        const std::string weights = model::write_hf_folder(merge.out, lm);
+        // The base's tokenizer goes with it: the folder is then whole.
+        const std::string base = model::model_kind(options.name).folder();
+        std::vector<std::string> copied;
+        for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+          const std::filesystem::path from = std::filesystem::path(base) / name;
+          std::error_code ec;
+          if (!base.empty() && std::filesystem::is_regular_file(from, ec)) {
+            std::filesystem::copy_file(
+                from,
+                std::filesystem::path(merge.out) / name,
+                std::filesystem::copy_options::overwrite_existing);
+            copied.push_back(name);
+          }
+        }
+        fmt::print(
+            "{}: {} projection(s) merged -> {}, {}/config.json{}\n",
+            merge.in,
+            merged,
+            weights,
+            merge.out,
+            copied.empty()
+                ? std::string()
+                : fmt::format(", {} from the base", fmt::join(copied, ", ")));
+        return 0;
+      });
 }
 
 } // namespace
