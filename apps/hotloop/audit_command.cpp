@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "bench_runner.h"
+#include "bench_matrix.h"
 #include "cli_common.h"
 #include "hotloop/errors.h"
 #include "hotloop/testplan/audit.h"

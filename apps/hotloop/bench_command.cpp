@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "bench_runner.h"
+#include "bench_matrix.h"
 #include "cli_common.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/testplan/conv_bench.h"
 #include "hotloop/testplan/data_bench.h"
 #include "matrix_file.h"
-#include "run_flags.h"
+#include "run_option_flags.h"
 
 namespace hotloop::cli {
 

@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "bench_runner.h"
+#include "bench_matrix.h"
 #include "cli_common.h"
 #include "hotloop/cuda/build_info.h"
 #include "hotloop/env/doctor.h"
 #include "hotloop/testplan/smoke.h"
-#include "run_flags.h"
+#include "run_option_flags.h"
 
 namespace hotloop::cli {
 

@@ -6,7 +6,7 @@
 
 #include "cli_common.h"
 #include "hotloop/testplan/smoke.h"
-#include "run_flags.h"
+#include "run_option_flags.h"
 
 namespace hotloop::cli {
 

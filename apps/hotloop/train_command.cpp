@@ -18,7 +18,7 @@
 #include "hotloop/train/run_folder.h"
 #include "hotloop/train/trainer.h"
 #include "option_sources.h"
-#include "run_flags.h"
+#include "run_option_flags.h"
 #include "train_setup.h"
 
 namespace hotloop::cli {

@@ -7,7 +7,7 @@
 #include "hotloop/train/batch_finder.h"
 #include "hotloop/train/resolve_run.h"
 #include "option_sources.h"
-#include "run_flags.h"
+#include "run_option_flags.h"
 #include "train_setup.h"
 
 namespace hotloop::cli {

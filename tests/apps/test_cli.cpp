@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/doctor_fixtures.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/train/checkpoint_file.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/free_port.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"

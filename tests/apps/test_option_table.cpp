@@ -13,7 +13,7 @@
 #include "hotloop/testplan/matrix.h"
 #include "hotloop/train/checkpointer.h"
 #include "hotloop/train/run_options.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/temp_dir.h"
 
 namespace hotloop {

@@ -16,7 +16,7 @@
 #include <ATen/ops/equal.h>
 
 #include "hotloop/train/checkpoint_file.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"

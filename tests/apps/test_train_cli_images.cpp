@@ -14,7 +14,7 @@
 #include <ATen/ops/equal.h>
 
 #include "hotloop/train/checkpoint_file.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"
 #include "test_paths.h"

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/temp_dir.h"
 
 namespace hotloop {

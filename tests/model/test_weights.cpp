@@ -11,7 +11,7 @@
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/weights.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/file_size_limit.h"
 #include "support/temp_dir.h"
 

@@ -16,7 +16,7 @@
 #include "hotloop/testplan/matrix.h"
 #include "hotloop/testplan/report.h"
 #include "hotloop/testplan/smoke.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/temp_dir.h"
 
 namespace hotloop::testplan {

@@ -19,7 +19,7 @@
 #include "hotloop/train/callback.h"
 #include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/trainer.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/file_size_limit.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"

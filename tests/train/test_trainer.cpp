@@ -25,7 +25,7 @@
 #include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/graph_policy.h"
 #include "hotloop/train/trainer.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"

@@ -28,7 +28,7 @@
 #include "hotloop/model/weights.h"
 #include "hotloop/train/checkpoint_file.h"
 #include "hotloop/train/trainer.h"
-#include "support/cli_run.h"
+#include "support/cli_process.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"

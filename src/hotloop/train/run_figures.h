@@ -1,7 +1,7 @@
 #pragma once
 // What a run's summary takes from the process and from the run's state, the
-// same for the Trainer (trainer_run.cpp) and for a loop hotloop does not drive
-// (loop_run.cpp).
+// same for the Trainer (trainer_lifecycle.cpp) and for a loop hotloop does not
+// drive (loop_run.cpp).
 
 #include <cstdint>
 

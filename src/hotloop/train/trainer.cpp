@@ -6,7 +6,7 @@
 //   -> on_step_end -> readback.record (on_loss, now or later)
 //   -> evaluate / checkpoint when due
 // then on_fit_end and summary.json. The parts live in their own files
-// (trainer_parts.h lists them; trainer_run.cpp has what the loop calls
+// (trainer_parts.h lists them; trainer_lifecycle.cpp has what the loop calls
 // between steps); this file is the order they run in.
 
 #include <chrono>

@@ -86,7 +86,7 @@ struct Trainer::Impl {
     events.message(state, line);
   }
 
-  // The verbs of the loop (trainer_run.cpp).
+  // The verbs of the loop (trainer_lifecycle.cpp).
   // config.json, the run's first lines, the resume, on_fit_start, the step.
   void begin(const std::atomic<bool>* stop);
   // Step state.step + 1 ran out of memory: the same samples again in smaller

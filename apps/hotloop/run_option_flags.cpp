@@ -1,4 +1,4 @@
-#include "run_flags.h"
+#include "run_option_flags.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "bench_runner.h"
+#include "bench_matrix.h"
 
 #include <filesystem>
 #include <fstream>
