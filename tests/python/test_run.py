@@ -14,11 +14,21 @@ def read_jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def tiny_loop(run, steps, loss=lambda i: 2.0 / (1 + i), wait=None):
+def tiny_loop(run, steps, loss=lambda i: 2.0 / (1 + i), wait=None, work=None):
     for i in range(steps):
         run.begin_step(data_wait_s=None if wait is None else wait(i))
         run.phase("backward")
+        if work is not None:
+            work()
         run.end_step(8, loss=loss(i), lr=0.1)
+
+
+def some_compute():
+    # A step that takes milliseconds, so that the scheduler's pauses between two of Run's calls (on a
+    # loaded machine) are not most of it.
+    x = torch.ones(192, 192)
+    for _ in range(20):
+        x = (x @ x).clamp_(max=1.0)
 
 
 def test_the_run_folder_has_the_trainers_files(tmp_path):
@@ -58,7 +68,7 @@ def test_an_input_bound_loop_gets_that_verdict_and_its_fix(tmp_path):
 
 def test_a_fed_loop_is_not_input_bound(tmp_path):
     run = hotloop.Run(tmp_path / "run", diagnosis_window=10)
-    tiny_loop(run, 10, wait=lambda i: 0.0)
+    tiny_loop(run, 10, wait=lambda i: 0.0, work=some_compute)
     assert run.verdict.verdict != "input-bound"
     run.close()
 
