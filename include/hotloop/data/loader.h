@@ -108,6 +108,13 @@ struct Batch {
   std::size_t index = 0; // batch index within the epoch
   std::size_t bad_samples =
       0; // skipped in this batch (B is smaller by as many)
+  // The labels trained on (not kNoTarget), counted on the host as the batch
+  // was made; -1: every label is one. The step divides its loss by these
+  // (train/eager_step.h).
+  std::int64_t trained_targets = -1;
+  std::int64_t targets() const {
+    return trained_targets >= 0 ? trained_targets : labels.numel();
+  }
 };
 
 struct LoaderStats {

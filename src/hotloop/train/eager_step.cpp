@@ -1,5 +1,6 @@
 #include "hotloop/train/eager_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -45,14 +46,53 @@ void EagerStep::check_devices_once(
   }
 }
 
+double EagerStep::step_divisor(const RunState& s, const data::Batch& first)
+    const {
+  // One micro-batch on one rank knows its count before backward: the
+  // gradients need no rescaling. Else each micro-batch is weighed against a
+  // full step of the planned micro-batch (the same on every rank, whatever
+  // a batch short of a bad sample holds), and per_trained_token corrects
+  // for the counts the step really had.
+  if (s.accum_steps == 1 && parts_.sync == nullptr) {
+    return static_cast<double>(std::max<std::int64_t>(first.targets(), 1));
+  }
+  const std::int64_t samples = std::max<std::int64_t>(first.labels.size(0), 1);
+  const std::int64_t per_sample = first.labels.numel() / samples;
+  return static_cast<double>(
+      std::max<std::int64_t>(per_sample * s.micro_batch * s.accum_steps, 1));
+}
+
+void EagerStep::per_trained_token(const TargetCount& t, StepResult& r) const {
+  const double trained =
+      static_cast<double>(std::max<std::int64_t>(t.global, 1));
+  // The gradients: a mean over ranks of sums over `divisor` each, to a sum
+  // over every rank's trained targets. 1 (no pass) when every micro-batch
+  // trained all its labels.
+  const double factor = t.divisor * t.ranks / trained;
+  if (factor != 1.0) {
+    scale_gradients(parts_.params, factor);
+  }
+  // The loss: this rank's, per its own trained target.
+  const double local = static_cast<double>(std::max<std::int64_t>(t.local, 1));
+  if (t.divisor != local) {
+    r.loss = r.loss * (t.divisor / local);
+  }
+}
+
 StepResult EagerStep::run(const RunState& s, double lr) {
   const TrainerOptions& o = *s.options;
   Events& events = *parts_.events;
   StepResult r;
   std::optional<data::Batch> first;
+  TargetCount targets;
   try {
     for (std::int64_t a = 0; a < s.accum_steps; ++a) {
       data::Batch b = take_batch(s, static_cast<std::size_t>(a), r);
+      const std::int64_t n = b.targets();
+      if (a == 0) {
+        targets.divisor = step_divisor(s, b);
+      }
+      targets.local += n;
       const at::Tensor images = o.channels_last && b.images.dim() == 4
           ? b.images.contiguous(at::MemoryFormat::ChannelsLast)
           : b.images;
@@ -62,15 +102,18 @@ StepResult EagerStep::run(const RunState& s, double lr) {
         const AutocastScope autocast = parts_.precision->autocast();
         logits = s.model->forward(images);
       }
+      // The mean over this micro-batch's n targets, weighed n / divisor:
+      // its share of the step's tokens (exactly 1/accumulation when every
+      // micro-batch trains as many).
       const at::Tensor loss =
-          s.model->loss(logits, b.labels, {o.label_smoothing});
+          s.model->loss(logits, b.labels, {o.label_smoothing}) /
+          (targets.divisor / static_cast<double>(std::max<std::int64_t>(n, 1)));
       events.phase(s, Phase::Backward);
       const bool last = a == s.accum_steps - 1;
       if (parts_.sync != nullptr && last) {
         parts_.sync->arm(); // the final gradients: buckets start in backward
       }
-      parts_.precision->scale(loss / static_cast<double>(s.accum_steps))
-          .backward();
+      parts_.precision->scale(loss).backward();
       parts_.faults->oom_if_above(images.size(0));
       if (last) {
         parts_.faults->kill_at(KillPoint::Step, s.step + 1);
@@ -81,8 +124,7 @@ StepResult EagerStep::run(const RunState& s, double lr) {
         parts_.tensors.front().mutable_grad().fill_(
             std::numeric_limits<float>::infinity());
       }
-      const at::Tensor l = loss.detach() / static_cast<double>(s.accum_steps);
-      r.loss = r.loss.defined() ? r.loss + l : l;
+      r.loss = r.loss.defined() ? r.loss + loss.detach() : loss.detach();
       if (!first) {
         first = std::move(b);
       }
@@ -99,7 +141,9 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   if (parts_.sync != nullptr) {
     events.phase(s, Phase::AllReduce);
     const StepSync::Agreement agreed =
-        parts_.sync->agree(r.out_of_memory.has_value(), stop);
+        parts_.sync->agree(r.out_of_memory.has_value(), stop, targets.local);
+    targets.global = agreed.targets;
+    targets.ranks = parts_.sync->world_size();
     if (agreed.out_of_memory && !r.out_of_memory) {
       r.out_of_memory = "out of memory on another rank";
     }
@@ -114,7 +158,10 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   }
   if (parts_.sync != nullptr) {
     parts_.sync->finish(); // the mean gradients
+  } else {
+    targets.global = targets.local;
   }
+  per_trained_token(targets, r);
 
   events.phase(s, Phase::Optimizer);
   if (parts_.readback->before_update()) {

@@ -5,7 +5,14 @@
 // (loss scaling), clipping and the optimizer's update at the schedule's LR.
 // An out-of-memory error anywhere in forward/backward comes back in the
 // result (nothing applied), for the loop's recovery.
+//
+// The loss is per trained target: the sum of the token (or sample) losses
+// over every micro-batch and rank, divided by the targets the whole step
+// trained (counted on the host as the loader made each batch: no sync), so
+// that micro-batches and ranks whose examples train different numbers of
+// tokens give the gradient of the one large batch (transformers #34191).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +41,15 @@ struct StepParts {
   at::Tensor zero_norm; // the gradient norm when clipping is off
 };
 
+// A step's trained targets: this rank's, all ranks' (after the agreement),
+// and the divisor each micro-batch's summed loss was taken over.
+struct TargetCount {
+  std::int64_t local = 0;
+  std::int64_t global = 0;
+  int ranks = 1;
+  double divisor = 1;
+};
+
 class EagerStep final : public Step {
  public:
   // `off_reason`: why the run is not graphed (for the summary).
@@ -55,6 +71,12 @@ class EagerStep final : public Step {
   }
 
  private:
+  // What each micro-batch's summed loss is divided by before backward.
+  double step_divisor(const RunState& s, const data::Batch& first) const;
+  // The gradients rescaled to the step's trained targets on all ranks, and
+  // the loss to this rank's.
+  void per_trained_token(const TargetCount& t, StepResult& r) const;
+
   StepParts parts_;
   std::string off_reason_;
   bool checked_ = false;

@@ -13,16 +13,32 @@
 
 namespace hotloop::train {
 
-at::Tensor clip_gradients(
-    const NamedParams& params,
-    double max_norm,
-    const at::Tensor& none) {
+namespace {
+
+std::vector<at::Tensor> gradients_of(const NamedParams& params) {
   std::vector<at::Tensor> grads;
   for (const auto& [name, p] : params) {
     if (p.grad().defined()) {
       grads.push_back(p.grad());
     }
   }
+  return grads;
+}
+
+} // namespace
+
+void scale_gradients(const NamedParams& params, double factor) {
+  std::vector<at::Tensor> grads = gradients_of(params);
+  if (!grads.empty()) {
+    at::_foreach_mul_(grads, factor);
+  }
+}
+
+at::Tensor clip_gradients(
+    const NamedParams& params,
+    double max_norm,
+    const at::Tensor& none) {
+  std::vector<at::Tensor> grads = gradients_of(params);
   if (grads.empty()) {
     return none;
   }
@@ -34,12 +50,7 @@ at::Tensor clip_gradients(
 }
 
 void clip_gradient_values(const NamedParams& params, double limit) {
-  std::vector<at::Tensor> grads;
-  for (const auto& [name, p] : params) {
-    if (p.grad().defined()) {
-      grads.push_back(p.grad());
-    }
-  }
+  std::vector<at::Tensor> grads = gradients_of(params);
   if (!grads.empty()) {
     at::_foreach_clamp_min_(grads, -limit);
     at::_foreach_clamp_max_(grads, limit);

@@ -1,7 +1,7 @@
 #pragma once
-// What a step does with the gradients besides applying them: clipping their
-// global norm on the device, and the first step's check that everything the
-// step touched is on the training device.
+// What a step does with the gradients besides applying them: scaling them,
+// clipping their global norm on the device, and the first step's check that
+// everything the step touched is on the training device.
 
 #include <string>
 #include <utility>
@@ -15,6 +15,10 @@
 namespace hotloop::train {
 
 using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Multiplies the gradients of `params` by `factor` in place, on the device
+// (one multi-tensor kernel).
+void scale_gradients(const NamedParams& params, double factor);
 
 // Scales the gradients of `params` to a global norm of at most `max_norm` on
 // the device, without a synchronization (as torch's foreach clip_grad_norm_

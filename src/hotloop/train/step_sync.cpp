@@ -10,13 +10,24 @@ StepSync::StepSync(
     const parallel::ReducerOptions& options)
     : group_(group), reducer_(group, params, options) {}
 
-StepSync::Agreement StepSync::agree(bool out_of_memory, bool stop) {
+StepSync::Agreement StepSync::agree(
+    bool out_of_memory,
+    bool stop,
+    std::int64_t targets) {
   // Every rank starts every gradient bucket, OOM or not, so the collectives
-  // line up; then one all-reduce shares what any rank saw.
+  // line up; then one all-reduce shares what any rank saw (counts below
+  // 2^53: exact in the doubles it sums).
   reducer_.launch_rest();
-  const std::int64_t agreed = group_->allreduce_max(
-      (out_of_memory ? 1 : 0) | (stop ? 2 : 0), "step agreement");
-  return {(agreed & 1) != 0, (agreed & 2) != 0};
+  const std::vector<double> sum = group_->allreduce_sum(
+      {out_of_memory ? 1.0 : 0.0,
+       stop ? 1.0 : 0.0,
+       static_cast<double>(targets)},
+      "step agreement");
+  return {sum[0] > 0, sum[1] > 0, static_cast<std::int64_t>(sum[2])};
+}
+
+int StepSync::world_size() const {
+  return group_->size();
 }
 
 } // namespace hotloop::train

@@ -2,9 +2,11 @@
 // A data-parallel rank's part in each step (parallel/gradient_reducer.h's
 // protocol): the gradient buckets armed for the last micro-batch's backward,
 // every bucket started whatever happened, one all-reduce in which the ranks
-// agree on an out-of-memory and a stop request, then the mean gradients (or,
-// after an OOM anywhere, nothing: the step is redone on every rank).
+// agree on an out-of-memory and a stop request and add up the targets they
+// trained, then the mean gradients (or, after an OOM anywhere, nothing: the
+// step is redone on every rank).
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -32,10 +34,12 @@ class StepSync {
   struct Agreement {
     bool out_of_memory = false; // on some rank
     bool stop = false; // requested on some rank
+    std::int64_t targets = 0; // trained in the step, on all ranks
   };
   // After backward (or an OOM in it): starts the remaining buckets and
-  // agrees with the other ranks.
-  Agreement agree(bool out_of_memory, bool stop);
+  // agrees with the other ranks; `targets`: this rank's trained targets.
+  Agreement agree(bool out_of_memory, bool stop, std::int64_t targets);
+  int world_size() const;
   // The mean gradients, written back.
   void finish() {
     reducer_.finish();

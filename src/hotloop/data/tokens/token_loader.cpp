@@ -22,6 +22,15 @@ SamplerOptions sampler_options(const LoaderOptions& o) {
   return s;
 }
 
+// The targets in `targets[0 .. n)` that are trained (not kNoTarget).
+std::int64_t trained_targets(const std::int64_t* targets, std::int64_t n) {
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    count += targets[i] != kNoTarget ? 1 : 0;
+  }
+  return count;
+}
+
 void check_context(const LoaderOptions& o) {
   if (o.context < 1) {
     throw UsageError(
@@ -102,6 +111,9 @@ std::optional<Batch> TokenLoader::next() {
         out + i * (t + 1),
         masked ? host_targets.data_ptr<std::int64_t>() + i * t : nullptr);
   }
+  const std::int64_t trained = masked
+      ? trained_targets(host_targets.data_ptr<std::int64_t>(), b * t)
+      : -1;
   const at::Tensor on_device =
       gpu ? host.to(options_.device, /*non_blocking=*/true) : host;
   Batch batch;
@@ -109,6 +121,7 @@ std::optional<Batch> TokenLoader::next() {
   batch.labels = !masked ? on_device.narrow(1, 1, t).contiguous()
       : gpu              ? host_targets.to(options_.device, true)
                          : host_targets;
+  batch.trained_targets = trained;
   batch.epoch = epoch_;
   batch.index = next_++;
   last_wait_ =
