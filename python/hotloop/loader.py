@@ -16,7 +16,8 @@ class Loader:
     """Batches of `data` as torch tensors, from hotloop's decode threads.
 
     data: the same specs as `hotloop train --data`: {DATA_FORMS}. Images yield (images, labels); token
-      data (tokens:, text:, instruct:) yields (inputs, targets) windows of `context` tokens.
+      data (tokens:, text:, instruct:) yields (inputs, targets) windows of `context` tokens, and
+      instruct: with packing="best-fit" (inputs, targets, positions).
     tokenizer: a Hugging Face model folder whose tokenizer.json encodes text: and instruct: data (what
       `hotloop train --init DIR` gives them); empty: text is bytes, and instruct: needs one.
     split: "train", "val" or "test".
@@ -42,6 +43,12 @@ class Loader:
       for a loop that normalizes itself; not with resident mode or augment_device="gpu").
     channels_last: NHWC memory format.
     context: token data: tokens per sample. max_samples: token data: at most this many per epoch (0: all).
+    packing: instruct: data: "wrap" (the examples as one stream cut into windows: an example attends to the
+      ones before it in its window), "none" (one example a row, padded: what any causal model trains on
+      correctly) or "best-fit" (whole examples packed into rows, longest first; each batch also carries the
+      (B, T) positions of every token in its example, from 0: a model that restarts its positions there and
+      keeps attention inside each example, as transformers' flash-attention-2 models do with position_ids,
+      trains as on one example a row, without the padding). `hotloop train` packs best-fit.
 
     One pass of `for x, y in loader` is one epoch; the next pass is the next epoch (set_epoch(e) sets it).
     state_dict() / load_state_dict() resume exactly mid-epoch (torchdata StatefulDataLoader's convention).
@@ -52,7 +59,8 @@ class Loader:
     def __init__(self, data, *, tokenizer="", split="train", batch_size=64, train=None, workers=0, prefetch=4, shuffle=None,
                  drop_last=None, augment="default", augment_device="cpu", decode="auto", size=0, channels=0,
                  seed=0, rank=None, world_size=None, on_bad_sample="skip", resident="auto", device="cpu",
-                 mean=None, std=None, dtype=torch.float32, channels_last=False, context=0, max_samples=0):
+                 mean=None, std=None, dtype=torch.float32, channels_last=False, context=0, max_samples=0,
+                 packing="wrap"):
         if train is None:
             train = split == "train"
         if dtype not in _DTYPES:
@@ -67,7 +75,8 @@ class Loader:
             train=train, augment=augment, augment_device=augment_device, decode=decode, size=size,
             channels=channels, seed=seed, rank=rank, world_size=world_size, on_bad_sample=on_bad_sample,
             resident=resident, device=device, mean=list(mean or []), std_dev=list(std or []), context=context,
-            max_samples=max_samples, dtype=str(_DTYPES[dtype]).replace("torch.", ""), channels_last=channels_last)
+            max_samples=max_samples, packing=packing, dtype=str(_DTYPES[dtype]).replace("torch.", ""),
+            channels_last=channels_last)
         self.batch_size = batch_size
         self.rank = rank
         self.world_size = world_size

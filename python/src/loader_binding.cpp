@@ -54,8 +54,9 @@ class Loader {
     passes_->start();
   }
 
-  // (images or inputs, labels or targets), or nullopt at the epoch's end.
-  std::optional<std::pair<at::Tensor, at::Tensor>> next() {
+  // (images or inputs, labels or targets), with positions for packed rows
+  // (best-fit), or nullopt at the epoch's end.
+  std::optional<std::vector<at::Tensor>> next() {
     std::optional<data::Batch> b = passes_->next();
     if (!b) {
       return std::nullopt;
@@ -74,7 +75,11 @@ class Loader {
     // as it is would never come free (a new 38 MB allocation, page-faulted
     // afresh, for every batch of photos at 224 px).
     images = at::alias(images);
-    return std::make_pair(std::move(images), std::move(b->labels));
+    std::vector<at::Tensor> out = {std::move(images), std::move(b->labels)};
+    if (b->positions.defined()) {
+      out.push_back(std::move(b->positions));
+    }
+    return out;
   }
 
   double last_wait_seconds() const {
@@ -207,6 +212,7 @@ void bind_loader(py::module_& m) {
                       std::vector<float> std_dev,
                       std::int64_t context,
                       std::size_t max_samples,
+                      const std::string& packing,
                       const std::string& dtype,
                       bool channels_last) {
             data::LoaderOptions o;
@@ -233,6 +239,7 @@ void bind_loader(py::module_& m) {
             o.std = std::move(std_dev);
             o.context = context;
             o.max_samples = max_samples;
+            o.packing = named(data::kPackingNames, packing, "packing");
             py::gil_scoped_release no_gil; // opening checks the files
             return std::make_unique<Loader>(
                 spec,
@@ -265,6 +272,7 @@ void bind_loader(py::module_& m) {
           py::arg("std_dev"),
           py::arg("context"),
           py::arg("max_samples"),
+          py::arg("packing"),
           py::arg("dtype"),
           py::arg("channels_last"))
       .def("__len__", &Loader::size)
@@ -273,7 +281,7 @@ void bind_loader(py::module_& m) {
       .def(
           "next",
           [](Loader& l) -> py::object {
-            std::optional<std::pair<at::Tensor, at::Tensor>> b;
+            std::optional<std::vector<at::Tensor>> b;
             {
               py::gil_scoped_release no_gil;
               b = l.next();
@@ -281,7 +289,11 @@ void bind_loader(py::module_& m) {
             if (!b) {
               return py::none();
             }
-            return py::make_tuple(b->first, b->second);
+            py::tuple out(b->size());
+            for (std::size_t i = 0; i < b->size(); ++i) {
+              out[i] = py::cast((*b)[i]);
+            }
+            return out;
           })
       .def("last_wait_seconds", &Loader::last_wait_seconds)
       .def("state_dict", &Loader::state_dict)

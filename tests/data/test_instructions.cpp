@@ -330,6 +330,7 @@ TEST(Instructions, PackedWindowsTargetOnlyTheTrainedTokens) {
   o.context = context;
   o.shuffle = false;
   o.drop_last = false;
+  o.packing = Packing::Wrap; // the windows above (best-fit: test_packing.cpp)
   auto loader = make_loader(data, o);
   EXPECT_EQ(loader->batches_per_epoch(), (kept.size() + 3) / 4);
   loader->start_epoch(0);

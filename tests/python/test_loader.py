@@ -1,6 +1,7 @@
 """hotloop.Loader: the CLI's specs, sharding, exact resume, bad samples, devices and equal work with the
 CLI's loader. Each test names the behaviour it pins; tolerances are exact unless stated."""
 
+import json
 import subprocess
 
 import pytest
@@ -115,6 +116,35 @@ def test_text_in_a_model_folders_tokens_is_its_tokenizers_ids(tmp_path):
     assert x[0].tolist() == bpe.encode(text).ids[:16]
     with pytest.raises(hotloop.UsageError, match="tokenizer"):
         hotloop.Loader(f"instruct:{corpus}")
+
+
+def test_best_fit_instruction_batches_carry_each_tokens_position(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    lines = [{"prompt": f"Q{i}: what is {i} plus {i}?", "completion": f" {2 * i}" + " and so on" * (i % 4)}
+             for i in range(30)]
+    text = "\n".join(line["prompt"] + line["completion"] for line in lines)
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator([text], vocab_size=300, min_frequency=2, show_progress=False,
+                            special_tokens=["<|endoftext|>"])
+    folder = tmp_path / "model"
+    folder.mkdir()
+    bpe.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    spec = f"instruct:{data}"
+    # The default (wrap): the windows as before, no positions.
+    assert len(next(iter(hotloop.Loader(spec, tokenizer=folder, batch_size=2, context=32, shuffle=False)))) == 2
+    x, y, pos = next(iter(hotloop.Loader(spec, tokenizer=folder, batch_size=4, context=32, shuffle=False,
+                                         packing="best-fit")))
+    assert pos.shape == x.shape == y.shape
+    starts = pos == 0
+    assert starts[:, 0].all()
+    # Positions count up within an example, and an example's last token predicts nothing.
+    assert ((pos[:, 1:] == pos[:, :-1] + 1) | starts[:, 1:]).all()
+    assert (y[:, :-1][starts[:, 1:]] == -100).all()
+    with pytest.raises(hotloop.UsageError, match="packing"):
+        hotloop.Loader(spec, tokenizer=folder, context=32, packing="tight")
 
 
 def test_each_pass_is_the_next_epoch_and_set_epoch_replays_one(image_folder):

@@ -117,6 +117,9 @@ TEST(GraphPolicy, EachObstacleGivesItsReason) {
   c = capturable();
   c.steps_to_run = kGraphWarmupSteps;
   cases.push_back({"short", c, "3 step(s) to run"});
+  c = capturable();
+  c.packed_rows = true;
+  cases.push_back({"packed rows", c, "rows packed with several examples"});
   for (const auto& k : cases) {
     const GraphDecision d = decide_graph_capture(CudaGraphs::Auto, k.c);
     EXPECT_FALSE(d.capture) << k.name;

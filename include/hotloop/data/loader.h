@@ -22,6 +22,7 @@
 
 #include "hotloop/core/named.h"
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/tokens/packing.h"
 
 namespace hotloop::data {
 
@@ -96,6 +97,11 @@ struct LoaderOptions {
   // samples per epoch, evenly spaced (evaluation; 0: all).
   std::int64_t context = 0;
   std::size_t max_samples = 0;
+  // Data made of examples (instruction data): how they become rows.
+  Packing packing = Packing::BestFit;
+  // Other token data: "off", or documents cut at an end-of-text token
+  // ("eos": the data's; or an id) within each window (data/tokens/packing.h).
+  std::string document_mask = "off";
 };
 
 struct Batch {
@@ -115,6 +121,13 @@ struct Batch {
   std::int64_t targets() const {
     return trained_targets >= 0 ? trained_targets : labels.numel();
   }
+  // Rows packed with several examples (data/tokens/packing.h, best-fit):
+  // (B, T) int64 each token's position in its example; (N + 1) int32 where
+  // each of the rows' N sequences starts in the B x T tokens, then B x T;
+  // the longest sequence. Undefined / 0 otherwise.
+  at::Tensor positions = {};
+  at::Tensor sequence_starts = {};
+  std::int64_t longest_sequence = 0;
 };
 
 struct LoaderStats {
@@ -145,6 +158,11 @@ class BatchSource {
   virtual std::optional<Batch> next() = 0;
   // Seconds the latest next() waited for its batch.
   virtual double last_wait_seconds() const = 0;
+  // Whether batches come as packed rows (Batch::positions): their
+  // sequences differ from batch to batch.
+  virtual bool packed_rows() const {
+    return false;
+  }
 };
 
 // A source that reads the data in epochs: what the trainer drives.
@@ -157,6 +175,11 @@ class EpochLoader : public BatchSource {
   // Where a checkpoint should record the position: (epoch, next batch index).
   virtual std::pair<std::size_t, std::size_t> position() const = 0;
   virtual LoaderStats stats() const = 0;
+  // One line on how examples became rows ("packing: best-fit, ..."), for
+  // the run's log; empty where the data has no examples.
+  virtual std::string packing_line() const {
+    return {};
+  }
 };
 
 // The loader for `dataset`: a TokenLoader (data/token_loader.h) for token

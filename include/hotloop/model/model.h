@@ -14,6 +14,7 @@
 #include "hotloop/core/named.h"
 #include "hotloop/model/lm/lora.h"
 #include "hotloop/model/loss.h"
+#include "hotloop/model/model_batch.h"
 
 namespace hotloop::model {
 
@@ -52,6 +53,18 @@ class Model : public torch::nn::Module {
       const at::Tensor& targets,
       const LossOptions& options) const {
     return cross_entropy_loss(outputs, targets, options);
+  }
+  // The training objective on a batch, as the training steps call it (under
+  // the run's autocast): loss(forward(inputs), targets) by default, which
+  // takes no packed rows (UsageError naming --packing). Language models take
+  // packed rows and compute their output layer and loss in chunks
+  // (model/lm/linear_cross_entropy.h).
+  virtual at::Tensor objective(
+      const ModelBatch& batch,
+      const LossOptions& options);
+  // Whether objective() takes packed rows (ModelBatch::rows).
+  virtual bool takes_packed_rows() const {
+    return false;
   }
   // The classifier head's submodule name: replaced (new initialization) when
   // fine-tuning to a different number of classes; the rest is the backbone.

@@ -209,6 +209,7 @@ std::unique_ptr<Dataset> open_dataset(
         const Tokenizer tokenizer = Tokenizer::in_dir(*dir);
         tokens->set_tokenizer_vocabulary(tokenizer.vocab_size());
         tokens->set_tokenizer_files(tokenizer.files());
+        tokens->set_end_of_text(tokenizer.end_of_text());
       }
       return tokens;
     }

@@ -88,6 +88,20 @@ class RecomputeRegion {
   bool active_;
 };
 
+// The segment's forward and its side inputs, as the autograd node keeps
+// them: one of the two function pointers is set.
+struct SegmentCall {
+  torch::nn::Module* segment = nullptr;
+  SegmentForward plain = nullptr;
+  SegmentForwardWithSide with_side = nullptr;
+
+  at::Tensor operator()(const at::Tensor& input, const SegmentSide& side)
+      const {
+    return with_side != nullptr ? with_side(*segment, input, side)
+                                : plain(*segment, input);
+  }
+};
+
 class Recompute : public torch::autograd::Function<Recompute> {
  public:
   // `anchor` is a scalar that requires grad, so the output does even when the
@@ -97,23 +111,36 @@ class Recompute : public torch::autograd::Function<Recompute> {
       AutogradContext* ctx,
       const at::Tensor& input,
       const at::Tensor& anchor,
-      torch::nn::Module* segment,
-      SegmentForward fn) {
-    ctx->save_for_backward({input});
-    ctx->saved_data["segment"] = reinterpret_cast<std::int64_t>(segment);
-    ctx->saved_data["fn"] = reinterpret_cast<std::int64_t>(fn);
+      SegmentCall call,
+      const SegmentSide& side) {
+    variable_list saved = {input};
+    saved.insert(saved.end(), side.tensors.begin(), side.tensors.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["segment"] = reinterpret_cast<std::int64_t>(call.segment);
+    ctx->saved_data["plain"] = reinterpret_cast<std::int64_t>(call.plain);
+    ctx->saved_data["with_side"] =
+        reinterpret_cast<std::int64_t>(call.with_side);
+    ctx->saved_data["ints"] = side.ints;
     ctx->saved_data["autocast"] = AutocastState::now().to_ints();
     (void)anchor;
-    return fn(*segment, input); // grad mode is off here: nothing is kept
+    return call(input, side); // grad mode is off here: nothing is kept
   }
 
   static variable_list backward(
       AutogradContext* ctx,
       variable_list grad_outputs) {
-    const at::Tensor saved = ctx->get_saved_variables()[0];
-    auto* segment = reinterpret_cast<torch::nn::Module*>(
+    const variable_list saved_tensors = ctx->get_saved_variables();
+    const at::Tensor& saved = saved_tensors[0];
+    SegmentCall call;
+    call.segment = reinterpret_cast<torch::nn::Module*>(
         ctx->saved_data["segment"].toInt());
-    auto fn = reinterpret_cast<SegmentForward>(ctx->saved_data["fn"].toInt());
+    call.plain =
+        reinterpret_cast<SegmentForward>(ctx->saved_data["plain"].toInt());
+    call.with_side = reinterpret_cast<SegmentForwardWithSide>(
+        ctx->saved_data["with_side"].toInt());
+    SegmentSide side;
+    side.tensors.assign(saved_tensors.begin() + 1, saved_tensors.end());
+    side.ints = ctx->saved_data["ints"].toIntVector();
     const AutocastState forward =
         AutocastState::from_ints(ctx->saved_data["autocast"].toIntVector());
     at::Tensor input = saved.detach().requires_grad_(saved.requires_grad());
@@ -121,7 +148,7 @@ class Recompute : public torch::autograd::Function<Recompute> {
     {
       const RecomputeRegion region(forward);
       at::AutoGradMode grad(true);
-      output = fn(*segment, input);
+      output = call(input, side);
     }
     // Gradients flow into the segment's parameters here (accumulated as in
     // any backward), and into `input`.
@@ -134,18 +161,33 @@ class Recompute : public torch::autograd::Function<Recompute> {
   }
 };
 
+at::Tensor run_checkpointed(
+    const SegmentCall& call,
+    const at::Tensor& input,
+    const SegmentSide& side) {
+  if (!at::GradMode::is_enabled()) {
+    return call(input, side); // evaluation: nothing to save anyway
+  }
+  static thread_local const at::Tensor anchor =
+      at::ones({}).requires_grad_(true);
+  return Recompute::apply(input, anchor, call, side);
+}
+
 } // namespace
 
 at::Tensor checkpoint(
     torch::nn::Module& segment,
     SegmentForward forward,
     const at::Tensor& input) {
-  if (!at::GradMode::is_enabled()) {
-    return forward(segment, input); // evaluation: nothing to save anyway
-  }
-  static thread_local const at::Tensor anchor =
-      at::ones({}).requires_grad_(true);
-  return Recompute::apply(input, anchor, &segment, forward);
+  return run_checkpointed({&segment, forward, nullptr}, input, {});
+}
+
+at::Tensor checkpoint(
+    torch::nn::Module& segment,
+    SegmentForwardWithSide forward,
+    const at::Tensor& input,
+    const SegmentSide& side) {
+  return run_checkpointed({&segment, nullptr, forward}, input, side);
 }
 
 } // namespace hotloop::model

@@ -9,15 +9,32 @@
 // and random ops in the segment (dropout) would draw new numbers in the
 // recompute; hotloop's ResNets have no dropout.
 
+#include <cstdint>
+#include <vector>
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
 namespace hotloop::model {
 
+// What a segment reads besides its input and its parameters (a language
+// model's block: the rotations at the tokens' positions, the packed rows'
+// attention plan), kept with the input for the recompute: tensors that take
+// no gradient (undefined ones allowed), and integers.
+struct SegmentSide {
+  std::vector<at::Tensor> tensors;
+  std::vector<std::int64_t> ints;
+};
+
 // A segment: any module with `at::Tensor forward(at::Tensor)`, called through
-// this function pointer so the autograd node can call it again in backward.
+// this function pointer so the autograd node can call it again in backward;
+// the second form also takes the segment's side inputs.
 using SegmentForward =
     at::Tensor (*)(torch::nn::Module& segment, const at::Tensor& input);
+using SegmentForwardWithSide = at::Tensor (*)(
+    torch::nn::Module& segment,
+    const at::Tensor& input,
+    const SegmentSide& side);
 
 // segment(input), recomputed in backward. `segment` must outlive the backward
 // pass (it is part of the model). Autocast's state at the call is restored for
@@ -26,5 +43,11 @@ at::Tensor checkpoint(
     torch::nn::Module& segment,
     SegmentForward forward,
     const at::Tensor& input);
+// segment(input, side), the same way.
+at::Tensor checkpoint(
+    torch::nn::Module& segment,
+    SegmentForwardWithSide forward,
+    const at::Tensor& input,
+    const SegmentSide& side);
 
 } // namespace hotloop::model

@@ -31,6 +31,17 @@ void Model::set_checkpointing(Checkpointing mode) {
   }
 }
 
+at::Tensor Model::objective(
+    const ModelBatch& batch,
+    const LossOptions& options) {
+  if (!batch.rows.empty()) {
+    throw UsageError(
+        "this model takes one sequence a row, not rows packed with several examples",
+        "pass --packing none (one example a row) or --packing wrap");
+  }
+  return loss(forward(batch.inputs), batch.targets, options);
+}
+
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> n;

@@ -18,6 +18,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/model.h"
 #include "hotloop/testplan/one_batch_steps.h"
+#include "hotloop/train/batch_for_model.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/resolve_run.h"
@@ -69,7 +70,7 @@ void restore(model::Model& m, const Snapshot& s) {
 }
 
 at::Tensor loss_of(model::Model& m, const data::Batch& b) {
-  return m.loss(m.forward(b.images), b.labels, {});
+  return m.objective(train::batch_for_model(b), {});
 }
 
 // The model as `hotloop train --model M --data D --batch B --seed S` builds

@@ -11,6 +11,7 @@
 
 #include "hotloop/core/first_line.h"
 #include "hotloop/errors.h"
+#include "hotloop/train/batch_for_model.h"
 #include "hotloop/train/loss_scaler.h"
 #include "hotloop/train/optimizer.h"
 
@@ -97,17 +98,18 @@ StepResult EagerStep::run(const RunState& s, double lr) {
           ? b.images.contiguous(at::MemoryFormat::ChannelsLast)
           : b.images;
       events.phase(s, Phase::Forward);
-      at::Tensor logits;
-      {
-        const AutocastScope autocast = parts_.precision->autocast();
-        logits = s.model->forward(images);
-      }
       // The mean over this micro-batch's n targets, weighed n / divisor:
       // its share of the step's tokens (exactly 1/accumulation when every
       // micro-batch trains as many).
-      const at::Tensor loss =
-          s.model->loss(logits, b.labels, {o.label_smoothing}) /
-          (targets.divisor / static_cast<double>(std::max<std::int64_t>(n, 1)));
+      const double share =
+          static_cast<double>(std::max<std::int64_t>(n, 1)) / targets.divisor;
+      at::Tensor loss;
+      {
+        const AutocastScope autocast = parts_.precision->autocast();
+        loss = s.model->objective(
+                   batch_for_model(b, images), {o.label_smoothing}) *
+            share;
+      }
       events.phase(s, Phase::Backward);
       const bool last = a == s.accum_steps - 1;
       if (parts_.sync != nullptr && last) {

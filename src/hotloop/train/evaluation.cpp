@@ -16,6 +16,7 @@
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/data/tokens/token_data.h"
 #include "hotloop/model/lm/language_model.h"
+#include "hotloop/train/batch_for_model.h"
 #include "hotloop/train/options.h"
 
 namespace hotloop::train {
@@ -110,8 +111,8 @@ EvalResult Evaluator::run_once(
   at::Tensor loss_sum = at::zeros({}, on_device.dtype(at::kDouble));
   at::Tensor confusion = at::zeros({k * k}, on_device.dtype(at::kLong));
   std::int64_t n = 0;
-  forward_all(s, precision, [&](const at::Tensor& out, const data::Batch& b) {
-    const at::Tensor logits = out.to(at::kFloat);
+  each_batch(s, precision, [&](const data::Batch& b) {
+    const at::Tensor logits = s.model->forward(b.images).to(at::kFloat);
     // Each batch's float sum, added in double: what adding its value on
     // the host did.
     loss_sum += s.model->loss(logits, b.labels, {0, at::Reduction::Sum})
@@ -145,21 +146,19 @@ EvalResult Evaluator::run_once(
   return r;
 }
 
-void Evaluator::forward_all(
+void Evaluator::each_batch(
     const RunState& s,
     const PrecisionMode& precision,
-    const std::function<void(const at::Tensor&, const data::Batch&)>& each) {
+    const std::function<void(const data::Batch&)>& each) {
   s.model->eval();
   at::NoGradGuard no_grad;
   const bool last = s.step == s.total_steps;
   loader_->start_epoch(0);
   while (auto b = loader_->next()) {
-    at::Tensor logits;
     {
       const AutocastScope autocast = precision.autocast();
-      logits = s.model->forward(b->images);
+      each(*b);
     }
-    each(logits, *b);
     if (last) {
       faults_->kill_at(KillPoint::FinalEvaluation);
     }
@@ -176,12 +175,21 @@ EvalResult Evaluator::run_language_model(
   // Targets the loss counts: context-only tokens (instruction data's
   // prompts, data::kNoTarget) are not.
   at::Tensor counted = at::zeros_like(loss_sum, at::kLong);
-  forward_all(
-      s, precision, [&](const at::Tensor& logits, const data::Batch& b) {
-        loss_sum += s.model->loss(logits, b.labels, {0, at::Reduction::Sum});
-        correct += at::argmax(logits, 2).eq(b.labels).sum();
-        counted += b.labels.ne(data::kNoTarget).sum();
-      });
+  auto* lm = dynamic_cast<model::LanguageModel*>(s.model.get());
+  each_batch(s, precision, [&](const data::Batch& b) {
+    if (lm != nullptr) {
+      // The output layer and loss in chunks, on the positions with a target.
+      const model::lm::LinearCrossEntropySums sums =
+          lm->evaluation_sums(batch_for_model(b));
+      loss_sum += sums.loss_sum;
+      correct += sums.correct;
+    } else {
+      const at::Tensor logits = s.model->forward(b.images);
+      loss_sum += s.model->loss(logits, b.labels, {0, at::Reduction::Sum});
+      correct += at::argmax(logits, 2).eq(b.labels).sum();
+    }
+    counted += b.labels.ne(data::kNoTarget).sum();
+  });
   const std::int64_t n = counted.item<std::int64_t>();
   EvalResult r;
   r.samples = n;

@@ -69,12 +69,12 @@ class Evaluator {
 
  private:
   EvalResult run_once(const RunState& s, const PrecisionMode& precision);
-  // The validation data through the model in eval mode, without gradients,
-  // under the run's autocast: `each` gets every batch's logits.
-  void forward_all(
+  // Every batch of the validation data, with the model in eval mode,
+  // without gradients, under the run's autocast.
+  void each_batch(
       const RunState& s,
       const PrecisionMode& precision,
-      const std::function<void(const at::Tensor&, const data::Batch&)>& each);
+      const std::function<void(const data::Batch&)>& each);
   EvalResult run_language_model(
       const RunState& s,
       const PrecisionMode& precision);

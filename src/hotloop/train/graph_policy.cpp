@@ -36,6 +36,10 @@ GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c) {
         "gradient accumulation ({} micro-batches per step): the capture covers one micro-batch per step",
         c.accum_steps));
   }
+  if (c.packed_rows) {
+    return no(
+        "rows packed with several examples (--packing best-fit): where each example starts changes from batch to batch");
+  }
   if (c.steps_to_run <= kGraphWarmupSteps) {
     return no(fmt::format(
         "{} step(s) to run: a capture pays off after {} warm-up steps",

@@ -30,6 +30,7 @@ struct GraphConditions {
   std::int64_t accum_steps = 1;
   int world_size = 1;
   std::int64_t steps_to_run = 0; // steps this process will still run
+  bool packed_rows = false; // batches of rows packed with several examples
 };
 
 // Eager steps before the capture: lazy initialization (cuDNN's autotuner,

@@ -75,13 +75,14 @@ GraphStep::GraphStep(
 void GraphStep::body(const RunState& s) {
   const StepParts& p = eager_.parts();
   s.optimizer->zero_grad(); // None: backward allocates from the graph's pool
-  at::Tensor logits;
+  at::Tensor loss;
   {
     const AutocastScope autocast = p.precision->autocast(/*cache=*/false);
-    logits = s.model->forward(static_images_);
+    model::ModelBatch batch;
+    batch.inputs = static_images_;
+    batch.targets = static_labels_;
+    loss = s.model->objective(batch, {s.options->label_smoothing});
   }
-  const at::Tensor loss =
-      s.model->loss(logits, static_labels_, {s.options->label_smoothing});
   p.precision->scale(loss).backward(); // the loss: a captured mode has no scale
   at::NoGradGuard no_grad;
   static_loss_.copy_(loss.detach());
@@ -161,6 +162,7 @@ std::unique_ptr<Step> make_step(
   c.accum_steps = s.accum_steps;
   c.world_size = s.world_size;
   c.steps_to_run = s.total_steps - s.step;
+  c.packed_rows = s.batches != nullptr && s.batches->packed_rows();
   const GraphDecision d = decide_graph_capture(o.cuda_graphs, c);
   if (d.capture) {
     std::function<std::unique_ptr<GraphBackend>()> backend;

@@ -6,6 +6,8 @@
 
 #include <fmt/ranges.h>
 
+#include "hotloop/data/tokens/packing.h"
+#include "hotloop/errors.h"
 #include "hotloop/model/family.h"
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/train/options.h"
@@ -29,6 +31,15 @@ std::string check_device(const std::string& d) {
   return d == "auto" || d == "cpu" || d.starts_with("cuda")
       ? std::string()
       : "expected auto, cpu, cuda or cuda:N";
+}
+
+std::string check_document_mask(const std::string& text) {
+  try {
+    data::parse_document_mask(text);
+    return {};
+  } catch (const UsageError&) {
+    return "expected off, eos or a token id";
+  }
 }
 
 // --freeze fills two fields: the backbone switch and the name globs.
@@ -596,6 +607,20 @@ std::vector<TrainerOption> loader_options() {
           section,
           field(&O::loader, &L::shuffle),
           "Shuffle the training samples each epoch (false: the data's own order, as for parity checks)"),
+      choice<O, data::Packing>(
+          "packing",
+          section,
+          field(&O::loader, &L::packing),
+          data::kPackingNames,
+          "Instruction data's examples into rows: best-fit (whole examples, longest first, each into the fullest row that holds it; positions restart and attention stays inside each example), wrap (one stream cut into windows; examples see the ones before them) or none (one example a row, padded)")
+          .kept_on_resume(),
+      text<O>(
+          "document-mask",
+          section,
+          field(&O::loader, &L::document_mask),
+          "Other token data (tokens:, text:): off, eos (the data's end-of-text token) or a token id: each window is cut into documents after that token; positions restart and attention stays inside each document, and the token after it is no target of it",
+          check_document_mask)
+          .kept_on_resume(),
       choice<O, data::BadSamplePolicy>(
           "on-bad-sample",
           section,

@@ -151,6 +151,9 @@ void Trainer::Impl::set_up() {
       "parameters: {} trainable, {} frozen", count.trainable, count.frozen));
   make_optimizer();
   make_loader();
+  if (const std::string line = loader->packing_line(); !line.empty()) {
+    log(line);
+  }
   size_run();
   make_loop_parts();
 }
@@ -465,6 +468,13 @@ void Trainer::Impl::make_loader() {
   lo.train = true;
   lo.context = model->tokens_per_sample();
   loader = data::make_loader(train_data, lo);
+  if (loader->packed_rows() && !model->takes_packed_rows()) {
+    throw UsageError(
+        fmt::format(
+            "--packing best-fit: --model {} takes one sequence a row, not rows packed with several examples",
+            options.model.name),
+        "pass --packing none (one example a row, padded) or --packing wrap");
+  }
   state.batches = loader.get();
 }
 

@@ -17,11 +17,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/tokens/packing.h"
 
 namespace hotloop::data {
 
@@ -36,6 +39,9 @@ struct TokenSequence {
   // Per token, 1 when predicting it is trained (a completion's), 0 when it
   // is context only; empty: every token is trained.
   std::vector<std::uint8_t> trained;
+  // Where each example starts (instruction data: one a line), in order from
+  // 0; empty: the ids are one text.
+  std::vector<std::uint64_t> example_starts;
 };
 
 class TokenDataset final : public Dataset {
@@ -52,6 +58,8 @@ class TokenDataset final : public Dataset {
     std::uint32_t max_token = 0;
     // TokenSequence::trained (count entries), or null: every token is.
     const std::uint8_t* trained = nullptr;
+    // TokenSequence::example_starts; empty: the shard is one text.
+    std::span<const std::uint64_t> example_starts;
     std::shared_ptr<const void> storage; // the mapping or the owned tokens
     std::uint32_t token(std::uint64_t i) const {
       return token_bytes == 2 ? static_cast<const std::uint16_t*>(tokens)[i]
@@ -112,6 +120,14 @@ class TokenDataset final : public Dataset {
   }
   // Throws DataError naming the first token >= `vocab` (file and offset).
   void check_vocabulary(std::int64_t vocab) const;
+  // The token that ends a text (what --document-mask eos cuts at): its
+  // tokenizer's, when the data comes with one that has such a token; else
+  // GPT-2's <|endoftext|> (50256) for ids of GPT-2's vocabulary, which llm.c's
+  // and nanoGPT's shards put between documents; else none.
+  std::optional<std::int64_t> end_of_text() const;
+  void set_end_of_text(std::optional<std::int64_t> id) {
+    end_of_text_ = id;
+  }
 
   // Windows of `length` + 1 tokens starting every `length` tokens within a
   // shard (a window never spans two shards). A shard with trained flags
@@ -128,6 +144,10 @@ class TokenDataset final : public Dataset {
       std::int64_t* targets = nullptr) const;
   // Whether some tokens are context only (their targets kNoTarget).
   bool has_context_only_tokens() const;
+  // Whether the data is made of examples (TokenSequence::example_starts),
+  // and each example's tokens (data/tokens/packing.h packs them).
+  bool has_examples() const;
+  std::vector<TokenSpan> examples() const;
   // The windows (as windows() counts them) with at least one trained
   // target: a batch of windows without any would have no loss.
   std::vector<std::uint64_t> trained_windows(std::int64_t length) const;
@@ -142,6 +162,7 @@ class TokenDataset final : public Dataset {
   bool byte_level_ = false;
   std::int64_t tokenizer_vocabulary_ = 0; // 0: none known
   std::vector<std::string> tokenizer_files_;
+  std::optional<std::int64_t> end_of_text_;
   std::uint64_t total_ = 0;
 };
 

@@ -72,6 +72,9 @@ class Tokenizer {
   std::vector<std::int32_t> special_prefix() const;
   // An added token's id (e.g. "<|end_of_text|>"); nullopt when it has none.
   std::optional<std::int32_t> added_token(std::string_view text) const;
+  // The added token that ends a text: <|endoftext|> (GPT-2, Qwen2),
+  // <|end_of_text|> (Llama 3) or </s> (Llama 2, Mistral), the first it has.
+  std::optional<std::int32_t> end_of_text() const;
 
  private:
   std::shared_ptr<BpeVocabulary> vocabulary_; // null: bytes

@@ -98,7 +98,10 @@ class Llama : public LanguageModel {
  public:
   explicit Llama(LlamaConfig config);
 
-  at::Tensor forward(const at::Tensor& tokens) override;
+  using LanguageModel::forward;
+  at::Tensor hidden_states(const at::Tensor& tokens, const PackedRows& rows)
+      override;
+  at::Tensor output_weight() const override;
   at::Tensor forward(const at::Tensor& tokens, KvCache& cache) override;
   KvCache new_cache(std::int64_t batch) const override;
   std::int64_t context() const override {

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "hotloop/model/lm/linear_cross_entropy.h"
 #include "hotloop/model/model.h"
 #include "hotloop/model/model_kind.h"
 
@@ -28,6 +29,37 @@ struct KvCache {
 class LanguageModel : public Model {
  public:
   using Model::forward;
+  // (B, T) token ids -> (B, T, V) logits: the output layer on
+  // hidden_states().
+  at::Tensor forward(const at::Tensor& tokens) override;
+  // The final hidden states (B, T, width), after the last norm: what the
+  // output layer takes. With `rows` (packed rows) each token sees only the
+  // earlier tokens of its own sequence, at its position in it.
+  virtual at::Tensor hidden_states(
+      const at::Tensor& tokens,
+      const PackedRows& rows) = 0;
+  // The output layer's weight (V or GPT's padded V, width): logits are
+  // hidden · weightᵀ.
+  virtual at::Tensor output_weight() const = 0;
+  // The next-token loss through the chunked output layer, on the positions
+  // with a target only (batch.trained of them, when counted), its softmax
+  // over the vocab() real tokens.
+  at::Tensor objective(const ModelBatch& batch, const LossOptions& options)
+      override;
+  bool takes_packed_rows() const override {
+    return true;
+  }
+  // Evaluation's summed loss and argmax hits the same way, without
+  // gradients.
+  lm::LinearCrossEntropySums evaluation_sums(const ModelBatch& batch);
+
+ private:
+  // The output weight's rows of real tokens: the loss's softmax is over the
+  // vocabulary, not GPT's padding rows (a Hugging Face GPT-2's loss is over
+  // its 50257 tokens).
+  at::Tensor real_rows(const at::Tensor& weight) const;
+
+ public:
   // The logits of `tokens` (B, T) continuing what `cache` holds (positions
   // cache.length ..): fills the cache. The first call takes the prompt.
   virtual at::Tensor forward(const at::Tensor& tokens, KvCache& cache) = 0;

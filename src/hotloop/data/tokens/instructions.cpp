@@ -528,6 +528,7 @@ std::unique_ptr<TokenDataset> open_instructions(
       throw DataError(
           fmt::format("{}:{}: {}", *l.file, l.number, e.what()), e.hint());
     }
+    all.example_starts.push_back(all.ids.size());
     all.ids.insert(all.ids.end(), one.ids.begin(), one.ids.end());
     all.trained.insert(
         all.trained.end(), one.trained.begin(), one.trained.end());

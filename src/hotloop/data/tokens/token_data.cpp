@@ -270,6 +270,7 @@ std::unique_ptr<TokenDataset> TokenDataset::from_ids(
     s.count = held->ids.size();
     s.max_token = max_of(s);
     s.trained = held->trained.empty() ? nullptr : held->trained.data();
+    s.example_starts = held->example_starts;
     s.storage = held;
     shards.push_back(std::move(s));
   }
@@ -278,6 +279,31 @@ std::unique_ptr<TokenDataset> TokenDataset::from_ids(
   }
   return std::unique_ptr<TokenDataset>(
       new TokenDataset(std::move(shards), std::move(what), byte_level));
+}
+
+bool TokenDataset::has_examples() const {
+  return std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) {
+    return !s.example_starts.empty();
+  });
+}
+
+std::vector<TokenSpan> TokenDataset::examples() const {
+  std::vector<TokenSpan> out;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    const Shard& s = shards_[i];
+    const auto shard = static_cast<std::uint32_t>(i);
+    if (s.example_starts.empty()) {
+      out.push_back({shard, 0, s.count});
+      continue;
+    }
+    for (std::size_t e = 0; e < s.example_starts.size(); ++e) {
+      const std::uint64_t first = s.example_starts[e];
+      const std::uint64_t end =
+          e + 1 < s.example_starts.size() ? s.example_starts[e + 1] : s.count;
+      out.push_back({shard, first, end - first});
+    }
+  }
+  return out;
 }
 
 bool TokenDataset::has_context_only_tokens() const {
@@ -353,6 +379,16 @@ std::int64_t TokenDataset::vocabulary_hint() const {
     return 256;
   }
   return m < kGpt2Vocabulary ? kGpt2Vocabulary : m + 1;
+}
+
+std::optional<std::int64_t> TokenDataset::end_of_text() const {
+  if (end_of_text_) {
+    return end_of_text_;
+  }
+  if (tokenizer_files_.empty() && vocabulary_hint() == kGpt2Vocabulary) {
+    return kGpt2Vocabulary - 1;
+  }
+  return std::nullopt;
 }
 
 void TokenDataset::check_vocabulary(std::int64_t vocab) const {
@@ -572,6 +608,7 @@ std::unique_ptr<TokenDataset> open_text(
   auto data = TokenDataset::from_ids(
       std::move(sequences), fmt::format("{}, {}", what, tokenizer.spec()));
   data->set_tokenizer_vocabulary(tokenizer.vocab_size());
+  data->set_end_of_text(tokenizer.end_of_text());
   return data;
 }
 

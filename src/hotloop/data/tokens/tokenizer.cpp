@@ -109,6 +109,16 @@ class BpeVocabulary {
     }
     return std::nullopt;
   }
+  // An added token, else a vocabulary entry written as `text` (GPT-2's
+  // vocab.json holds <|endoftext|> as an entry).
+  std::optional<std::int32_t> token_id(std::string_view text) const {
+    if (const auto added = added_token(text)) {
+      return added;
+    }
+    const auto it = ids_.find(std::string(text));
+    return it != ids_.end() ? std::optional<std::int32_t>(it->second)
+                            : std::nullopt;
+  }
   const std::vector<std::int32_t>& special_prefix() const {
     return prefix_;
   }
@@ -711,6 +721,18 @@ std::vector<std::string> Tokenizer::files() const {
 std::optional<std::int32_t> Tokenizer::added_token(
     std::string_view text) const {
   return vocabulary_ == nullptr ? std::nullopt : vocabulary_->added_token(text);
+}
+
+std::optional<std::int32_t> Tokenizer::end_of_text() const {
+  if (vocabulary_ == nullptr) {
+    return std::nullopt;
+  }
+  for (const char* text : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
+    if (const auto id = vocabulary_->token_id(text)) {
+      return id;
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<std::int32_t> Tokenizer::special_prefix() const {

@@ -22,6 +22,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
 #include "hotloop/model/lm/attention_cache.h"
+#include "hotloop/model/lm/document_attention.h"
 #include "hotloop/model/lm/projection.h"
 
 namespace hotloop::model {
@@ -43,8 +44,13 @@ class AttentionImpl : public torch::nn::Module {
         c_attn(register_module("c_attn", conv1d(c.width, 3 * c.width, 0.02))),
         c_proj(register_module("c_proj", conv1d(c.width, c.width, proj_std))) {}
 
-  // x: (B, T, C). With a cache: x continues the cached positions.
-  at::Tensor forward(const at::Tensor& x, KvCache* cache, std::size_t layer) {
+  // x: (B, T, C). With a cache: x continues the cached positions; else
+  // attention follows `plan`.
+  at::Tensor forward(
+      const at::Tensor& x,
+      const lm::AttentionPlan& plan,
+      KvCache* cache,
+      std::size_t layer) {
     const std::int64_t b = x.size(0);
     const std::int64_t t = x.size(1);
     const std::int64_t c = x.size(2);
@@ -56,9 +62,14 @@ class AttentionImpl : public torch::nn::Module {
     const at::Tensor q = heads(qkv[0]);
     const at::Tensor k = heads(qkv[1]);
     const at::Tensor v = heads(qkv[2]);
-    const lm::AttentionInputs in = lm::with_cache(cache, layer, k, v);
-    const at::Tensor y = at::scaled_dot_product_attention(
-        q, in.keys, in.values, in.mask, 0.0, in.causal);
+    at::Tensor y;
+    if (cache != nullptr) {
+      const lm::AttentionInputs in = lm::with_cache(cache, layer, k, v);
+      y = at::scaled_dot_product_attention(
+          q, in.keys, in.values, in.mask, 0.0, in.causal);
+    } else {
+      y = lm::attend(q, k, v, plan);
+    }
     return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
   }
 
@@ -101,14 +112,21 @@ class BlockImpl : public torch::nn::Module {
 
   at::Tensor forward(
       const at::Tensor& x,
+      const lm::AttentionPlan& plan,
       KvCache* cache = nullptr,
       std::size_t layer = 0) {
-    const at::Tensor h = x + attn->forward(ln_1(x), cache, layer);
+    const at::Tensor h = x + attn->forward(ln_1(x), plan, cache, layer);
     return h + mlp(ln_2(h));
   }
   // For activation checkpointing: the block as a segment.
-  static at::Tensor segment(torch::nn::Module& m, const at::Tensor& x) {
-    return static_cast<BlockImpl&>(m).forward(x);
+  static at::Tensor segment(
+      torch::nn::Module& m,
+      const at::Tensor& x,
+      const SegmentSide& side) {
+    std::size_t tensor = 0;
+    std::size_t integer = 0;
+    return static_cast<BlockImpl&>(m).forward(
+        x, lm::AttentionPlan::from(side, tensor, integer));
   }
 
   torch::nn::LayerNorm ln_1;
@@ -197,18 +215,33 @@ KvCache Gpt::new_cache(std::int64_t batch) const {
       parts_->wte->weight.device());
 }
 
-at::Tensor Gpt::forward(const at::Tensor& tokens) {
+at::Tensor Gpt::hidden_states(
+    const at::Tensor& tokens,
+    const PackedRows& rows) {
   lm::check_tokens(tokens, config_.context, "GPT");
-  const std::int64_t t = tokens.size(1);
-  const at::Tensor pos = at::arange(
-      t, at::TensorOptions().dtype(at::kLong).device(tokens.device()));
+  lm::check_rows(rows, tokens, "GPT");
+  const at::Tensor pos = rows.empty()
+      ? at::arange(
+            tokens.size(1),
+            at::TensorOptions().dtype(at::kLong).device(tokens.device()))
+      : rows.positions;
   at::Tensor x = parts_->wte(tokens) + parts_->wpe(pos);
+  const lm::AttentionPlan plan =
+      lm::plan_attention(rows, x, config_.width / config_.heads);
   const bool recompute = checkpoint_blocks_ && at::GradMode::is_enabled();
-  for (const auto& m : *parts_->h) {
-    x = recompute ? checkpoint(*m, &BlockImpl::segment, x)
-                  : static_cast<BlockImpl&>(*m).forward(x);
+  SegmentSide side;
+  if (recompute) {
+    plan.add_to(side);
   }
-  return at::linear(parts_->ln_f(x), parts_->wte->weight);
+  for (const auto& m : *parts_->h) {
+    x = recompute ? checkpoint(*m, &BlockImpl::segment, x, side)
+                  : static_cast<BlockImpl&>(*m).forward(x, plan);
+  }
+  return parts_->ln_f(x);
+}
+
+at::Tensor Gpt::output_weight() const {
+  return parts_->wte->weight;
 }
 
 at::Tensor Gpt::forward(const at::Tensor& tokens, KvCache& cache) {
@@ -222,10 +255,10 @@ at::Tensor Gpt::forward(const at::Tensor& tokens, KvCache& cache) {
   at::Tensor x = parts_->wte(tokens) + parts_->wpe(pos);
   std::size_t layer = 0;
   for (const auto& m : *parts_->h) {
-    x = static_cast<BlockImpl&>(*m).forward(x, &cache, layer++);
+    x = static_cast<BlockImpl&>(*m).forward(x, {}, &cache, layer++);
   }
   cache.length += t;
-  return at::linear(parts_->ln_f(x), parts_->wte->weight);
+  return at::linear(parts_->ln_f(x), output_weight());
 }
 
 void Gpt::set_checkpointing(Checkpointing mode) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <tuple>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
@@ -27,6 +28,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/activation_checkpoint.h"
 #include "hotloop/model/lm/attention_cache.h"
+#include "hotloop/model/lm/document_attention.h"
 #include "hotloop/model/lm/grouped_attention.h"
 #include "hotloop/model/lm/projection.h"
 
@@ -91,15 +93,42 @@ TORCH_MODULE(RmsNorm);
 namespace lm {
 
 // cos and sin of every position's rotation angles up to the context, in
-// float32 on the device they were last asked for; (T, head_dim) slices.
+// float32 on the device they were last asked for.
 struct RopeTable {
   explicit RopeTable(const LlamaConfig& c)
       : context(c.context), inv_freq(inverse_frequencies(c)) {}
 
+  // Positions start .. start + length: (length, head_dim) each.
   std::pair<at::Tensor, at::Tensor> at_positions(
       std::int64_t start,
       std::int64_t length,
       const at::Tensor& like) {
+    ensure_on(like);
+    return {
+        cos.narrow(0, start, length).to(like.scalar_type()),
+        sin.narrow(0, start, length).to(like.scalar_type())};
+  }
+  // Each token's position of `positions` (B, T): (B, 1, T, head_dim) each,
+  // to broadcast over the heads.
+  std::pair<at::Tensor, at::Tensor> at_positions(
+      const at::Tensor& positions,
+      const at::Tensor& like) {
+    ensure_on(like);
+    auto gather = [&](const at::Tensor& table) {
+      return table.index_select(0, positions.reshape({-1}))
+          .view({positions.size(0), 1, positions.size(1), table.size(1)})
+          .to(like.scalar_type());
+    };
+    return {gather(cos), gather(sin)};
+  }
+
+  std::int64_t context;
+  at::Tensor inv_freq;
+  at::Tensor cos;
+  at::Tensor sin;
+
+ private:
+  void ensure_on(const at::Tensor& like) {
     if (!cos.defined() || cos.device() != like.device()) {
       const at::Tensor positions = at::arange(context, at::kFloat);
       const at::Tensor angles = at::outer(positions, inv_freq);
@@ -107,15 +136,31 @@ struct RopeTable {
       cos = both.cos().to(like.device());
       sin = both.sin().to(like.device());
     }
-    return {
-        cos.narrow(0, start, length).to(like.scalar_type()),
-        sin.narrow(0, start, length).to(like.scalar_type())};
   }
+};
 
-  std::int64_t context;
-  at::Tensor inv_freq;
+// What every block of one forward shares: the rotations at the tokens'
+// positions and how attention keeps to each sequence.
+struct BlockInputs {
   at::Tensor cos;
   at::Tensor sin;
+  AttentionPlan attention;
+
+  // As a checkpointed block keeps them for its recompute.
+  SegmentSide side() const {
+    SegmentSide s;
+    s.tensors = {cos, sin};
+    attention.add_to(s);
+    return s;
+  }
+  static BlockInputs from(const SegmentSide& s) {
+    std::size_t tensor = 2;
+    std::size_t integer = 0;
+    return {
+        s.tensors.at(0),
+        s.tensors.at(1),
+        AttentionPlan::from(s, tensor, integer)};
+  }
 };
 
 } // namespace lm
@@ -141,10 +186,11 @@ class AttentionImpl : public torch::nn::Module {
             "o_proj",
             linear(c.heads * c.head_dim(), c.width, c.o_bias))) {}
 
-  // x: (B, T, C) at positions start .. start + T (start: the cache's length).
+  // x: (B, T, C), rotated by `in`'s cos and sin. With a cache: x continues
+  // the cached positions; else attention follows `in`'s plan.
   at::Tensor forward(
       const at::Tensor& x,
-      const std::pair<at::Tensor, at::Tensor>& rope,
+      const lm::BlockInputs& in,
       KvCache* cache,
       std::size_t layer) {
     const std::int64_t b = x.size(0);
@@ -152,16 +198,19 @@ class AttentionImpl : public torch::nn::Module {
     auto heads = [&](const at::Tensor& y, std::int64_t n) {
       return y.view({b, t, n, d_}).transpose(1, 2);
     };
-    const auto& [cos, sin] = rope;
     auto rotate = [&](const at::Tensor& y) {
-      return y * cos + rotate_half(y) * sin;
+      return y * in.cos + rotate_half(y) * in.sin;
     };
     const at::Tensor q = rotate(heads(q_proj(x), heads_));
     const at::Tensor k = rotate(heads(k_proj(x), kv_heads_));
     const at::Tensor v = heads(v_proj(x), kv_heads_);
-    const lm::AttentionInputs in = lm::with_cache(cache, layer, k, v);
-    const at::Tensor y =
-        lm::grouped_attention(q, in.keys, in.values, in.mask, in.causal);
+    at::Tensor y;
+    if (cache != nullptr) {
+      const lm::AttentionInputs c = lm::with_cache(cache, layer, k, v);
+      y = lm::grouped_attention(q, c.keys, c.values, c.mask, c.causal);
+    } else {
+      y = lm::attend(q, k, v, in.attention);
+    }
     return o_proj(y.transpose(1, 2).reshape({b, t, heads_ * d_}));
   }
 
@@ -205,38 +254,36 @@ namespace lm {
 
 class LlamaBlockImpl : public torch::nn::Module {
  public:
-  LlamaBlockImpl(const LlamaConfig& c, lm::RopeTable* rope)
+  explicit LlamaBlockImpl(const LlamaConfig& c)
       : input_layernorm(
             register_module("input_layernorm", RmsNorm(c.width, c.rms_eps))),
         self_attn(register_module("self_attn", Attention(c))),
         post_attention_layernorm(register_module(
             "post_attention_layernorm",
             RmsNorm(c.width, c.rms_eps))),
-        mlp(register_module("mlp", Mlp(c))),
-        rope_(rope) {}
+        mlp(register_module("mlp", Mlp(c))) {}
 
   at::Tensor forward(
       const at::Tensor& x,
+      const BlockInputs& in,
       KvCache* cache = nullptr,
       std::size_t layer = 0) {
-    const std::int64_t start = cache != nullptr ? cache->length : 0;
-    const auto rope = rope_->at_positions(start, x.size(1), x);
     const at::Tensor h =
-        x + self_attn->forward(input_layernorm(x), rope, cache, layer);
+        x + self_attn->forward(input_layernorm(x), in, cache, layer);
     return h + mlp(post_attention_layernorm(h));
   }
   // For activation checkpointing: the block as a segment.
-  static at::Tensor segment(torch::nn::Module& m, const at::Tensor& x) {
-    return static_cast<LlamaBlockImpl&>(m).forward(x);
+  static at::Tensor segment(
+      torch::nn::Module& m,
+      const at::Tensor& x,
+      const SegmentSide& side) {
+    return static_cast<LlamaBlockImpl&>(m).forward(x, BlockInputs::from(side));
   }
 
   RmsNorm input_layernorm;
   Attention self_attn;
   RmsNorm post_attention_layernorm;
   Mlp mlp;
-
- private:
-  lm::RopeTable* rope_; // the model's: outlives its blocks
 };
 TORCH_MODULE(LlamaBlock);
 
@@ -244,14 +291,14 @@ TORCH_MODULE(LlamaBlock);
 
 // "model": the embedding, the blocks and the final norm.
 struct Llama::Parts : public torch::nn::Module {
-  Parts(const LlamaConfig& c, lm::RopeTable* rope)
+  explicit Parts(const LlamaConfig& c)
       : embed_tokens(register_module(
             "embed_tokens",
             torch::nn::Embedding(c.vocab, c.width))),
         layers(register_module("layers", torch::nn::ModuleList())),
         norm(register_module("norm", RmsNorm(c.width, c.rms_eps))) {
     for (std::int64_t i = 0; i < c.layers; ++i) {
-      layers->push_back(lm::LlamaBlock(c, rope));
+      layers->push_back(lm::LlamaBlock(c));
     }
   }
   torch::nn::Embedding embed_tokens;
@@ -339,7 +386,7 @@ Llama::Llama(LlamaConfig config)
     : config_(std::move(config)),
       rope_(std::make_shared<lm::RopeTable>(config_)) {
   config_.validate();
-  parts_ = std::make_shared<Parts>(config_, rope_.get());
+  parts_ = std::make_shared<Parts>(config_);
   register_module("model", parts_);
   if (!config_.tied) {
     lm_head_ = std::make_shared<torch::nn::Module>();
@@ -360,38 +407,47 @@ KvCache Llama::new_cache(std::int64_t batch) const {
       parts_->embed_tokens->weight.device());
 }
 
-namespace {
-
-at::Tensor output_weight(
-    const std::shared_ptr<torch::nn::Module>& head,
-    const torch::nn::Embedding& embedding) {
-  return head ? head->named_parameters(false)["weight"] : embedding->weight;
+at::Tensor Llama::output_weight() const {
+  return lm_head_ ? lm_head_->named_parameters(false)["weight"]
+                  : parts_->embed_tokens->weight;
 }
 
-} // namespace
-
-at::Tensor Llama::forward(const at::Tensor& tokens) {
+at::Tensor Llama::hidden_states(
+    const at::Tensor& tokens,
+    const PackedRows& rows) {
   lm::check_tokens(tokens, config_.context, "Llama");
+  lm::check_rows(rows, tokens, "Llama");
   at::Tensor x = parts_->embed_tokens(tokens);
+  // Packed rows rotate each token by its position in its example, as
+  // transformers' position_ids do. Rotations are relative, so with attention
+  // kept inside each example the row's positions would give the same scores
+  // up to rounding; the example's keep transformers' rounding.
+  lm::BlockInputs in;
+  std::tie(in.cos, in.sin) = rows.empty()
+      ? rope_->at_positions(0, tokens.size(1), x)
+      : rope_->at_positions(rows.positions, x);
+  in.attention = lm::plan_attention(rows, x, config_.head_dim());
   const bool recompute = checkpoint_blocks_ && at::GradMode::is_enabled();
+  const SegmentSide side = recompute ? in.side() : SegmentSide{};
   for (const auto& m : *parts_->layers) {
-    x = recompute ? checkpoint(*m, &lm::LlamaBlockImpl::segment, x)
-                  : static_cast<lm::LlamaBlockImpl&>(*m).forward(x);
+    x = recompute ? checkpoint(*m, &lm::LlamaBlockImpl::segment, x, side)
+                  : static_cast<lm::LlamaBlockImpl&>(*m).forward(x, in);
   }
-  return at::linear(
-      parts_->norm(x), output_weight(lm_head_, parts_->embed_tokens));
+  return parts_->norm(x);
 }
 
 at::Tensor Llama::forward(const at::Tensor& tokens, KvCache& cache) {
   lm::check_cache(cache, tokens, config_.layers, config_.context, "Llama");
   at::Tensor x = parts_->embed_tokens(tokens);
+  lm::BlockInputs in;
+  std::tie(in.cos, in.sin) =
+      rope_->at_positions(cache.length, tokens.size(1), x);
   std::size_t layer = 0;
   for (const auto& m : *parts_->layers) {
-    x = static_cast<lm::LlamaBlockImpl&>(*m).forward(x, &cache, layer++);
+    x = static_cast<lm::LlamaBlockImpl&>(*m).forward(x, in, &cache, layer++);
   }
   cache.length += tokens.size(1);
-  return at::linear(
-      parts_->norm(x), output_weight(lm_head_, parts_->embed_tokens));
+  return at::linear(parts_->norm(x), output_weight());
 }
 
 void Llama::set_checkpointing(Checkpointing mode) {

@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hotloop/errors.h"
 
@@ -25,6 +26,19 @@ void check_tokens(
             tokens.size(1),
             context),
         "train with --context at least as long, or feed shorter sequences");
+  }
+}
+
+void check_rows(
+    const PackedRows& rows,
+    const at::Tensor& tokens,
+    const char* model) {
+  if (!rows.empty() && rows.positions.sizes() != tokens.sizes()) {
+    throw UsageError(fmt::format(
+        "{}: positions of shape {} for tokens of shape {}",
+        model,
+        rows.positions.sizes(),
+        tokens.sizes()));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "hotloop/model/lm/language_model.h"
+#include "hotloop/model/model_batch.h"
 
 namespace hotloop::model::lm {
 
@@ -18,6 +19,13 @@ namespace hotloop::model::lm {
 void check_tokens(
     const at::Tensor& tokens,
     std::int64_t context,
+    const char* model);
+
+// UsageError unless `rows` is empty or its positions are (B, T) as
+// `tokens` is.
+void check_rows(
+    const PackedRows& rows,
+    const at::Tensor& tokens,
     const char* model);
 
 // UsageError unless `cache` was made for `layers` layers and this batch, and
