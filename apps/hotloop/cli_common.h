@@ -25,6 +25,7 @@ void add_pack_command(CLI::App& app, Action& action);
 void add_data_command(CLI::App& app, Action& action);
 // `hotloop data batch` (data_command.cpp), under `data`.
 void add_data_batch_command(CLI::App& data_cmd, Action& action);
+void add_data_show_command(CLI::App& data_cmd, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
 void add_generate_command(CLI::App& app, Action& action);

@@ -1,11 +1,14 @@
 // `hotloop data check`: read and decode every sample of a data set before
 // training on it. `hotloop data batch`: one batch as the loader delivers it,
 // to a file (to look at, or to compare with the Python package's).
+// `hotloop data show`: one example of token data as the model sees it.
 
+#include <algorithm>
 #include <span>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "hotloop/core/named.h"
@@ -13,9 +16,32 @@
 #include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
+#include "hotloop/data/tokens/token_data.h"
+#include "hotloop/data/tokens/token_view.h"
+#include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::cli {
+
+namespace {
+
+// The tokenizer that decodes `spec`'s ids: the model folder's, the one
+// `pack --tokenizer` left beside token files, else bytes.
+data::Tokenizer tokenizer_for(
+    const data::DataSpec& spec,
+    const std::string& folder) {
+  if (!folder.empty()) {
+    return data::Tokenizer::in_dir(folder);
+  }
+  if (spec.kind == data::DataSpec::Kind::Tokens) {
+    if (const auto dir = data::Tokenizer::dir_beside(spec.path)) {
+      return data::Tokenizer::in_dir(*dir);
+    }
+  }
+  return data::Tokenizer::bytes();
+}
+
+} // namespace
 
 void add_data_command(CLI::App& app, Action& action) {
   struct Flags {
@@ -102,6 +128,83 @@ void add_data_command(CLI::App& app, Action& action) {
     };
   });
   add_data_batch_command(*data_cmd, action);
+  add_data_show_command(*data_cmd, action);
+}
+
+// `data show`: one example (or window) of token data as the model sees it.
+void add_data_show_command(CLI::App& data_cmd, Action& action) {
+  struct Flags {
+    std::string spec;
+    std::string init;
+    std::string split = "train";
+    std::size_t index = 0;
+    std::int64_t context = 64;
+    bool json = false;
+    bool no_color = false;
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* cmd = data_cmd.add_subcommand(
+      "show",
+      "Print one example of instruction data (or one window of other token data) as the model sees it: the text with its trained part marked, or with --json its token ids, pieces and trained flags");
+  cmd->add_option(
+         "--data", flags->spec, data::data_forms(data::DataFor::Tokens))
+      ->required();
+  cmd->add_option(
+      "--init",
+      flags->init,
+      "The model's Hugging Face folder: its tokenizer (instruct: needs one; text: is in its tokens with it, else bytes)");
+  cmd->add_option("--split", flags->split, "train, val or test")
+      ->check(CLI::IsMember({"train", "val", "test"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--index",
+         flags->index,
+         "Which example (instruct:) or window (tokens:, text:)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--context",
+         flags->context,
+         "tokens:, text:: a window's tokens less one (the model's context)")
+      ->capture_default_str();
+  add_json_flag(cmd, flags->json);
+  add_no_color_flag(cmd, flags->no_color);
+  cmd->footer(
+      "The trained part is what the loss counts (an answer and its end marker). Exit code: 0 when shown, 1 when the data cannot be read, 2 for bad usage.");
+  cmd->callback([flags, &action] {
+    action = [flags] {
+      data::DataSpec spec = data::parse_data_spec(flags->spec);
+      spec.tokenizer_folder = flags->init;
+      const std::shared_ptr<const data::Dataset> dataset =
+          data::open_dataset(spec, data::parse_split(flags->split));
+      const auto* tokens =
+          dynamic_cast<const data::TokenDataset*>(dataset.get());
+      if (tokens == nullptr) {
+        throw UsageError(
+            fmt::format("--data {}: not token data", flags->spec),
+            "data show reads instruct:, text: and tokens:; data batch writes an image batch");
+      }
+      const data::Tokenizer tokenizer = tokenizer_for(spec, flags->init);
+      const data::TokenView view =
+          data::view_tokens(*tokens, tokenizer, flags->index, flags->context);
+      if (flags->json) {
+        fmt::print(
+            "{}\n",
+            data::to_json(view).dump(
+                2, ' ', false, nlohmann::json::error_handler_t::replace));
+        return 0;
+      }
+      const bool color = !flags->no_color && stdout_wants_color();
+      fmt::print(
+          "{}: {} tokens, {} trained ({})\n{}\n",
+          view.what,
+          view.ids.size(),
+          std::count(view.trained.begin(), view.trained.end(), true),
+          color ? "in green" : "between [[ and ]]",
+          data::marked_text(
+              view, color ? "\033[32m" : "[[", color ? "\033[0m" : "]]"));
+      return 0;
+    };
+  });
 }
 
 void add_data_batch_command(CLI::App& data_cmd, Action& action) {

@@ -22,6 +22,8 @@ prompt/completion lists of messages), train.jsonl and val.jsonl.
 3. `text:` data for that folder is encoded with its tokenizer: the token count and the first batch's
    loss are transformers' on the ids tokenizers gives.
 4. A bad line is named by file and line (exit 1).
+5. `hotloop data show` gives each example's ids and trained tokens as the reference has them, and marks
+   the answer in its text.
 Skips (exit 0) with the reason when peft or tokenizers is missing.
 """
 import json
@@ -116,6 +118,17 @@ with tempfile.TemporaryDirectory() as d:
         rel = abs(got - want) / want
         check(rel <= TOLERANCE, f"{kind}: first-batch completion loss {got:.6f} vs transformers {want:.6f} "
                                 f"(rel {rel:.1e} <= {TOLERANCE})")
+        # data show: each example's ids and trained tokens are the reference's (TRL's assistant mask; the
+        # first token is never a target), and the text marks the answer.
+        shown = [json.loads(hotloop("data", "show", "--data", "instruct:" + os.path.join(data, "train.jsonl"),
+                                    "--init", folder, "--index", str(i), "--json").stdout) for i in range(3)]
+        refs = [reference_tokens(tok, ex) for ex in train[:3]]
+        check(all(s["ids"] == ids and s["trained"] == [False] + [m == 1 for m in mask[1:]]
+                  for s, (ids, mask) in zip(shown, refs)),
+              f"{kind}: data show --json gives the reference ids and trained tokens of 3 examples")
+        text = hotloop("data", "show", "--data", "instruct:" + os.path.join(data, "train.jsonl"), "--init", folder,
+                       "--index", "0", "--no-color").stdout
+        check(train[0]["completion"].strip() in text.split("[[")[-1], f"{kind}: data show marks the answer: {text!r}")
         # generate puts the tokenizer's prefix first as transformers does (Llama 3's <|begin_of_text|>).
         prompt = "Q: What is the capital of Chile?\nA:"
         r = hotloop("generate", "--weights", folder, "--prompt", prompt, "--temperature", "0", "--tokens", "8")
