@@ -53,8 +53,14 @@ std::string another_value(
       return fmt::format("{}", d == 0 ? 0.5 : d / 2);
     }
     case train::OptionKind::Text:
-      // --device takes only device names.
-      return o.name == "device" ? "cpu" : v.get<std::string>() + "-changed";
+      // --device takes only device names, --document-mask off, eos or an id.
+      if (o.name == "device") {
+        return "cpu";
+      }
+      if (o.name == "document-mask") {
+        return "eos";
+      }
+      return v.get<std::string>() + "-changed";
   }
   return {};
 }
