@@ -25,6 +25,13 @@ namespace hotloop::cli {
 
 namespace {
 
+// --split, as every data subcommand takes it.
+void add_split_option(CLI::App* cmd, std::string& split) {
+  cmd->add_option("--split", split, "train, val or test")
+      ->check(CLI::IsMember({"train", "val", "test"}))
+      ->capture_default_str();
+}
+
 // The tokenizer that decodes `spec`'s ids: the model folder's, the one
 // `pack --tokenizer` left beside token files, else bytes.
 data::Tokenizer tokenizer_for(
@@ -60,8 +67,7 @@ void add_data_command(CLI::App& app, Action& action) {
   cmd->add_option(
          "--data", flags->spec, data::data_forms(data::DataFor::Images))
       ->required();
-  cmd->add_option("--split", flags->split, "train, val or test")
-      ->check(CLI::IsMember({"train", "val", "test"}));
+  add_split_option(cmd, flags->split);
   cmd->add_option(
       "--threads",
       flags->options.threads,
@@ -153,9 +159,7 @@ void add_data_show_command(CLI::App& data_cmd, Action& action) {
       "--init",
       flags->init,
       "The model's Hugging Face folder: its tokenizer (instruct: needs one; text: is in its tokens with it, else bytes)");
-  cmd->add_option("--split", flags->split, "train, val or test")
-      ->check(CLI::IsMember({"train", "val", "test"}))
-      ->capture_default_str();
+  add_split_option(cmd, flags->split);
   cmd->add_option(
          "--index",
          flags->index,
@@ -225,9 +229,7 @@ void add_data_batch_command(CLI::App& data_cmd, Action& action) {
       "Write one batch as the loader delivers it (decoded, augmented, normalized) to a safetensors file: 'images' and 'labels'");
   cmd->add_option("--data", flags->spec, "A data spec, as train's --data")
       ->required();
-  cmd->add_option("--split", flags->split, "train, val or test")
-      ->check(CLI::IsMember({"train", "val", "test"}))
-      ->capture_default_str();
+  add_split_option(cmd, flags->split);
   cmd->add_option("--out", flags->out, "The file to write (.safetensors)")
       ->required();
   cmd->add_option("--batch-size", flags->options.batch_size, "Samples")
