@@ -191,6 +191,31 @@ TEST(PackedRows, TheMaskKeepsEachTokenToTheEarlierTokensOfItsSequence) {
   EXPECT_TRUE(at::equal(mask, expected));
 }
 
+// CUDA's fp32 path, the block-causal mask, gives what the CPU's path (each
+// sequence alone) gives, grouped keys and values included.
+TEST(PackedRows, TheMaskAndEachSequenceAloneAttendAlike) {
+  const Packed p = pack(kRows);
+  at::manual_seed(3);
+  const std::int64_t b = p.batch.inputs.size(0);
+  const at::Tensor q = at::randn({b, 4, kContext, 8});
+  const at::Tensor k = at::randn({b, 2, kContext, 8});
+  const at::Tensor v = at::randn({b, 2, kContext, 8});
+  const lm::AttentionPlan alone =
+      lm::plan_attention(p.batch.rows, at::zeros({b, kContext, 32}), 8);
+  ASSERT_EQ(alone.path, lm::AttentionPath::PerSequence);
+  lm::AttentionPlan masked = alone;
+  masked.path = lm::AttentionPath::Mask;
+  masked.mask = lm::block_causal_mask(p.batch.rows.positions).unsqueeze(1);
+  EXPECT_TRUE(at::allclose(
+      lm::attend(q, k, v, masked), lm::attend(q, k, v, alone), 1e-5, 1e-6));
+}
+
+TEST(PackedRows, StartsThatCrossARowAreRefused) {
+  Packed p = pack(kRows);
+  p.batch.rows.starts = at::tensor({0, 10, 20, 48}, at::kInt);
+  EXPECT_THROW(lm::check_starts(p.batch.rows, kContext), UsageError);
+}
+
 // scripts/gpu-check's gpu-tests stage: on a GPU in bf16 the rows go through
 // flash attention's variable-length form, and give each example what
 // per-example SDPA gives it (bf16's rounding apart).
@@ -210,7 +235,8 @@ TEST(PackedRows, OnAGpuVarlenFlashGivesEachExampleItsOwnLogitsInBf16) {
   at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
   const at::Tensor x =
       at::zeros({1, 1, 32}, at::TensorOptions().device(at::kCUDA));
-  EXPECT_TRUE(lm::plan_attention(p.batch.rows, x, 8).varlen);
+  EXPECT_EQ(
+      lm::plan_attention(p.batch.rows, x, 8).path, lm::AttentionPath::Varlen);
   const at::Tensor packed =
       at::linear(
           m->hidden_states(p.batch.inputs, p.batch.rows), m->output_weight())

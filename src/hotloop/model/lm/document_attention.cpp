@@ -1,9 +1,14 @@
 #include "hotloop/model/lm/document_attention.h"
 
 #include <tuple>
+#include <vector>
 
 #include <ATen/ops/_flash_attention_forward.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/ones.h>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
 
 #include "hotloop/model/lm/grouped_attention.h"
 
@@ -23,7 +28,7 @@ void AttentionPlan::add_to(SegmentSide& side) const {
   side.tensors.push_back(rows.starts);
   side.tensors.push_back(mask.value_or(at::Tensor()));
   side.ints.push_back(rows.longest);
-  side.ints.push_back(varlen ? 1 : 0);
+  side.ints.push_back(static_cast<std::int64_t>(path));
 }
 
 AttentionPlan AttentionPlan::from(
@@ -38,7 +43,7 @@ AttentionPlan AttentionPlan::from(
     p.mask = mask;
   }
   p.rows.longest = side.ints.at(integer++);
-  p.varlen = side.ints.at(integer++) != 0;
+  p.path = static_cast<AttentionPath>(side.ints.at(integer++));
   return p;
 }
 
@@ -65,11 +70,67 @@ AttentionPlan plan_attention(
   plan.rows = rows;
   // The query's dtype under autocast: x is float32 there, the projections
   // are not.
-  plan.varlen = x.is_cuda() && flash_takes(sdpa_dtype(x), head_width);
-  if (!plan.varlen) {
+  if (x.is_cuda()) {
+    plan.path = flash_takes(sdpa_dtype(x), head_width) ? AttentionPath::Varlen
+                                                       : AttentionPath::Mask;
+  } else {
+    plan.path = AttentionPath::PerSequence;
+    check_starts(rows, x.size(1));
+  }
+  if (plan.path == AttentionPath::Mask) {
     plan.mask = block_causal_mask(rows.positions).unsqueeze(1);
   }
   return plan;
+}
+
+namespace {
+
+// Each sequence of each row alone, causal, put back in its place.
+at::Tensor per_sequence(
+    const at::Tensor& q,
+    const at::Tensor& k,
+    const at::Tensor& v,
+    const PackedRows& rows) {
+  const std::int64_t t = q.size(2);
+  const at::Tensor starts = rows.starts.to(at::kLong);
+  const auto* s = starts.data_ptr<std::int64_t>();
+  std::vector<at::Tensor> out_rows;
+  std::vector<at::Tensor> row;
+  for (std::int64_t i = 0; i + 1 < starts.size(0); ++i) {
+    const std::int64_t b = s[i] / t;
+    const std::int64_t first = s[i] % t;
+    const std::int64_t n = s[i + 1] - s[i];
+    auto piece = [&](const at::Tensor& y) {
+      return y.narrow(0, b, 1).narrow(2, first, n);
+    };
+    row.push_back(grouped_attention(
+        piece(q), piece(k), piece(v), std::nullopt, /*causal=*/true));
+    if (first + n == t) {
+      out_rows.push_back(at::cat(row, 2));
+      row.clear();
+    }
+  }
+  return at::cat(out_rows, 0);
+}
+
+} // namespace
+
+void check_starts(const PackedRows& rows, std::int64_t t) {
+  const at::Tensor starts = rows.starts.to(at::kLong);
+  const auto* s = starts.data_ptr<std::int64_t>();
+  const std::int64_t n = starts.size(0);
+  const std::int64_t b = rows.positions.size(0);
+  bool fits = n >= 2 && s[0] == 0 && s[n - 1] == b * t;
+  for (std::int64_t i = 0; fits && i + 1 < n; ++i) {
+    // Within one row, and not empty.
+    fits = s[i + 1] > s[i] && (s[i] / t == (s[i + 1] - 1) / t);
+  }
+  if (!fits) {
+    throw UsageError(fmt::format(
+        "packed rows: sequence starts that do not cut {} rows of {} tokens into sequences within each row",
+        b,
+        t));
+  }
 }
 
 at::Tensor attend(
@@ -77,11 +138,15 @@ at::Tensor attend(
     const at::Tensor& k,
     const at::Tensor& v,
     const AttentionPlan& plan) {
-  if (plan.rows.empty()) {
-    return grouped_attention(q, k, v, std::nullopt, /*causal=*/true);
-  }
-  if (!plan.varlen) {
-    return grouped_attention(q, k, v, plan.mask, /*causal=*/false);
+  switch (plan.path) {
+    case AttentionPath::Causal:
+      return grouped_attention(q, k, v, std::nullopt, /*causal=*/true);
+    case AttentionPath::PerSequence:
+      return per_sequence(q, k, v, plan.rows);
+    case AttentionPath::Mask:
+      return grouped_attention(q, k, v, plan.mask, /*causal=*/false);
+    case AttentionPath::Varlen:
+      break;
   }
   const std::int64_t b = q.size(0);
   const std::int64_t t = q.size(2);
