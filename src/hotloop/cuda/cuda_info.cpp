@@ -155,6 +155,15 @@ State state() {
   return s;
 }
 
+int compute_capability(int device) {
+  try {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(device);
+    return 10 * p->major + p->minor;
+  } catch (const c10::Error&) {
+    return 0;
+  }
+}
+
 std::string kernel_probe(int device) {
   try {
     const auto opts = at::TensorOptions().device(

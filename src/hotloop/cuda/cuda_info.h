@@ -57,6 +57,10 @@ struct State {
 // Asks CUDA (through LibTorch) which devices it can use. Never throws.
 State state();
 
+// `device`'s compute capability as 10 x major + minor (90 for an H100), from
+// CUDA's cached properties; 0 without CUDA or for a device it cannot read.
+int compute_capability(int device);
+
 // Runs a small elementwise kernel and a reduction on `device` and checks the
 // result. Returns "" on success, else the error (e.g. "no kernel image is
 // available for execution on the device").

@@ -22,6 +22,10 @@ State state() {
   return s;
 }
 
+int compute_capability(int device) {
+  return 0;
+}
+
 std::string kernel_probe(int device) {
   return "LibTorch was built without CUDA";
 }

@@ -1,13 +1,16 @@
 #include "hotloop/model/lm/document_attention.h"
 
+#include <limits>
 #include <tuple>
 #include <vector>
 
 #include <ATen/ops/_flash_attention_forward.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
+#include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
 
 #include "hotloop/model/lm/grouped_attention.h"
@@ -16,9 +19,15 @@ namespace hotloop::model::lm {
 
 namespace {
 
-bool flash_takes(c10::ScalarType dtype, std::int64_t head_width) {
+// Flash attention's variable-length form runs for bf16/fp16 queries with
+// heads up to 256 wide in multiples of 8, on Ampere (8.0) or newer.
+bool flash_takes(
+    const at::Tensor& x,
+    c10::ScalarType dtype,
+    std::int64_t head_width) {
   return (dtype == c10::kBFloat16 || dtype == c10::kHalf) &&
-      head_width % 8 == 0 && head_width <= 256;
+      head_width % 8 == 0 && head_width <= 256 &&
+      cuda::compute_capability(x.device().index()) >= 80;
 }
 
 } // namespace
@@ -70,15 +79,23 @@ AttentionPlan plan_attention(
   plan.rows = rows;
   // The query's dtype under autocast: x is float32 there, the projections
   // are not.
+  const c10::ScalarType dtype = sdpa_dtype(x);
   if (x.is_cuda()) {
-    plan.path = flash_takes(sdpa_dtype(x), head_width) ? AttentionPath::Varlen
-                                                       : AttentionPath::Mask;
+    plan.path = flash_takes(x, dtype, head_width) ? AttentionPath::Varlen
+                                                  : AttentionPath::Mask;
   } else {
     plan.path = AttentionPath::PerSequence;
     check_starts(rows, x.size(1));
   }
   if (plan.path == AttentionPath::Mask) {
-    plan.mask = block_causal_mask(rows.positions).unsqueeze(1);
+    // Additive, in the query's dtype, made once: every layer's SDPA takes
+    // it as it is (a boolean mask would be converted, and kept for
+    // backward, in each layer).
+    const at::Tensor allowed = block_causal_mask(rows.positions).unsqueeze(1);
+    plan.mask =
+        at::zeros(allowed.sizes(), x.options().dtype(dtype))
+            .masked_fill_(
+                allowed.logical_not(), -std::numeric_limits<float>::infinity());
   }
   return plan;
 }
