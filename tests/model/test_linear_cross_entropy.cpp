@@ -131,6 +131,36 @@ TEST(LinearCrossEntropy, EvaluationSumsAreTheLossSumAndTheArgmaxHits) {
   EXPECT_EQ(s.correct.item<std::int64_t>(), hits);
 }
 
+TEST(LinearCrossEntropy, UnderFp16TheWeightsGradientDoesNotOverflow) {
+  // 4096 tokens all naming token 5, hidden states of 32: the weight's
+  // gradient row is a sum of about -32 x 4096 = -131072, past fp16's 65504.
+  Case k;
+  k.hidden = at::full({4096, 8}, 32.0);
+  k.weight = at::zeros({256, 8});
+  k.targets = at::full({4096}, 5, at::kLong);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kHalf);
+  LinearCrossEntropyOptions o;
+  o.loss.reduction = at::Reduction::Sum;
+  const Result a = run(k, [&](const at::Tensor& h, const at::Tensor& w) {
+    return linear_cross_entropy(h, w, k.targets, o);
+  });
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  const Result b = reference(k, o.loss);
+  ASSERT_TRUE(a.grad_weight.isfinite().all().item<bool>());
+  EXPECT_TRUE(at::allclose(a.grad_weight, b.grad_weight, 1e-3, 1e-3))
+      << (a.grad_weight - b.grad_weight).abs().max().item<double>();
+}
+
+TEST(LinearCrossEntropy, AMeanOverNoTargetIsZeroWithNoGradient) {
+  Case k = make_case(6, 8, 11);
+  k.targets.fill_(-100);
+  const Result r = chunked(k, {}, 4);
+  EXPECT_EQ(r.loss.item<double>(), 0.0);
+  EXPECT_EQ(r.grad_hidden.abs().max().item<double>(), 0.0);
+}
+
 TEST(LinearCrossEntropy, AChunkKeepsItsLogitsNearTwoToThe26Elements) {
   EXPECT_EQ(chunk_tokens(151936, {}), 441);
   EXPECT_EQ(chunk_tokens(256, {}), 262144);

@@ -12,8 +12,12 @@
 // products as the unchunked layer and loss, none recomputed. They are kept
 // (float32: hidden's size and weight's) until backward, which scales them by
 // the incoming gradient (a loss scale included). The chunk's gradient is
-// taken before the division by the number of targets, so fp16's range holds
-// it as it holds the unchunked one.
+// taken before the division by the number of targets: the product for
+// `hidden` stays within [-2, 2] x the weight's largest entry, while the
+// weight's is a sum over the chunk's tokens, so under fp16 that one product
+// runs in float32 (its sum could pass fp16's 65504, where no loss scale
+// would help). A mean over no counted target is 0, not torch's NaN: a
+// micro-batch without targets adds nothing.
 //
 // Equal to at::linear followed by cross-entropy (ignore index -100, label
 // smoothing, mean over the counted targets or their sum) within float32

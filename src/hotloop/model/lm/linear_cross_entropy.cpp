@@ -139,14 +139,20 @@ class LinearCrossEntropyFunction
       if (!want_hidden && !want_weight) {
         continue;
       }
-      const at::Tensor g =
-          logits_gradient(std::move(logits), lse, c, smoothing).to(dtype);
+      const at::Tensor g32 =
+          logits_gradient(std::move(logits), lse, c, smoothing);
+      const at::Tensor g = g32.to(dtype);
       if (want_hidden) {
         grad_hidden.narrow(0, start, rows).copy_(at::mm(g, w));
       }
       if (want_weight) {
         if (dtype == at::kFloat) {
           grad_weight.addmm_(g.t(), c.hidden);
+        } else if (dtype == at::kHalf) {
+          // A sum over the chunk's tokens, unscaled: past fp16's 65504
+          // for a token many targets name (a byte vocabulary's chunk is
+          // 262,144 tokens). float32 holds it.
+          grad_weight.addmm_(g32.t(), c.hidden.to(at::kFloat));
         } else {
           grad_weight.add_(at::mm(g.t(), c.hidden));
         }
@@ -214,8 +220,9 @@ at::Tensor linear_cross_entropy(
   if (options.loss.reduction == at::Reduction::Sum) {
     return sum;
   }
-  // torch's mean: over the counted targets (NaN when none counts).
-  return sum / targets.ne(kNoTarget).sum().to(at::kFloat);
+  // The mean over the counted targets; 0 (and no gradient) when none counts
+  // (torch's would be NaN): a micro-batch without targets adds nothing.
+  return sum / targets.ne(kNoTarget).sum().clamp_min(1).to(at::kFloat);
 }
 
 LinearCrossEntropySums linear_cross_entropy_sums(
