@@ -471,9 +471,9 @@ void Trainer::Impl::make_loader() {
   if (loader->packed_rows() && !model->takes_packed_rows()) {
     throw UsageError(
         fmt::format(
-            "--packing best-fit: --model {} takes one sequence a row, not rows packed with several examples",
+            "--packing best-fit or --document-mask: --model {} takes one sequence a row, not rows packed with several sequences",
             options.model.name),
-        "pass --packing none (one example a row, padded) or --packing wrap");
+        "pass --packing none (one example a row, padded) or --packing wrap, and --document-mask off");
   }
   state.batches = loader.get();
 }

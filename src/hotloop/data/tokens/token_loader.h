@@ -48,8 +48,9 @@ class TokenLoader final : public EpochLoader {
     return (!rows_.empty() && options_.packing == Packing::BestFit) ||
         document_end_ >= 0;
   }
-  // "packing: best-fit, 40 examples (4 split into 8 pieces) in 26 rows of
-  // 48 tokens, 6.8% padding"; empty for data without examples.
+  // "packing: best-fit, 40 examples and pieces of long ones (44 in all) in
+  // 26 rows of 48 tokens, 6.8% padding", or the document mask's line; empty
+  // for other data.
   std::string packing_line() const override;
 
  private:
