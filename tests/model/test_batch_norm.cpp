@@ -18,6 +18,7 @@
 #include "hotloop/parallel/process_group.h"
 #include "support/free_port.h"
 #include "support/host_syncs.h"
+#include "support/loopback_group.h"
 
 namespace hotloop::model {
 namespace {
@@ -79,14 +80,7 @@ TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachMatchOneRankWithAllOfIt) {
 
   const int port = test::free_port();
   auto rank = [&](int r) {
-    parallel::DistEnv env;
-    env.rank = r;
-    env.world_size = 2;
-    env.master_port = port;
-    env.source = "test";
-    parallel::GroupOptions o;
-    o.timeout = std::chrono::seconds(60);
-    auto g = parallel::ProcessGroup::create(env, o);
+    auto g = test::loopback_group(r, 2, port);
     BatchNorm2d bn(3);
     bn->set_sync(
         [g](at::Tensor& t) { g->allreduce_sum_(t, "sync batchnorm"); });

@@ -15,10 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/data/tokens/token_data.h"
-#include "hotloop/parallel/dist_env.h"
-#include "hotloop/parallel/process_group.h"
 #include "hotloop/train/trainer.h"
 #include "support/free_port.h"
+#include "support/loopback_group.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
 
@@ -126,17 +125,9 @@ TEST(LossPerToken, TwoGlooRanksGiveTheUpdateOfOneRankAtTheSameGlobalBatch) {
   std::vector<std::shared_ptr<model::Model>> models = {
       test::make(one), test::make(one)};
   auto rank = [&](int r) {
-    parallel::DistEnv env;
-    env.rank = r;
-    env.world_size = 2;
-    env.master_port = port;
-    env.source = "test";
-    parallel::GroupOptions g;
-    g.timeout = std::chrono::seconds(60);
     TrainerOptions o = one;
     o.out_dir = (dir.path() / "two").string();
-    TrainerContext context(
-        {}, parallel::ProcessGroup::create(env, g), RunRecord{});
+    TrainerContext context({}, test::loopback_group(r, 2, port), RunRecord{});
     Trainer(models[static_cast<std::size_t>(r)], data, nullptr, o, context)
         .fit();
   };
