@@ -234,13 +234,11 @@ Batch TokenLoader::read_windows(const std::vector<std::size_t>& items) {
   const std::int64_t trained = masked
       ? trained_targets(host_targets.data_ptr<std::int64_t>(), b * t)
       : -1;
-  const at::Tensor on_device =
-      gpu ? host.to(options_.device, /*non_blocking=*/true) : host;
+  const at::Tensor on_device = to_device(host);
   Batch batch;
   batch.images = on_device.narrow(1, 0, t).contiguous();
-  batch.labels = !masked ? on_device.narrow(1, 1, t).contiguous()
-      : gpu              ? host_targets.to(options_.device, true)
-                         : host_targets;
+  batch.labels =
+      masked ? to_device(host_targets) : on_device.narrow(1, 1, t).contiguous();
   batch.trained_targets = trained;
   if (documents) {
     set_sequences(batch, positions, lengths);

@@ -109,8 +109,8 @@ at::Tensor per_sequence(
     const at::Tensor& v,
     const PackedRows& rows) {
   const std::int64_t t = q.size(2);
-  const at::Tensor starts = rows.starts.to(at::kLong);
-  const auto* s = starts.data_ptr<std::int64_t>();
+  const at::Tensor& starts = rows.starts; // int32, host memory here
+  const auto* s = starts.data_ptr<std::int32_t>();
   std::vector<at::Tensor> out_rows;
   std::vector<at::Tensor> row;
   for (std::int64_t i = 0; i + 1 < starts.size(0); ++i) {
@@ -133,8 +133,8 @@ at::Tensor per_sequence(
 } // namespace
 
 void check_starts(const PackedRows& rows, std::int64_t t) {
-  const at::Tensor starts = rows.starts.to(at::kLong);
-  const auto* s = starts.data_ptr<std::int64_t>();
+  const at::Tensor& starts = rows.starts; // int32, host memory here
+  const auto* s = starts.data_ptr<std::int32_t>();
   const std::int64_t n = starts.size(0);
   const std::int64_t b = rows.positions.size(0);
   bool fits = n >= 2 && s[0] == 0 && s[n - 1] == b * t;

@@ -7,6 +7,7 @@
 #include <ATen/ops/nonzero_static.h>
 #include <fmt/format.h>
 
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
 #include "hotloop/model/model_kind.h"
@@ -14,8 +15,6 @@
 namespace hotloop::model {
 
 namespace {
-
-constexpr std::int64_t kNoTarget = -100;
 
 // hidden (B, T, C) and targets (B, T) flattened to the positions with a
 // target: the `trained` the loader counted on the host, found without a
@@ -31,7 +30,7 @@ std::pair<at::Tensor, at::Tensor> trained_positions(
     return {h, t};
   }
   const at::Tensor kept =
-      at::nonzero_static(t.ne(kNoTarget), trained).view({-1});
+      at::nonzero_static(t.ne(data::kNoTarget), trained).view({-1});
   return {h.index_select(0, kept), t.index_select(0, kept)};
 }
 

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::model::lm {
@@ -23,7 +24,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr std::int64_t kNoTarget = -100; // torch's ignore_index
 constexpr std::int64_t kChunkElements = std::int64_t{1} << 26;
 
 // The dtype the products run in: autocast's where it is on for the
@@ -54,7 +54,7 @@ void check_shapes(
 // compute dtype, and which targets count.
 struct Chunk {
   at::Tensor hidden; // (n, C), compute dtype
-  at::Tensor targets; // (n), kNoTarget replaced by 0 (gather's index)
+  at::Tensor targets; // (n), data::kNoTarget replaced by 0 (gather's index)
   at::Tensor counted; // (n) float32: 1 where the target counts
 };
 
@@ -65,7 +65,7 @@ Chunk chunk_at(
     std::int64_t n,
     at::ScalarType dtype) {
   const at::Tensor t = targets.narrow(0, start, n);
-  const at::Tensor counted = t.ne(kNoTarget);
+  const at::Tensor counted = t.ne(data::kNoTarget);
   return {
       hidden.narrow(0, start, n).to(dtype),
       t.masked_fill(counted.logical_not(), 0),
@@ -222,7 +222,7 @@ at::Tensor linear_cross_entropy(
   }
   // The mean over the counted targets; 0 (and no gradient) when none counts
   // (torch's would be NaN): a micro-batch without targets adds nothing.
-  return sum / targets.ne(kNoTarget).sum().clamp_min(1).to(at::kFloat);
+  return sum / targets.ne(data::kNoTarget).sum().clamp_min(1).to(at::kFloat);
 }
 
 LinearCrossEntropySums linear_cross_entropy_sums(
