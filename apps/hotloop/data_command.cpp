@@ -16,6 +16,8 @@
 #include "hotloop/data/data_kinds.h"
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
+#include "hotloop/data/tokens/instructions.h"
+#include "hotloop/data/tokens/packing.h"
 #include "hotloop/data/tokens/token_data.h"
 #include "hotloop/data/tokens/token_view.h"
 #include "hotloop/data/tokens/tokenizer.h"
@@ -30,6 +32,59 @@ void add_split_option(CLI::App* cmd, std::string& split) {
   cmd->add_option("--split", split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}))
       ->capture_default_str();
+}
+
+// --init and --chat-template: the model folder that tokenizes instruction
+// data (and text), and the chat template it renders conversations with.
+void add_folder_options(
+    CLI::App* cmd,
+    std::string& init,
+    std::string& chat_template) {
+  cmd->add_option(
+      "--init",
+      init,
+      "The model's Hugging Face folder: its tokenizer (instruct: needs one; text: is in its tokens with it, else bytes)");
+  cmd->add_option(
+         "--chat-template",
+         chat_template,
+         std::string("instruct:'s chat template: ") + data::kChatTemplateNames +
+             " (auto: the folder's own where it has one)")
+      ->check([](const std::string& t) {
+        try {
+          data::parse_chat_template(t);
+          return std::string();
+        } catch (const UsageError&) {
+          return std::string("expected ") + data::kChatTemplateNames;
+        }
+      })
+      ->capture_default_str();
+}
+
+// What `data check` says of token data: reading it read (and, for
+// instruction data, rendered and tokenized) every example.
+struct TokenSummary {
+  std::string source;
+  std::uint64_t tokens = 0;
+  std::uint64_t trained = 0;
+  std::size_t examples = 0;
+  std::uint64_t longest = 0;
+};
+TokenSummary summarize(const data::TokenDataset& d) {
+  TokenSummary s{d.describe(), d.size(), 0, 0, 0};
+  for (const auto& shard : d.shards()) {
+    s.trained += shard.trained == nullptr
+        ? shard.count
+        : static_cast<std::uint64_t>(
+              std::count(shard.trained, shard.trained + shard.count, 1));
+  }
+  if (d.has_examples()) {
+    const std::vector<data::TokenSpan> spans = d.examples();
+    s.examples = spans.size();
+    for (const auto& span : spans) {
+      s.longest = std::max(s.longest, span.count);
+    }
+  }
+  return s;
 }
 
 // The tokenizer that decodes `spec`'s ids: the model folder's, the one
@@ -54,6 +109,8 @@ void add_data_command(CLI::App& app, Action& action) {
   struct Flags {
     std::string spec;
     std::string split = "train";
+    std::string init;
+    std::string chat_template = "auto";
     bool json = false;
     std::string decode = "full";
     data::DataCheckOptions options;
@@ -63,11 +120,12 @@ void add_data_command(CLI::App& app, Action& action) {
   data_cmd->require_subcommand(1);
   CLI::App* cmd = data_cmd->add_subcommand(
       "check",
-      "Read and decode every sample of one split; list the bad ones; counts per class and image sizes");
+      "Read and decode every sample of one split; list the bad ones; counts per class and image sizes (token data: read, rendered and tokenized, with its counts)");
   cmd->add_option(
          "--data", flags->spec, data::data_forms(data::DataFor::Images))
       ->required();
   add_split_option(cmd, flags->split);
+  add_folder_options(cmd, flags->init, flags->chat_template);
   cmd->add_option(
       "--threads",
       flags->options.threads,
@@ -87,8 +145,38 @@ void add_data_command(CLI::App& app, Action& action) {
   cmd->callback([flags, &action] {
     action = [flags] {
       const data::Split split = data::parse_split(flags->split);
-      const auto dataset =
-          data::open_dataset(data::parse_data_spec(flags->spec), split);
+      data::DataSpec spec = data::parse_data_spec(flags->spec);
+      spec.tokenizer_folder = flags->init;
+      spec.chat_template = flags->chat_template;
+      const auto dataset = data::open_dataset(spec, split);
+      if (const auto* tokens =
+              dynamic_cast<const data::TokenDataset*>(dataset.get())) {
+        const TokenSummary t = summarize(*tokens);
+        if (flags->json) {
+          fmt::print(
+              "{}\n",
+              nlohmann::json{
+                  {"source", t.source},
+                  {"tokens", t.tokens},
+                  {"trained_tokens", t.trained},
+                  {"examples", t.examples},
+                  {"longest_example", t.longest},
+                  {"bad", nlohmann::json::array()}}
+                  .dump(2));
+        } else {
+          fmt::print(
+              "{}\n{} tokens, {} trained{}; every one read\n",
+              t.source,
+              t.tokens,
+              t.trained,
+              t.examples > 0 ? fmt::format(
+                                   "; {} examples, the longest {} tokens",
+                                   t.examples,
+                                   t.longest)
+                             : std::string());
+        }
+        return 0;
+      }
       flags->options.progress = !flags->json;
       flags->options.decode = parse_named<data::Decode>(
           data::kDecodeNames, flags->decode, "decode");
@@ -142,6 +230,7 @@ void add_data_show_command(CLI::App& data_cmd, Action& action) {
   struct Flags {
     std::string spec;
     std::string init;
+    std::string chat_template = "auto";
     std::string split = "train";
     std::size_t index = 0;
     std::int64_t context = 64;
@@ -155,10 +244,7 @@ void add_data_show_command(CLI::App& data_cmd, Action& action) {
   cmd->add_option(
          "--data", flags->spec, data::data_forms(data::DataFor::Tokens))
       ->required();
-  cmd->add_option(
-      "--init",
-      flags->init,
-      "The model's Hugging Face folder: its tokenizer (instruct: needs one; text: is in its tokens with it, else bytes)");
+  add_folder_options(cmd, flags->init, flags->chat_template);
   add_split_option(cmd, flags->split);
   cmd->add_option(
          "--index",
@@ -178,6 +264,7 @@ void add_data_show_command(CLI::App& data_cmd, Action& action) {
     action = [flags] {
       data::DataSpec spec = data::parse_data_spec(flags->spec);
       spec.tokenizer_folder = flags->init;
+      spec.chat_template = flags->chat_template;
       const std::shared_ptr<const data::Dataset> dataset =
           data::open_dataset(spec, data::parse_split(flags->split));
       const auto* tokens =

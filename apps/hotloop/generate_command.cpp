@@ -30,6 +30,7 @@ struct GenerateFlags {
   model::GenerateOptions generate;
   bool no_cache = false;
   bool chat = false;
+  std::string chat_template = "auto";
   bool ignore_eos = false;
 };
 
@@ -39,14 +40,21 @@ struct ChatFormat {
   std::optional<data::InstructionEncoder> encoder;
   std::string why_not;
 };
-ChatFormat chat_format_of(const data::Tokenizer& tokenizer) {
+ChatFormat chat_format_of(
+    const data::Tokenizer& tokenizer,
+    const std::string& chat_template) {
   if (tokenizer.dir().empty()) {
     return {
         std::nullopt,
         fmt::format("the tokenizer ({}) has no folder", tokenizer.spec())};
   }
   try {
-    return {data::InstructionEncoder(tokenizer, tokenizer.dir()), {}};
+    return {
+        data::InstructionEncoder(
+            tokenizer,
+            tokenizer.dir(),
+            data::parse_chat_template(chat_template)),
+        {}};
   } catch (const DataError& e) {
     return {std::nullopt, e.what()};
   }
@@ -70,7 +78,7 @@ int generate(const GenerateFlags& f, const CLI::App& cmd) {
   // As transformers does: the tokenizer's special prefix (Llama 3's
   // <|begin_of_text|>) first, and the end at its EOS; --chat: the prompt as
   // a user message in the chat template, the end at the answer's end.
-  ChatFormat chat = chat_format_of(tokenizer);
+  ChatFormat chat = chat_format_of(tokenizer, f.chat_template);
   std::optional<data::InstructionEncoder>& format = chat.encoder;
   if (f.chat && !format) {
     throw UsageError(
@@ -148,7 +156,13 @@ void add_generate_command(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--chat",
       f->chat,
-      "The prompt as a user message in the folder's chat template (ChatML, Llama 3 or plain, as for instruct: data); prints only the answer, which ends at <|im_end|>, <|eot_id|> or EOS");
+      "The prompt as a user message in the chat template, with its generation prompt (the folder's own Jinja template, else ChatML, Llama 3 or plain, as for instruct: data); prints only the answer, which ends at <|im_end|>, <|eot_id|> or EOS");
+  cmd->add_option(
+         "--chat-template",
+         f->chat_template,
+         std::string("--chat's template: ") + data::kChatTemplateNames)
+      ->check(CLI::IsMember({"auto", "folder", "chatml", "llama3", "plain"}))
+      ->capture_default_str();
   cmd->add_flag(
       "--ignore-eos",
       f->ignore_eos,

@@ -96,7 +96,8 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     return 0;
   }
   const std::shared_ptr<const data::Dataset> val = run.eval
-      ? open_val_data(run.data, o.seed, resolved.model.folder())
+      ? open_val_data(
+            run.data, o.seed, resolved.model.folder(), o.loader.chat_template)
       : nullptr;
   const train::RunRecord record = train::record_of(run);
 

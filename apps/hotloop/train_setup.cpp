@@ -12,12 +12,15 @@ namespace hotloop::cli {
 
 namespace {
 
-// --data's form, reading a tokenizer from the model's folder (hf:DIR).
+// --data's form, reading a tokenizer and chat template from the model's
+// folder (hf:DIR).
 data::DataSpec data_spec(
     const std::string& spec_text,
-    const std::string& model_folder) {
+    const std::string& model_folder,
+    const std::string& chat_template) {
   data::DataSpec spec = data::parse_data_spec(spec_text);
   spec.tokenizer_folder = model_folder;
+  spec.chat_template = chat_template;
   return spec;
 }
 
@@ -26,16 +29,21 @@ data::DataSpec data_spec(
 std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec_text,
     std::uint64_t seed,
-    const std::string& model_folder) {
+    const std::string& model_folder,
+    const std::string& chat_template) {
   return data::open_dataset(
-      data_spec(spec_text, model_folder), data::Split::Train, seed);
+      data_spec(spec_text, model_folder, chat_template),
+      data::Split::Train,
+      seed);
 }
 
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec_text,
     std::uint64_t seed,
-    const std::string& model_folder) {
-  return data::open_eval_split(data_spec(spec_text, model_folder), seed);
+    const std::string& model_folder,
+    const std::string& chat_template) {
+  return data::open_eval_split(
+      data_spec(spec_text, model_folder, chat_template), seed);
 }
 
 namespace {
@@ -79,8 +87,10 @@ train::ResolveContext resolve_context(
     std::FILE* progress) {
   train::ResolveContext c;
   const std::uint64_t seed = run.trainer.seed;
-  c.open_train = [seed](const std::string& spec, const std::string& folder) {
-    return open_train_data(spec, seed, folder);
+  const std::string chat_template = run.trainer.loader.chat_template;
+  c.open_train = [seed, chat_template](
+                     const std::string& spec, const std::string& folder) {
+    return open_train_data(spec, seed, folder, chat_template);
   };
   c.group = group;
   if (progress != nullptr) {

@@ -20,18 +20,21 @@ class ProcessGroup;
 namespace hotloop::cli {
 
 // The train split of `spec`; `model_folder`: the model's Hugging Face folder
-// (empty: none), whose tokenizer encodes instruction data.
+// (empty: none), whose tokenizer and `chat_template` (--chat-template)
+// encode instruction data.
 std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec,
     std::uint64_t seed,
-    const std::string& model_folder = {});
+    const std::string& model_folder = {},
+    const std::string& chat_template = "auto");
 
 // The split the run evaluates on (data::open_eval_split: val, else test, or
 // null), with the model folder's tokenizer for text and instructions.
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec,
     std::uint64_t seed,
-    const std::string& model_folder = {});
+    const std::string& model_folder = {},
+    const std::string& chat_template = "auto");
 
 // resolve_run's context for a command: the data opened as `spec` says, and
 // the batch finder's start and trials printed to `progress` (null: quiet,

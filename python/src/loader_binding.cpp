@@ -9,6 +9,7 @@
 #include "hotloop/data/data_spec.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/data/resumable_passes.h"
+#include "hotloop/data/tokens/instructions.h"
 #include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 
@@ -34,6 +35,7 @@ class Loader {
     options.normalize = output.dtype != at::kByte;
     data::DataSpec parsed = data::parse_data_spec(spec);
     parsed.tokenizer_folder = tokenizer; // text: and instruct: in its tokens
+    parsed.chat_template = options.chat_template;
     options.warn_bad_samples = false; // stats() names them
     dataset_ =
         data::open_dataset(parsed, data::parse_split(split), options.seed);
@@ -213,6 +215,7 @@ void bind_loader(py::module_& m) {
                       std::int64_t context,
                       std::size_t max_samples,
                       const std::string& packing,
+                      const std::string& chat_template,
                       const std::string& dtype,
                       bool channels_last) {
             data::LoaderOptions o;
@@ -240,6 +243,8 @@ void bind_loader(py::module_& m) {
             o.context = context;
             o.max_samples = max_samples;
             o.packing = named(data::kPackingNames, packing, "packing");
+            data::parse_chat_template(chat_template); // UsageError early
+            o.chat_template = chat_template;
             py::gil_scoped_release no_gil; // opening checks the files
             return std::make_unique<Loader>(
                 spec,
@@ -273,6 +278,7 @@ void bind_loader(py::module_& m) {
           py::arg("context"),
           py::arg("max_samples"),
           py::arg("packing"),
+          py::arg("chat_template"),
           py::arg("dtype"),
           py::arg("channels_last"))
       .def("__len__", &Loader::size)

@@ -53,12 +53,16 @@ std::string another_value(
       return fmt::format("{}", d == 0 ? 0.5 : d / 2);
     }
     case train::OptionKind::Text:
-      // --device takes only device names, --document-mask off, eos or an id.
+      // --device takes only device names, --document-mask off, eos or an id,
+      // --chat-template a template's name.
       if (o.name == "device") {
         return "cpu";
       }
       if (o.name == "document-mask") {
         return "eos";
+      }
+      if (o.name == "chat-template") {
+        return "chatml";
       }
       return v.get<std::string>() + "-changed";
   }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -358,6 +360,120 @@ TEST(Instructions, PackedWindowsTargetOnlyTheTrainedTokens) {
   }
   // Each trained token is a target once, the last example's too.
   EXPECT_EQ(trained, 36 * 3);
+}
+
+// `folder`'s tokenizer_config.json with `chat_template` beside its eos.
+void add_template(
+    const std::string& folder,
+    const std::string& eos,
+    const std::string& t) {
+  std::ofstream(folder + "/tokenizer_config.json")
+      << nlohmann::json({{"eos_token", eos}, {"chat_template", t}}).dump();
+}
+
+// A ChatML template that adds a default system message, as Qwen2.5's does.
+constexpr const char* kQwenLike =
+    "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nBe kind.<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+TEST(
+    Instructions,
+    TheFoldersOwnTemplateRendersTheConversationAndTrainsEachAssistantTurn) {
+  test::TempDir dir;
+  const std::string folder = write_folder(
+      dir, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, "<|endoftext|>");
+  add_template(folder, "<|endoftext|>", kQwenLike);
+  InstructionEncoder e(folder);
+  EXPECT_EQ(e.chat_template(), ChatTemplate::Folder);
+  const TokenSequence s = e.encode(
+      R"({"messages": [{"role": "user", "content": "Hi"},
+                       {"role": "assistant", "content": "Hello"},
+                       {"role": "tool", "content": "42"},
+                       {"role": "assistant", "content": "Ciao"}]})");
+  const Decoded d = decode(e, s);
+  EXPECT_EQ(
+      d.all,
+      "<|im_start|>system\nBe kind.<|im_end|>\n"
+      "<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\nHello<|im_end|>\n"
+      "<|im_start|>tool\n42<|im_end|>\n"
+      "<|im_start|>assistant\nCiao<|im_end|>\n");
+  // A turn: after the generation prompt, through the turn's own end.
+  EXPECT_EQ(d.trained, "Hello<|im_end|>\nCiao<|im_end|>\n");
+  // generate --chat: the template's generation prompt.
+  std::string prompt;
+  for (const std::int32_t id : e.chat_prompt("Yo")) {
+    prompt += e.tokenizer().decode(id);
+  }
+  EXPECT_EQ(
+      prompt,
+      "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nYo<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(Instructions, AChatTemplateOptionPicksABuiltInOrInsistsOnTheFolders) {
+  test::TempDir dir;
+  const std::string folder = write_folder(
+      dir, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, "<|endoftext|>");
+  add_template(folder, "<|endoftext|>", kQwenLike);
+  InstructionEncoder chatml(folder, ChatTemplate::ChatMl);
+  EXPECT_EQ(chatml.chat_template(), ChatTemplate::ChatMl);
+  EXPECT_EQ(
+      decode(
+          chatml,
+          chatml.encode(
+              R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]})"))
+          .all,
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n");
+  EXPECT_THROW(InstructionEncoder(folder, ChatTemplate::Llama3), DataError);
+  test::TempDir bare;
+  const std::string plain =
+      write_folder(bare, {"<|endoftext|>"}, "<|endoftext|>");
+  EXPECT_THROW(InstructionEncoder(plain, ChatTemplate::Folder), DataError);
+  EXPECT_EQ(parse_chat_template("auto"), std::nullopt);
+  EXPECT_EQ(parse_chat_template("folder"), ChatTemplate::Folder);
+  EXPECT_THROW(parse_chat_template("jinja"), UsageError);
+}
+
+TEST(Instructions, AConversationTheTemplateRefusesIsAnErrorWithItsMessage) {
+  test::TempDir dir;
+  const std::string folder =
+      write_folder(dir, {"<|endoftext|>"}, "<|endoftext|>");
+  add_template(
+      folder,
+      "<|endoftext|>",
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{{ m.content }}{% endfor %}");
+  InstructionEncoder e(folder);
+  try {
+    e.encode(
+        R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}]})");
+    FAIL() << "no error";
+  } catch (const DataError& err) {
+    EXPECT_NE(
+        std::string(err.what()).find("refuses it: System role not supported"),
+        std::string::npos)
+        << err.what();
+  }
+}
+
+TEST(
+    Instructions,
+    ATemplateWithAConstructTheInterpreterLacksIsRefusedNamingIt) {
+  test::TempDir dir;
+  const std::string folder =
+      write_folder(dir, {"<|endoftext|>"}, "<|endoftext|>");
+  add_template(folder, "<|endoftext|>", "{% include 'base.jinja' %}");
+  try {
+    InstructionEncoder e(folder);
+    FAIL() << "no error";
+  } catch (const DataError& err) {
+    EXPECT_NE(
+        std::string(err.what())
+            .find(
+                "tokenizer_config.json's chat_template: line 1: '{% include %}'"),
+        std::string::npos)
+        << err.what();
+  }
 }
 
 } // namespace

@@ -6,11 +6,12 @@ are built here (tests/model/instruct_folders.py: "qwen", "llama" and "plain", ea
 The data: capitals of countries as the three line kinds (prompt/completion text, messages, and
 prompt/completion lists of messages), train.jsonl and val.jsonl.
 1. The first batch's loss: hotloop's step-1 loss (--packing wrap, --shuffle false, fp32, LoRA B = 0 so the
-   base) equals the loss transformers computes on the same wrapped windows within 1e-5 relative, where the reference
+   base; --chat-template: the built-in the folder's template mirrors) equals the loss transformers computes on the same wrapped windows within 1e-5 relative, where the reference
    tokenizes each line with the folder's tokenizer (prompt/completion: the text tokenized whole, a token
    with a character of the completion trained; messages: apply_chat_template's assistant mask). The Jinja
-   templates are written here to be hotloop's (the check is of the tokens, the mask and the windows for
-   a given template, not of a model's own template). A wrong id, mask or window moves the loss far more.
+   templates, written here to mirror hotloop's built-ins with {% generation %} blocks, are the folders'
+   own, which hotloop runs (data.chat_templates_hf checks real models' templates). A wrong id, mask or
+   window moves the loss far more.
 2. A LoRA fine-tune (rank 16, 300 steps at 3e-3) lowers the validation completion loss, computed by peft
    with the run's adapter, below 0.3 x the base's (the base's weights are drawn with std 0.2: with
    transformers' 0.02 the frozen tied embeddings cap the logits and no adapter gets below ~4.7 nats);
@@ -110,8 +111,11 @@ with tempfile.TemporaryDirectory() as d:
         x, y = packed_windows(tok, train)
         want = completion_loss(base, x[:BATCH], y[:BATCH])
         run = os.path.join(d, f"{kind}-first")
+        # The built-in template the folder's mirrors (data show below runs the folder's own).
+        builtin = {"qwen": "chatml", "llama": "llama3", "plain": "plain"}[kind]
         r = hotloop("train", "--init", folder, "--data", "instruct:" + os.path.join(data, "train.jsonl"),
-                    "--steps", "1", "--no-eval", "--lora-rank", "4", "--packing", "wrap", "--out", run, *PLAIN)
+                    "--steps", "1", "--no-eval", "--lora-rank", "4", "--packing", "wrap", "--out", run,
+                    "--chat-template", builtin, *PLAIN)
         template = {"qwen": "ChatML", "llama": "Llama 3", "plain": "plain"}[kind]
         check(f"{template} template" in r.stdout, f"{kind}: the data line names the {template} template")
         got = [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l][0]

@@ -147,6 +147,32 @@ def test_best_fit_instruction_batches_carry_each_tokens_position(tmp_path):
         hotloop.Loader(spec, tokenizer=folder, context=32, packing="tight")
 
 
+def test_instruction_data_takes_the_folders_chat_template_or_the_one_named(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["Hi there. Hello."], vocab_size=270, min_frequency=2, show_progress=False,
+                            special_tokens=["<|endoftext|>"])
+    folder = tmp_path / "model"
+    folder.mkdir()
+    bpe.save(str(folder / "tokenizer.json"))
+    # The folder's template puts a marker first: the rows then start with its token.
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "eos_token": "<|endoftext|>",
+        "chat_template": "<|endoftext|>{% for m in messages %}{{ m.content }}{% endfor %}"}))
+    data = tmp_path / "train.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"},
+                                             {"role": "assistant", "content": "Hello."}]}) + "\n")
+    eos = bpe.token_to_id("<|endoftext|>")
+    x, _ = next(iter(hotloop.Loader(f"instruct:{data}", tokenizer=folder, batch_size=1, context=4,
+                                    shuffle=False, packing="none")))
+    assert x[0, 0].item() == eos
+    x, _ = next(iter(hotloop.Loader(f"instruct:{data}", tokenizer=folder, batch_size=1, context=4,
+                                    shuffle=False, packing="none", chat_template="plain")))
+    assert x[0, 0].item() != eos  # "User: Hi"
+    with pytest.raises(hotloop.UsageError, match="chat template"):
+        hotloop.Loader(f"instruct:{data}", tokenizer=folder, context=4, chat_template="jinja")
+
+
 def test_each_pass_is_the_next_epoch_and_set_epoch_replays_one(image_folder):
     loader = hotloop.Loader(f"folder:{image_folder}", batch_size=8, size=32, seed=3)
     first = torch.cat([y for _, y in loader])

@@ -41,6 +41,9 @@ struct DataSpec {
   // instruction data; empty: the model has none (text is bytes). The caller
   // sets it.
   std::string tokenizer_folder;
+  // Instruction data's chat template (data/tokens/instructions.h): auto,
+  // folder, chatml, llama3 or plain. The caller sets it.
+  std::string chat_template = "auto";
 };
 
 // Throws UsageError naming the spec and the forms that are accepted.

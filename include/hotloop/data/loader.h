@@ -102,6 +102,9 @@ struct LoaderOptions {
   // Other token data: "off", or documents cut at an end-of-text token
   // ("eos": the data's; or an id) within each window (data/tokens/packing.h).
   std::string document_mask = "off";
+  // Instruction data's chat template: auto, folder, chatml, llama3 or plain
+  // (data/tokens/instructions.h). Read when the data is opened.
+  std::string chat_template = "auto";
 };
 
 struct Batch {

@@ -216,7 +216,11 @@ std::unique_ptr<Dataset> open_dataset(
     case DataSpec::Kind::Text:
       return open_text(spec.path, split, spec.tokenizer_folder);
     case DataSpec::Kind::Instructions:
-      return open_instructions(spec.path, split, spec.tokenizer_folder);
+      return open_instructions(
+          spec.path,
+          split,
+          spec.tokenizer_folder,
+          parse_chat_template(spec.chat_template));
   }
   throw UsageError(fmt::format("--data '{}': unknown kind", spec.text));
 }

@@ -6,6 +6,7 @@
 
 #include <fmt/ranges.h>
 
+#include "hotloop/data/tokens/instructions.h"
 #include "hotloop/data/tokens/packing.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/family.h"
@@ -31,6 +32,15 @@ std::string check_device(const std::string& d) {
   return d == "auto" || d == "cpu" || d.starts_with("cuda")
       ? std::string()
       : "expected auto, cpu, cuda or cuda:N";
+}
+
+std::string check_chat_template(const std::string& text) {
+  try {
+    data::parse_chat_template(text);
+    return {};
+  } catch (const UsageError&) {
+    return std::string("expected ") + data::kChatTemplateNames;
+  }
 }
 
 std::string check_document_mask(const std::string& text) {
@@ -620,6 +630,13 @@ std::vector<TrainerOption> loader_options() {
           field(&O::loader, &L::document_mask),
           "Other token data (tokens:, text:): off, eos (the data's end-of-text token) or a token id: each window is cut into documents after that token; positions restart and attention stays inside each document, and the token after it is no target of it",
           check_document_mask)
+          .kept_on_resume(),
+      text<O>(
+          "chat-template",
+          section,
+          field(&O::loader, &L::chat_template),
+          "Instruction data's chat template: auto (the model folder's own Jinja template where it has one, else the built-in its tokenizer's added tokens choose), folder, chatml, llama3 or plain",
+          check_chat_template)
           .kept_on_resume(),
       choice<O, data::BadSamplePolicy>(
           "on-bad-sample",

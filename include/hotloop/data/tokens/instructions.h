@@ -11,10 +11,16 @@
 //   {"prompt": [messages], "completion": [messages]} (TRL's conversational
 //   prompt-completion)
 //       the chat template; trained: the completion's messages and their ends.
-// Other keys are ignored.
+// "tools" (a list) goes to the folder's template; other keys are ignored.
 //
-// The chat template is chosen by the tokenizer's added tokens, not from the
-// folder's Jinja chat_template (no default system message is added):
+// The chat template (--chat-template, parse_chat_template):
+//   the folder's (auto's choice where the folder has one): its Jinja
+//       chat_template (tokenizer_config.json's, or chat_template.jinja) run
+//       as transformers runs it (data/tokens/chat_template.h); trained: what
+//       its {% generation %} blocks write, else each assistant message's
+//       turn, or a completion's all after the prompt (as TRL trains). The
+//       template puts the tokenizer's prefix (bos_token) in itself.
+//   else the built-in one the tokenizer's added tokens choose:
 //   ChatML (<|im_start|>, <|im_end|>: Qwen2)
 //       <|im_start|>{role}\n{content}<|im_end|>\n
 //   Llama 3 (<|start_header_id|>, <|end_header_id|>, <|eot_id|>)
@@ -22,20 +28,20 @@
 //   plain (any other)
 //       {Role}: {content}\n, an assistant's content followed by EOS instead
 //       of the newline (System:, User:, Assistant:).
-// The trained part of a message is its content and the end marker after it
-// (<|im_end|>, <|eot_id|>, EOS), not its header.
+// A built-in's trained part of a message is its content and the end marker
+// after it (<|im_end|>, <|eot_id|>, EOS), not its header; the built-ins add
+// no default system message, tools or dates and know three roles.
 //
 // Each example is rendered to text as above and encoded whole (the text of
-// special tokens becomes their id, as tokenizers' encode does), then
-// [prefix] is put before it: the tokenizer's special prefix (Llama 3's
+// special tokens becomes their id, as tokenizers' encode does), then, with
+// a built-in template, [prefix] is put before it: the tokenizer's special
+// prefix (Llama 3's
 // <|begin_of_text|>; data/tokenizer.h). A token is trained when its first
 // byte is in a trained part. EOS is tokenizer_config.json's eos_token, else
 // config.json's eos_token_id.
 //
-// Packing: a split's examples, in file order, are one token sequence cut into
-// windows of context + 1 tokens (data/token_data.h): a window may start
-// inside an example and may hold the end of one and the start of the next.
-// Only windows with a trained target are read.
+// Packing: the examples become rows as the loader's --packing says
+// (data/tokens/packing.h); each example's start is kept.
 //
 // Splits. A file: its val counterpart (the name with "train" as "val") when
 // it exists, else the last 10% of its examples (none below 10 examples). A
@@ -48,6 +54,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,24 +71,39 @@ class NoSuchSplit : public DataError {
   using DataError::DataError;
 };
 
-enum class ChatTemplate { ChatMl, Llama3, Plain };
+class FolderTemplate; // data/tokens/chat_template.h
+
+enum class ChatTemplate { Folder, ChatMl, Llama3, Plain };
 const char* to_string(ChatTemplate t);
+// --chat-template: auto (nullopt: the folder's where it has one, else the
+// built-in its added tokens choose), folder, chatml, llama3 or plain.
+// UsageError for another name.
+inline constexpr const char* kChatTemplateNames =
+    "auto, folder, chatml, llama3 or plain";
+std::optional<ChatTemplate> parse_chat_template(const std::string& name);
 
 // How examples become tokens: a folder's tokenizer, its prefix, its EOS and
 // the chat template its added tokens choose. `hotloop generate --chat` asks
 // it for a prompt in the same template.
 class InstructionEncoder {
  public:
-  // DataError when the folder has no tokenizer or no EOS.
-  explicit InstructionEncoder(const std::string& folder);
+  // DataError when the folder has no tokenizer or no EOS, or `choice` is
+  // folder and it has no template (or one that does not parse).
+  explicit InstructionEncoder(
+      const std::string& folder,
+      std::optional<ChatTemplate> choice = std::nullopt);
   // `tokenizer`, already loaded, with `folder`'s tokenizer_config.json and
   // config.json for the EOS. DataError when there is no EOS.
-  InstructionEncoder(Tokenizer tokenizer, const std::string& folder);
+  InstructionEncoder(
+      Tokenizer tokenizer,
+      const std::string& folder,
+      std::optional<ChatTemplate> choice = std::nullopt);
   // One example (one JSON line). DataError saying what is wrong (the caller
   // names the file and line).
   TokenSequence encode(std::string_view line);
   // A chat prompt: [prefix] `user` as a user message, then the assistant's
-  // header, after which the model answers.
+  // header (the folder's template: its generation prompt), after which the
+  // model answers.
   std::vector<std::int32_t> chat_prompt(std::string_view user);
   // The token that ends an answer: <|im_end|> (ChatML), <|eot_id|> (Llama
   // 3), EOS (plain).
@@ -106,6 +128,8 @@ class InstructionEncoder {
   std::vector<std::int32_t> ends_; // EOS and the configs' eos_token_ids
   std::string eos_text_;
   ChatTemplate template_ = ChatTemplate::Plain;
+  std::int32_t answer_end_ = 0;
+  std::shared_ptr<const FolderTemplate> folder_template_;
 };
 
 // `instruct:PATH`'s `split`, tokenized with `folder`'s tokenizer (the model's
@@ -114,6 +138,7 @@ class InstructionEncoder {
 std::unique_ptr<TokenDataset> open_instructions(
     const std::string& path,
     Split split,
-    const std::string& folder);
+    const std::string& folder,
+    std::optional<ChatTemplate> chat_template = std::nullopt);
 
 } // namespace hotloop::data

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/data/tokens/chat_template.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -206,10 +207,119 @@ std::vector<Line> held_out(
       std::make_move_iterator(lines.end())};
 }
 
+// `r` as tokens after `prefix`: a token with a byte in a trained part is
+// trained (as transformers' assistant mask marks every token with a
+// character of the answer: the space that GPT-2-style pieces carry in front
+// of a word is the header's).
+TokenSequence tokens_of(
+    Tokenizer& tokenizer,
+    const Rendered& r,
+    const std::vector<std::int32_t>& prefix) {
+  const std::vector<std::int32_t> ids = tokenizer.encode(r.text);
+  TokenSequence out;
+  out.ids.reserve(prefix.size() + ids.size());
+  out.trained.reserve(prefix.size() + ids.size());
+  for (const std::int32_t id : prefix) {
+    out.ids.push_back(static_cast<std::uint32_t>(id));
+    out.trained.push_back(0);
+  }
+  std::size_t at = 0;
+  auto span = r.trained.begin();
+  for (const std::int32_t id : ids) {
+    const std::size_t end = at + tokenizer.decode(id).size();
+    while (span != r.trained.end() && span->second <= at) {
+      ++span;
+    }
+    const bool trained = span != r.trained.end() && span->first < end;
+    out.ids.push_back(static_cast<std::uint32_t>(id));
+    out.trained.push_back(trained ? 1 : 0);
+    at = end;
+  }
+  if (at != r.text.size()) {
+    throw DataError(fmt::format(
+        "its tokens cover {} bytes of its {}-byte text (a tokenizer whose tokens are not byte-level)",
+        at,
+        r.text.size()));
+  }
+  return out;
+}
+
+// A line in the conversational forms ({"messages"}, or lists of messages as
+// prompt and completion): those the folder's template renders.
+bool conversational(const json& j) {
+  return j.contains("messages") ||
+      (j.contains("prompt") && j["prompt"].is_array());
+}
+
+jinja::List template_messages(
+    const nlohmann::ordered_json& list,
+    const char* key) {
+  if (!list.is_array() || list.empty()) {
+    throw DataError(fmt::format("\"{}\" is not a list of messages", key));
+  }
+  jinja::List out;
+  for (const auto& m : list) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      throw DataError(fmt::format(
+          "a message of \"{}\" is not {{\"role\": text, ...}}: {}",
+          key,
+          m.dump().substr(0, 120)));
+    }
+    out.push_back(jinja::from_json(m));
+  }
+  return out;
+}
+
+// A conversational line rendered by the folder's template, with what it
+// trains (data/tokens/chat_template.h).
+Rendered in_template(const FolderTemplate& t, std::string_view line) {
+  const auto j = nlohmann::ordered_json::parse(line);
+  jinja::List messages;
+  std::size_t completion_from = std::string::npos;
+  if (j.contains("messages")) {
+    messages = template_messages(j["messages"], "messages");
+    if (std::none_of(
+            messages.begin(), messages.end(), [](const jinja::Value& m) {
+              const jinja::Value* role = m.find("role");
+              return role->as_string() == "assistant";
+            })) {
+      throw DataError(
+          "no assistant message: nothing to train",
+          "a conversation ends with the assistant's answer");
+    }
+  } else {
+    if (!j.contains("completion") || !j["completion"].is_array()) {
+      throw DataError(
+          "\"prompt\" and \"completion\" are not both text or both lists of messages");
+    }
+    messages = template_messages(j["prompt"], "prompt");
+    completion_from = messages.size();
+    for (jinja::Value& m : template_messages(j["completion"], "completion")) {
+      messages.push_back(std::move(m));
+    }
+  }
+  const jinja::Value tools =
+      j.contains("tools") ? jinja::from_json(j["tools"]) : jinja::Value();
+  try {
+    FolderTemplate::Example e =
+        t.render_example(messages, completion_from, tools);
+    return {std::move(e.text), std::move(e.trained)};
+  } catch (const jinja::TemplateRaised& e) {
+    throw DataError(
+        fmt::format(
+            "the chat template ({}) refuses it: {}", t.origin(), e.what()),
+        "write the conversation as the template expects (roles, their order), or pass --chat-template chatml, llama3 or plain");
+  } catch (const jinja::TemplateError& e) {
+    throw DataError(fmt::format("{}: {}", t.origin(), e.what()), e.hint());
+  }
+}
+
 } // namespace
 
 const char* to_string(ChatTemplate t) {
   switch (t) {
+    case ChatTemplate::Folder:
+      return "the folder's";
     case ChatTemplate::ChatMl:
       return "ChatML";
     case ChatTemplate::Llama3:
@@ -218,6 +328,28 @@ const char* to_string(ChatTemplate t) {
       return "plain";
   }
   return "?";
+}
+
+std::optional<ChatTemplate> parse_chat_template(const std::string& name) {
+  if (name == "auto") {
+    return std::nullopt;
+  }
+  if (name == "folder") {
+    return ChatTemplate::Folder;
+  }
+  if (name == "chatml") {
+    return ChatTemplate::ChatMl;
+  }
+  if (name == "llama3") {
+    return ChatTemplate::Llama3;
+  }
+  if (name == "plain") {
+    return ChatTemplate::Plain;
+  }
+  throw UsageError(fmt::format(
+      "--chat-template {:?}: not a chat template ({})",
+      name,
+      kChatTemplateNames));
 }
 
 namespace {
@@ -236,12 +368,15 @@ Tokenizer folder_tokenizer(const std::string& folder) {
 
 } // namespace
 
-InstructionEncoder::InstructionEncoder(const std::string& folder)
-    : InstructionEncoder(folder_tokenizer(folder), folder) {}
+InstructionEncoder::InstructionEncoder(
+    const std::string& folder,
+    std::optional<ChatTemplate> choice)
+    : InstructionEncoder(folder_tokenizer(folder), folder, choice) {}
 
 InstructionEncoder::InstructionEncoder(
     Tokenizer tokenizer,
-    const std::string& folder)
+    const std::string& folder,
+    std::optional<ChatTemplate> choice)
     : tokenizer_(std::move(tokenizer)), prefix_(tokenizer_.special_prefix()) {
   const fs::path dir(folder);
   const json config = read_json_or_null(dir / "config.json");
@@ -297,23 +432,44 @@ InstructionEncoder::InstructionEncoder(
       return tokenizer_.added_token(t).has_value();
     });
   };
+  // The built-in the added tokens choose, and the token that ends an answer.
+  answer_end_ = eos_;
   if (has({"<|im_start|>", "<|im_end|>"})) {
     template_ = ChatTemplate::ChatMl;
+    answer_end_ = *tokenizer_.added_token("<|im_end|>");
   } else if (has({"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"})) {
     template_ = ChatTemplate::Llama3;
+    answer_end_ = *tokenizer_.added_token("<|eot_id|>");
+  }
+  if (!choice || *choice == ChatTemplate::Folder) {
+    folder_template_ = FolderTemplate::in_folder(folder);
+    if (folder_template_) {
+      template_ = ChatTemplate::Folder;
+    } else if (choice) {
+      throw DataError(
+          fmt::format(
+              "{}: no chat template (tokenizer_config.json's chat_template, chat_template.jinja)",
+              folder),
+          "leave out --chat-template folder, or name a built-in: chatml, llama3 or plain");
+    }
+  } else if (*choice != template_ && *choice != ChatTemplate::Plain) {
+    throw DataError(
+        fmt::format(
+            "--chat-template {}: the tokenizer of {} lacks its added tokens ({})",
+            to_string(*choice),
+            folder,
+            *choice == ChatTemplate::ChatMl
+                ? "<|im_start|>, <|im_end|>"
+                : "<|start_header_id|>, <|end_header_id|>, <|eot_id|>"),
+        "pass --chat-template plain, or leave it out");
+  } else {
+    template_ = *choice;
+    answer_end_ = template_ == ChatTemplate::Plain ? eos_ : answer_end_;
   }
 }
 
 std::int32_t InstructionEncoder::answer_end() const {
-  switch (template_) {
-    case ChatTemplate::ChatMl:
-      return *tokenizer_.added_token("<|im_end|>");
-    case ChatTemplate::Llama3:
-      return *tokenizer_.added_token("<|eot_id|>");
-    case ChatTemplate::Plain:
-      break;
-  }
-  return eos_;
+  return answer_end_;
 }
 
 std::vector<std::int32_t> InstructionEncoder::end_tokens() const {
@@ -328,6 +484,9 @@ std::vector<std::int32_t> InstructionEncoder::chat_prompt(
     std::string_view user) {
   std::string text;
   switch (template_) {
+    case ChatTemplate::Folder:
+      return tokenizer_.encode(folder_template_->prompt({jinja::Value(
+          jinja::Dict{{"role", "user"}, {"content", std::string(user)}})}));
     case ChatTemplate::ChatMl:
       text = fmt::format(
           "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n", user);
@@ -357,6 +516,9 @@ TokenSequence InstructionEncoder::encode(std::string_view line) {
   }
   if (!j.is_object()) {
     throw DataError("not a JSON object");
+  }
+  if (folder_template_ && conversational(j)) {
+    return tokens_of(tokenizer_, in_template(*folder_template_, line), {});
   }
   Rendered r;
   std::vector<Message> messages;
@@ -400,6 +562,7 @@ TokenSequence InstructionEncoder::encode(std::string_view line) {
   }
   for (const Message& m : messages) {
     switch (template_) {
+      case ChatTemplate::Folder: // rendered above
       case ChatTemplate::ChatMl:
         r.add("<|im_start|>" + m.role + "\n", false);
         r.add(m.content, m.trained);
@@ -418,42 +581,14 @@ TokenSequence InstructionEncoder::encode(std::string_view line) {
         break;
     }
   }
-  const std::vector<std::int32_t> ids = tokenizer_.encode(r.text);
-  TokenSequence out;
-  out.ids.reserve(prefix_.size() + ids.size());
-  out.trained.reserve(prefix_.size() + ids.size());
-  for (const std::int32_t id : prefix_) {
-    out.ids.push_back(static_cast<std::uint32_t>(id));
-    out.trained.push_back(0);
-  }
-  // A token with a byte in a trained part is trained (as transformers'
-  // assistant mask marks every token with a character of the answer: the
-  // space that GPT-2-style pieces carry in front of a word is the header's).
-  std::size_t at = 0;
-  auto span = r.trained.begin();
-  for (const std::int32_t id : ids) {
-    const std::size_t end = at + tokenizer_.decode(id).size();
-    while (span != r.trained.end() && span->second <= at) {
-      ++span;
-    }
-    const bool trained = span != r.trained.end() && span->first < end;
-    out.ids.push_back(static_cast<std::uint32_t>(id));
-    out.trained.push_back(trained ? 1 : 0);
-    at = end;
-  }
-  if (at != r.text.size()) {
-    throw DataError(fmt::format(
-        "its tokens cover {} bytes of its {}-byte text (a tokenizer whose tokens are not byte-level)",
-        at,
-        r.text.size()));
-  }
-  return out;
+  return tokens_of(tokenizer_, r, prefix_);
 }
 
 std::unique_ptr<TokenDataset> open_instructions(
     const std::string& path,
     Split split,
-    const std::string& folder) {
+    const std::string& folder,
+    std::optional<ChatTemplate> chat_template) {
   if (folder.empty()) {
     throw UsageError(
         fmt::format(
@@ -517,7 +652,7 @@ std::unique_ptr<TokenDataset> open_instructions(
     throw DataError(fmt::format(
         "instruct:{}: no examples in the {} split", path, to_string(split)));
   }
-  InstructionEncoder encoder(folder);
+  InstructionEncoder encoder(folder, chat_template);
   TokenSequence all;
   all.name = fmt::format("instruct:{} {}", path, to_string(split));
   for (const Line& l : lines) {
