@@ -456,6 +456,22 @@ TEST(Instructions, AConversationTheTemplateRefusesIsAnErrorWithItsMessage) {
   }
 }
 
+TEST(Instructions, ALineNestedPastAnyRealOneIsAnErrorNotACrash) {
+  test::TempDir dir;
+  InstructionEncoder e(write_folder(dir, {"<|endoftext|>"}, "<|endoftext|>"));
+  // 100 000 levels: past what nlohmann's recursive parser survives.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    e.encode("{\"messages\": " + deep + "}");
+    FAIL() << "no error";
+  } catch (const DataError& err) {
+    EXPECT_NE(
+        std::string(err.what()).find("JSON nested more than 512 levels deep"),
+        std::string::npos)
+        << err.what();
+  }
+}
+
 TEST(
     Instructions,
     ATemplateWithAConstructTheInterpreterLacksIsRefusedNamingIt) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/json_depth.h"
 #include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/data/sources/tar.h"
@@ -30,12 +31,14 @@ bool is_image_ext(const std::string& ext) {
 
 // Class names from index.json in `dir`, or empty.
 std::vector<std::string> classes_from_index(const fs::path& dir) {
-  std::ifstream in(dir / "index.json");
+  std::ifstream in(dir / "index.json", std::ios::binary);
   if (!in) {
     return {};
   }
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  check_json_depth(text, (dir / "index.json").string());
   try {
-    const auto j = nlohmann::json::parse(in);
+    const auto j = nlohmann::json::parse(text);
     return j.at("classes").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw DataError(

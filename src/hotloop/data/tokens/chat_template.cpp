@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/json_depth.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -125,6 +126,7 @@ std::shared_ptr<const FolderTemplate> FolderTemplate::in_folder(
   const fs::path dir(folder);
   nlohmann::json config = nlohmann::json::object();
   if (const auto text = read_text(dir / "tokenizer_config.json")) {
+    check_json_depth(*text, (dir / "tokenizer_config.json").string());
     config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (!config.is_object()) {
       throw DataError(fmt::format(

@@ -5,12 +5,14 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/json_depth.h"
 #include "hotloop/data/tokens/chat_template.h"
 #include "hotloop/errors.h"
 
@@ -46,8 +48,10 @@ json read_json_or_null(const fs::path& file) {
     return nullptr;
   }
   std::ifstream in(file, std::ios::binary);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  check_json_depth(text, file.string());
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw DataError(fmt::format("{}: {}", file.string(), e.what()));
   }
@@ -509,6 +513,7 @@ std::vector<std::int32_t> InstructionEncoder::chat_prompt(
 
 TokenSequence InstructionEncoder::encode(std::string_view line) {
   json j;
+  check_json_depth(line, "");
   try {
     j = json::parse(line);
   } catch (const json::exception& e) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/json_depth.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/data/tokens/pretokenize.h"
 #include "hotloop/errors.h"
@@ -229,11 +230,9 @@ class BpeVocabulary {
 
   static nlohmann::json read_json(const std::string& path) {
     const std::vector<std::uint8_t> raw = read_file(path);
-    try {
-      return nlohmann::json::parse(raw.begin(), raw.end());
-    } catch (const nlohmann::json::exception& e) {
-      throw DataError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    }
+    return parse_json(
+        std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()),
+        path);
   }
 
   void read_vocab(const std::string& path) {

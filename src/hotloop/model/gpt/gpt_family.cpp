@@ -63,11 +63,11 @@ GptConfig lm::read_gpt2_config(
     std::int64_t context,
     const std::filesystem::path& file) {
   GptConfig c;
-  c.layers = field<std::int64_t>(j, "n_layer", 12, file);
-  c.heads = field<std::int64_t>(j, "n_head", 12, file);
-  c.width = field<std::int64_t>(j, "n_embd", 768, file);
-  c.context = field<std::int64_t>(j, "n_positions", 1024, file);
-  c.vocab = field<std::int64_t>(j, "vocab_size", 50257, file);
+  c.layers = size_field(j, "n_layer", 12, 1, kMaxLayers, file);
+  c.heads = size_field(j, "n_head", 12, 1, kMaxHeads, file);
+  c.width = size_field(j, "n_embd", 768, 1, kMaxWidth, file);
+  c.context = size_field(j, "n_positions", 1024, 1, kMaxPositions, file);
+  c.vocab = size_field(j, "vocab_size", 50257, 1, kMaxVocabulary, file);
   const std::string act =
       field<std::string>(j, "activation_function", "gelu_new", file);
   if (act != "gelu_new") {

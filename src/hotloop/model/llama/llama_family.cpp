@@ -179,15 +179,18 @@ LlamaConfig lm::read_llama_config(
         fmt::format("hidden_act \"{}\"", act),
         "the Llama family's MLP is SwiGLU (silu)");
   }
-  c.layers = lm::field<std::int64_t>(j, "num_hidden_layers", 0, file);
-  c.heads = lm::field<std::int64_t>(j, "num_attention_heads", 0, file);
-  c.kv_heads = lm::field<std::int64_t>(j, "num_key_value_heads", c.heads, file);
-  c.width = lm::field<std::int64_t>(j, "hidden_size", 0, file);
-  c.head_width = lm::field<std::int64_t>(j, "head_dim", 0, file);
-  c.intermediate = lm::field<std::int64_t>(j, "intermediate_size", 0, file);
-  c.max_positions =
-      lm::field<std::int64_t>(j, "max_position_embeddings", 2048, file);
-  c.vocab = lm::field<std::int64_t>(j, "vocab_size", 0, file);
+  using lm::size_field;
+  c.layers = size_field(j, "num_hidden_layers", 0, 1, lm::kMaxLayers, file);
+  c.heads = size_field(j, "num_attention_heads", 0, 1, lm::kMaxHeads, file);
+  c.kv_heads =
+      size_field(j, "num_key_value_heads", c.heads, 1, lm::kMaxHeads, file);
+  c.width = size_field(j, "hidden_size", 0, 1, lm::kMaxWidth, file);
+  c.head_width = size_field(j, "head_dim", 0, 0, lm::kMaxWidth, file);
+  c.intermediate =
+      size_field(j, "intermediate_size", 0, 1, 8 * lm::kMaxWidth, file);
+  c.max_positions = size_field(
+      j, "max_position_embeddings", 2048, 1, lm::kMaxPositions, file);
+  c.vocab = size_field(j, "vocab_size", 0, 1, lm::kMaxVocabulary, file);
   c.rms_eps = lm::field(j, "rms_norm_eps", 1e-6, file);
   c.init_std = lm::field(j, "initializer_range", 0.02, file);
   c.rope = read_rope(j, file);

@@ -16,6 +16,28 @@ std::optional<std::int64_t> token_id(const nlohmann::json& j, const char* key) {
   return std::nullopt;
 }
 
+std::int64_t size_field(
+    const nlohmann::json& j,
+    const char* key,
+    std::int64_t fallback,
+    std::int64_t lowest,
+    std::int64_t most,
+    const std::filesystem::path& file) {
+  const std::int64_t v = field<std::int64_t>(j, key, fallback, file);
+  if (v < lowest || v > most) {
+    throw DataError(
+        fmt::format(
+            "{}: \"{}\" is {}, outside {} to {}: no model is built from it",
+            file.string(),
+            key,
+            v,
+            lowest,
+            most),
+        "the config.json is damaged or not a model's: compare it with the model's own");
+  }
+  return v;
+}
+
 void refuse(
     const std::filesystem::path& file,
     const std::string& what,

@@ -50,6 +50,27 @@ T field(
   }
 }
 
+// A size field of a config (layers, widths, heads, the vocabulary,
+// positions): `field`, which must lie in [lowest, most]; a DataError naming
+// the file, the field and the bound otherwise, before anything is built
+// from it (a config.json saying "vocab_size": 100000000000 would otherwise
+// ask for terabytes).
+std::int64_t size_field(
+    const nlohmann::json& j,
+    const char* key,
+    std::int64_t fallback,
+    std::int64_t lowest,
+    std::int64_t most,
+    const std::filesystem::path& file);
+
+// The bounds: well past every released model (the largest vocabulary is
+// Gemma's 262,144; the longest context Llama 4 Scout's 10M).
+inline constexpr std::int64_t kMaxVocabulary = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 17;
+inline constexpr std::int64_t kMaxLayers = 4096;
+inline constexpr std::int64_t kMaxHeads = 4096;
+inline constexpr std::int64_t kMaxPositions = std::int64_t{1} << 26;
+
 // A token id field; several ids (a list of EOS ids): the first; nullopt
 // when absent or not an id.
 std::optional<std::int64_t> token_id(const nlohmann::json& j, const char* key);

@@ -1,9 +1,11 @@
 #include "json_file.h"
 
 #include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
+#include "hotloop/core/json_depth.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::model {
@@ -11,12 +13,14 @@ namespace hotloop::model {
 nlohmann::json read_json_object(
     const std::filesystem::path& path,
     const std::string& missing_hint) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw DataError(
         fmt::format("{}: cannot be read", path.string()), missing_hint);
   }
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  check_json_depth(text, path.string());
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     throw DataError(fmt::format("{}: not a JSON object", path.string()));
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/json_depth.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::model {
@@ -44,9 +45,9 @@ std::uint64_t checked_elements(
   return n;
 }
 
-} // namespace
-
-SafetensorsFile parse_safetensors(
+// The JSON header: its length fits in the file, it nests no deeper than any
+// real one (nlohmann's parser recurses) and it is an object.
+nlohmann::json read_header(
     std::span<const std::uint8_t> bytes,
     const std::string& file) {
   if (bytes.size() < 8) {
@@ -65,11 +66,27 @@ SafetensorsFile parse_safetensors(
             bytes.size()));
   }
   const auto* header_begin = reinterpret_cast<const char*>(bytes.data() + 8);
+  if (json_depth(std::string_view(header_begin, header_size)) > kMaxJsonDepth) {
+    corrupt(
+        file,
+        fmt::format(
+            "its header nests more than {} levels deep", kMaxJsonDepth));
+  }
   nlohmann::json header = nlohmann::json::parse(
       header_begin, header_begin + header_size, nullptr, false);
   if (header.is_discarded() || !header.is_object()) {
     corrupt(file, "its header is not a JSON object");
   }
+  return header;
+}
+
+} // namespace
+
+SafetensorsFile parse_safetensors(
+    std::span<const std::uint8_t> bytes,
+    const std::string& file) {
+  const nlohmann::json header = read_header(bytes, file);
+  const std::uint64_t header_size = read_u64_le(bytes.data());
   const std::uint64_t data_start = 8 + header_size;
   const std::uint64_t data_size = bytes.size() - data_start;
 

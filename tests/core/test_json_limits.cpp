@@ -1,0 +1,85 @@
+// Limits no file can talk past (core/json_depth.h, model/lm/hf_adapters.h):
+// JSON nested past any real file is an error naming the file at each
+// reader of outside JSON (a model folder's config.json and tokenizer.json;
+// Instructions.* has an instruction line's), not a stack overflow; a
+// config.json's sizes are checked before a model is built from them.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "hotloop/core/json_depth.h"
+#include "hotloop/data/tokens/tokenizer.h"
+#include "hotloop/errors.h"
+#include "hotloop/model/lm/hf_checkpoint.h"
+#include "support/temp_dir.h"
+
+namespace hotloop {
+namespace {
+
+// 100 000 levels: past what nlohmann's recursive parser survives on an
+// 8 MiB stack (it parses 50 000).
+const std::string kDeep = std::string(100000, '[') + std::string(100000, ']');
+
+void expect_error_containing(
+    const std::function<void()>& f,
+    const std::string& text) {
+  try {
+    f();
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(JsonDepth, CountsArraysAndObjectsButNotBracketsInStrings) {
+  EXPECT_EQ(json_depth("{}"), 1u);
+  EXPECT_EQ(json_depth(R"({"a": [1, {"b": []}]})"), 4u);
+  EXPECT_EQ(json_depth(R"({"a": "[[[[\"[[[", "b": [[]]})"), 3u);
+  EXPECT_EQ(json_depth("42"), 0u);
+  EXPECT_EQ(json_depth(kDeep), kMaxJsonDepth + 1); // stops counting there
+  EXPECT_NO_THROW(check_json_depth(std::string(512, '['), "x"));
+  EXPECT_THROW(check_json_depth(std::string(513, '['), "x"), DataError);
+}
+
+TEST(JsonDepth, ADeepConfigJsonIsAnErrorNamingTheFile) {
+  test::TempDir dir;
+  dir.write("model/config.json", kDeep);
+  expect_error_containing(
+      [&] { model::read_hf_config((dir.path() / "model").string()); },
+      "config.json: JSON nested more than 512 levels deep");
+}
+
+TEST(JsonDepth, ADeepTokenizerJsonIsAnErrorNamingTheFile) {
+  test::TempDir dir;
+  dir.write("tokenizer.json", kDeep);
+  expect_error_containing(
+      [&] { data::Tokenizer::hf((dir.path() / "tokenizer.json").string()); },
+      "tokenizer.json: JSON nested more than 512 levels deep");
+}
+
+TEST(ConfigSizes, AVocabularyOfAHundredBillionIsRefusedNamingTheField) {
+  test::TempDir dir;
+  dir.write(
+      "model/config.json",
+      R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "vocab_size": 100000000000})");
+  expect_error_containing(
+      [&] { model::read_hf_config((dir.path() / "model").string()); },
+      "\"vocab_size\" is 100000000000, outside 1 to 16777216");
+}
+
+TEST(ConfigSizes, ANegativeWidthOfAGpt2IsRefusedNamingTheField) {
+  test::TempDir dir;
+  dir.write(
+      "model/config.json",
+      R"({"architectures": ["GPT2LMHeadModel"], "n_embd": -64})");
+  expect_error_containing(
+      [&] { model::read_hf_config((dir.path() / "model").string()); },
+      "\"n_embd\" is -64");
+}
+
+} // namespace
+} // namespace hotloop
