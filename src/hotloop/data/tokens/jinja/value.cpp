@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,34 +43,20 @@ bool Value::truthy() const {
 }
 
 const char* Value::type_name() const {
-  if (is_undefined()) {
-    return "Undefined";
-  }
-  if (is_none()) {
-    return "NoneType";
-  }
-  if (is_bool()) {
-    return "bool";
-  }
-  if (is_int()) {
-    return "int";
-  }
-  if (is_float()) {
-    return "float";
-  }
-  if (is_string()) {
-    return "str";
-  }
-  if (is_list()) {
-    return "list";
-  }
-  if (is_dict()) {
-    return "dict";
-  }
-  if (is_namespace()) {
-    return "Namespace";
-  }
-  return "function";
+  // In Storage's order.
+  static constexpr const char* kNames[] = {
+      "Undefined",
+      "NoneType",
+      "bool",
+      "int",
+      "float",
+      "str",
+      "list",
+      "dict",
+      "Namespace",
+      "function"};
+  static_assert(std::size(kNames) == std::variant_size_v<Storage>);
+  return kNames[v_.index()];
 }
 
 const Value* Value::find(std::string_view key) const {
