@@ -456,6 +456,27 @@ TEST(Instructions, AConversationTheTemplateRefusesIsAnErrorWithItsMessage) {
   }
 }
 
+TEST(Instructions, ALineOfMoreThan64MiBIsRefusedNamingFileAndLine) {
+  test::TempDir dir;
+  const std::string folder =
+      write_folder(dir, {"<|endoftext|>"}, "<|endoftext|>");
+  dir.write(
+      "train.jsonl",
+      "{\"prompt\": \"a\", \"completion\": \"b\"}\n\"" +
+          std::string((std::size_t{64} << 20) + 1, 'x') + "\"\n");
+  try {
+    open_instructions(
+        (dir.path() / "train.jsonl").string(), Split::Train, folder);
+    FAIL() << "no error";
+  } catch (const DataError& err) {
+    EXPECT_NE(
+        std::string(err.what())
+            .find("train.jsonl:2: a line of more than 64 MiB"),
+        std::string::npos)
+        << err.what();
+  }
+}
+
 TEST(Instructions, ALineNestedPastAnyRealOneIsAnErrorNotACrash) {
   test::TempDir dir;
   InstructionEncoder e(write_folder(dir, {"<|endoftext|>"}, "<|endoftext|>"));

@@ -112,6 +112,37 @@ struct Line {
   std::string text;
 };
 
+// No example is this long; a file whose "line" is (not JSON Lines, or
+// hostile) is refused before it is read into memory whole.
+constexpr std::size_t kMaxLineBytes = std::size_t{64} << 20;
+
+// std::getline with that bound: false at the end of the file.
+bool next_line(
+    std::istream& in,
+    std::string& line,
+    const std::string& file,
+    std::size_t number) {
+  line.clear();
+  std::streambuf& buffer = *in.rdbuf();
+  const auto eof = std::char_traits<char>::eof();
+  for (auto c = buffer.sbumpc(); c != eof; c = buffer.sbumpc()) {
+    if (c == '\n') {
+      return true;
+    }
+    if (line.size() == kMaxLineBytes) {
+      throw DataError(
+          fmt::format(
+              "{}:{}: a line of more than {} MiB",
+              file,
+              number,
+              kMaxLineBytes >> 20),
+          "instruction data is JSON Lines, one example a line: is this such a file?");
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return !line.empty();
+}
+
 std::vector<Line> read_lines(const std::vector<std::string>& files) {
   std::vector<Line> out;
   for (const std::string& f : files) {
@@ -122,7 +153,7 @@ std::vector<Line> read_lines(const std::vector<std::string>& files) {
     }
     std::string line;
     std::size_t n = 0;
-    while (std::getline(in, line)) {
+    while (next_line(in, line, f, n + 1)) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) {
         continue;
