@@ -15,7 +15,7 @@
 //
 // The chat template (--chat-template, parse_chat_template):
 //   the folder's (auto's choice where the folder has one): its Jinja
-//       chat_template (tokenizer_config.json's, or chat_template.jinja) run
+//       chat_template (chat_template.jinja, else tokenizer_config.json's) run
 //       as transformers runs it (data/tokens/chat_template.h); trained: what
 //       its {% generation %} blocks write, else each assistant message's
 //       turn, or a completion's all after the prompt (as TRL trains). The

@@ -31,9 +31,10 @@ namespace hotloop::data {
 
 class FolderTemplate {
  public:
-  // The folder's template: tokenizer_config.json's chat_template (the text,
-  // or the one named "default" of a list), else chat_template.jinja;
-  // nullptr when it has none. DataError naming the file for one that does
+  // The folder's template: chat_template.jinja (where transformers 5's
+  // save_pretrained writes it), else tokenizer_config.json's chat_template
+  // (the text, or the one named "default" of a list); nullptr when it has
+  // none. DataError naming the file for one that does
   // not parse or uses a construct the interpreter lacks.
   static std::shared_ptr<const FolderTemplate> in_folder(
       const std::string& folder);
