@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/image_tensor.h"
 #include "hotloop/errors.h"
 #include "support/image_files.h"
 

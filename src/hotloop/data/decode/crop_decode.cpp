@@ -8,6 +8,7 @@
 #include <ATen/ops/from_blob.h>
 
 #include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/image_tensor.h"
 
 namespace hotloop::data {
 namespace {

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <memory>
 
-#include <ATen/ops/from_blob.h>
 #include <fmt/format.h>
 
 #include "hotloop/data/decode/jpeg_region.h"
@@ -219,18 +218,6 @@ DecodedImage decode_image(
       break;
   }
   throw bad_image(name, "unsupported format: hotloop reads JPEG and PNG");
-}
-
-at::Tensor to_chw_tensor(DecodedImage image) {
-  // A (C, H, W) view of the interleaved pixels, owning them: no copy. The
-  // loader reads any strides.
-  auto* owned = new std::vector<std::uint8_t>(std::move(image.pixels));
-  at::Tensor hwc = at::from_blob(
-      owned->data(),
-      {image.height, image.width, image.channels},
-      [owned](void*) { delete owned; },
-      at::TensorOptions().dtype(at::kByte));
-  return hwc.permute({2, 0, 1});
 }
 
 } // namespace hotloop::data

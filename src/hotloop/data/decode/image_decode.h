@@ -2,14 +2,14 @@
 // JPEG (TurboJPEG) and PNG (libpng) decoding to 8-bit pixels, for the folder
 // and WebDataset sources. Gray, RGB and RGBA inputs decode to the channel count
 // asked for: 3 replicates gray and drops alpha (as PIL's convert("RGB") does,
-// so results match a torchvision pipeline), 1 gives luminance.
+// so results match a torchvision pipeline), 1 gives luminance. No LibTorch
+// here (image_tensor.h makes a tensor of the pixels), so the fuzz targets
+// build without it.
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "hotloop/errors.h"
 
@@ -43,9 +43,5 @@ DecodedImage decode_image(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
     const DecodeOptions& options = {});
-
-// (C, H, W) uint8 tensor of a decoded image: a strided view of its interleaved
-// pixels, which it takes over (no copy). Call .contiguous() for planar memory.
-at::Tensor to_chw_tensor(DecodedImage image);
 
 } // namespace hotloop::data

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/image_tensor.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/errors.h"
 

@@ -12,6 +12,7 @@
 
 #include "hotloop/core/json_depth.h"
 #include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/image_tensor.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/data/sources/tar.h"
 #include "hotloop/errors.h"
