@@ -1,0 +1,43 @@
+// libFuzzer target for the PNG decoder (data/decode/image_decode.h, libpng's
+// simplified API): any bytes must decode or give a DataError, never a crash,
+// an out-of-bounds access or a huge allocation; what decodes has the size
+// and channels asked for. Built and run by fuzz/run, seeded with
+// fuzz/seeds/png (RGB, RGBA, gray, 16-bit gray, palette).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "hotloop/data/decode/image_decode.h"
+#include "hotloop/errors.h"
+
+namespace {
+
+// Small images only: the limit is what is fuzzed, not the allocator.
+constexpr std::int64_t kMaxPixels = std::int64_t{1} << 20;
+
+void check(bool ok) {
+  if (!ok) {
+    __builtin_trap();
+  }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(
+    const std::uint8_t* data,
+    std::size_t size) {
+  const std::span<const std::uint8_t> bytes(data, size);
+  for (const int channels : {3, 1}) {
+    try {
+      const auto img = hotloop::data::decode_image(
+          bytes, "fuzz.png", {channels, kMaxPixels});
+      check(img.width > 0 && img.height > 0 && img.channels == channels);
+      check(std::int64_t{img.width} * img.height <= kMaxPixels);
+      check(
+          img.pixels.size() ==
+          static_cast<std::size_t>(img.width) * img.height * channels);
+    } catch (const hotloop::DataError&) {
+    }
+  }
+  return 0;
+}
