@@ -25,24 +25,13 @@
 
 #include "hotloop/data/dataset.h"
 #include "hotloop/data/tokens/packing.h"
+#include "hotloop/data/tokens/token_sequence.h"
 
 namespace hotloop::data {
 
 // The target of a token that is context only (a prompt's): torch's default
 // ignore_index, which model/loss.cpp's losses skip.
 inline constexpr std::int64_t kNoTarget = -100;
-
-// Token ids of one text or document set, held in memory.
-struct TokenSequence {
-  std::string name; // for messages
-  std::vector<std::uint32_t> ids;
-  // Per token, 1 when predicting it is trained (a completion's), 0 when it
-  // is context only; empty: every token is trained.
-  std::vector<std::uint8_t> trained;
-  // Where each example starts (instruction data: one a line), in order from
-  // 0; empty: the ids are one text.
-  std::vector<std::uint64_t> example_starts;
-};
 
 class TokenDataset final : public Dataset {
  public:
