@@ -107,6 +107,17 @@ TEST(WebDataset, SamplesWithoutImageOrLabelOrWithABadLabelAreErrors) {
       open_error(shard("badlabel", {{"a.jpg", ""}, {"a.cls", "cat"}}))
           .find(".cls is 'cat'"),
       std::string::npos);
+  // A label past any data set is refused before a name is made for every
+  // class below it (with no index.json, "class0" .. "classN").
+  EXPECT_NE(
+      open_error(shard("hugelabel", {{"a.jpg", ""}, {"a.cls", "2000000"}}))
+          .find("class 2000000 is past the 1048576 classes"),
+      std::string::npos);
+  EXPECT_NE(
+      open_error(
+          shard("longlabel", {{"a.jpg", ""}, {"a.cls", std::string(40, '1')}}))
+          .find(".cls holds more than 32 bytes"),
+      std::string::npos);
   EXPECT_NE(
       open_error((dir.path() / "none").string()).find("no shards match"),
       std::string::npos);

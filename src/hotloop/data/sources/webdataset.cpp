@@ -3,18 +3,16 @@
 #include <glob.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "hotloop/core/json_depth.h"
 #include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/decode/image_tensor.h"
 #include "hotloop/data/file_io.h"
 #include "hotloop/data/sources/tar.h"
+#include "hotloop/data/sources/wds_sidecars.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -37,18 +35,7 @@ std::vector<std::string> classes_from_index(const fs::path& dir) {
     return {};
   }
   const std::string text(std::istreambuf_iterator<char>(in), {});
-  check_json_depth(text, (dir / "index.json").string());
-  try {
-    const auto j = nlohmann::json::parse(text);
-    return j.at("classes").get<std::vector<std::string>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(
-        fmt::format(
-            "{}: not a hotloop shard index: {}",
-            (dir / "index.json").string(),
-            e.what()),
-        "delete it or write the shards again with hotloop pack");
-  }
+  return parse_shard_index(text, (dir / "index.json").string());
 }
 
 } // namespace
@@ -123,29 +110,14 @@ WebDataset::WebDataset(
                 image == nullptr ? ".jpg/.png image" : ".cls label"),
             "every sample needs <key>.jpg (or .png) and <key>.cls with its class number");
       }
-      if (cls->size > 32) {
-        throw DataError(fmt::format(
-            "{}: sample '{}': .cls holds {} bytes, not a class number",
-            shard,
-            key,
-            cls->size));
-      }
-      const auto text = read_file_range(shard, cls->offset, cls->size);
-      const auto* first = reinterpret_cast<const char*>(text.data());
-      const auto* last = first + text.size();
-      while (last > first &&
-             (last[-1] == '\n' || last[-1] == ' ' || last[-1] == '\r')) {
-        --last;
-      }
-      std::int64_t label = -1;
-      const auto [ptr, ec] = std::from_chars(first, last, label);
-      if (first == last || ec != std::errc() || ptr != last || label < 0) {
-        throw DataError(fmt::format(
-            "{}: sample '{}': .cls is '{}', not a class number",
-            shard,
-            key,
-            std::string(first, last)));
-      }
+      // A byte past the longest label is enough to refuse a long one.
+      const std::int64_t label = parse_class_label(
+          read_file_range(
+              shard,
+              cls->offset,
+              std::min<std::uint64_t>(cls->size, kMaxClassTextBytes + 1)),
+          shard,
+          key);
       max_label = std::max(max_label, label);
       items_.push_back({s, image->offset, image->size, label, key});
     }
