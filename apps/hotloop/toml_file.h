@@ -3,7 +3,10 @@
 // ConfigError with the file, line and column.
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -11,6 +14,144 @@
 #include "hotloop/errors.h"
 
 namespace hotloop::cli {
+
+// toml++ 3.3 (Debian 12's) reaches undefined behaviour on some text that is
+// not TOML: a table header whose name starts with another character ("[\n",
+// "[[{": a precondition, fixed upstream in marzer/tomlplusplus#301) and a
+// character past U+00A0 where it looks for whitespace (an "unreachable"
+// switch default). Where assertions are on the first ends the process.
+// Such text is refused here first, by TOML's own rules: outside strings and
+// comments only ASCII, no control characters but tab and line ends
+// anywhere, and a header names its table. One rule is stricter
+// than TOML: after a multi-line string's line-ending backslash, the next
+// character that is not whitespace must be ASCII. A line inside a
+// multi-line string is not a header; hotloop's files hold no arrays of
+// arrays or of inline tables, the only other lines that start with '['.
+inline void check_toml_text(std::string_view text, const std::string& path) {
+  enum class In { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral };
+  In in = In::Code;
+  bool trimming = false; // after a line-ending backslash
+  std::size_t line = 1;
+  auto refuse = [&](const char* what) {
+    throw ConfigError(
+        fmt::format("{}:{}: {}", path, line, what),
+        "the file must be TOML: key = value, one per line");
+  };
+  bool line_start = true;
+  char before = '\n'; // the code's last character but blanks
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto byte = static_cast<unsigned char>(c);
+    const std::string_view three = text.substr(i, 3);
+    if ((byte < 0x20 && c != '\t' && c != '\n' && c != '\r') || byte == 0x7F) {
+      refuse("a control character (TOML has none outside an escape)");
+    }
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+      before = '\n';
+      if (in == In::Code || in == In::Comment || in == In::Basic ||
+          in == In::Literal) {
+        in = In::Code;
+      }
+      continue;
+    }
+    if (trimming) {
+      if (c == ' ' || c == '\t' || c == '\r') {
+        continue;
+      }
+      trimming = false;
+      if (byte >= 0x80) {
+        refuse("a character past ASCII first after a line-ending backslash");
+      }
+    }
+    if (line_start && in == In::Code && c != ' ' && c != '\t') {
+      line_start = false;
+      if (c == '[') {
+        std::size_t k = i + (i + 1 < text.size() && text[i + 1] == '[' ? 2 : 1);
+        while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) {
+          ++k;
+        }
+        const char n = k < text.size() ? text[k] : '\n';
+        if (!((n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') ||
+              (n >= '0' && n <= '9') || n == '_' || n == '-' || n == '"' ||
+              n == '\'')) {
+          refuse("a table header must start with the table's name");
+        }
+      }
+    }
+    const bool code = in == In::Code;
+    switch (in) {
+      case In::Code:
+        if (byte >= 0x80) {
+          refuse("a character past ASCII outside a string or comment");
+        } else if (
+            (c == '"' || c == '\'') &&
+            std::string_view("\n=[,{.").find(before) ==
+                std::string_view::npos) {
+          refuse("a quote where no string or key can start");
+        } else if (c == '#') {
+          in = In::Comment;
+        } else if (three == "\"\"\"" || three == "'''") {
+          in = c == '"' ? In::MultiBasic : In::MultiLiteral;
+          i += 2;
+        } else if (c == '"' || c == '\'') {
+          in = c == '"' ? In::Basic : In::Literal;
+        }
+        break;
+      case In::Basic:
+        if (c == '\\') {
+          ++i; // an escape (a newline there is an error toml++ reports)
+          line += i < text.size() && text[i] == '\n' ? 1 : 0;
+        } else if (c == '"') {
+          in = In::Code;
+        }
+        break;
+      case In::Literal:
+        in = c == '\'' ? In::Code : in;
+        break;
+      case In::MultiBasic:
+        if (c == '\\') {
+          std::size_t k = i + 1;
+          while (k < text.size() &&
+                 (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) {
+            ++k;
+          }
+          if (k < text.size() && text[k] == '\n') {
+            trimming = true; // the newline is counted when it is reached
+          } else {
+            ++i; // an escape
+          }
+        } else if (three == "\"\"\"") {
+          in = In::Code;
+          i += 2;
+          // Up to two more quotes are the string's own last characters.
+          for (int more = 0;
+               more < 2 && i + 1 < text.size() && text[i + 1] == '"';
+               ++more) {
+            ++i;
+          }
+        }
+        break;
+      case In::MultiLiteral:
+        if (three == "'''") {
+          in = In::Code;
+          i += 2;
+          for (int more = 0;
+               more < 2 && i + 1 < text.size() && text[i + 1] == '\'';
+               ++more) {
+            ++i;
+          }
+        }
+        break;
+      case In::Comment:
+        break;
+    }
+    if (code && c != ' ' && c != '\t' && c != '\r') {
+      before = c;
+    }
+  }
+}
 
 inline toml::table parse_toml_file(
     const std::string& path,
@@ -28,8 +169,15 @@ inline toml::table parse_toml_file(
             "check the path (a relative one starts from {})",
             std::filesystem::current_path(ec).string()));
   }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    throw ConfigError(fmt::format("cannot read the {} {}", what, path));
+  }
+  check_toml_text(text.view(), path);
   try {
-    return toml::parse_file(path);
+    return toml::parse(text.view(), path);
   } catch (const toml::parse_error& e) {
     if (e.source().begin.line == 0) { // opening or reading it failed
       throw ConfigError(fmt::format(

@@ -455,6 +455,58 @@ TEST(TrainCli, ConfigFileKeysWorkFlagsOverrideThemAndBadKeysExitTwo) {
       << test::slurp(log);
 }
 
+// toml++ 3.3 reaches undefined behaviour (an assertion where assertions are
+// on) on some text that is not TOML: apps/hotloop/toml_file.h refuses it
+// first by TOML's own rules, naming the line, and lets every valid form
+// through (fuzz/toml_config_fuzzer.cpp found these).
+TEST(TrainCli, ConfigTextTomlPlusPlusCannotReadSafelyIsRefusedByLine) {
+  test::TempDir dir;
+  const std::string log = (dir.path() / "log").string();
+  auto exit_and_log = [&](const std::string& name, const std::string& text) {
+    const auto file = dir.write(name, text);
+    const int rc = run_to_end(
+        {HOTLOOP_TEST_BINARY, "train", "--config", file.string()}, log);
+    return std::make_pair(rc, test::slurp(log));
+  };
+  struct Refused {
+    const char* file;
+    std::string text;
+    const char* error;
+  };
+  const Refused refused[] = {
+      {"header.toml",
+       "lr = 1\n[\nsteps = 2\n",
+       ":2: a table header must start"},
+      {"array.toml", "lr = 1\n[[{a = 1}]]\n", ":2: a table header must start"},
+      {"ascii.toml",
+       "lr = \xcd\x9d-42\n",
+       ":1: a character past ASCII outside"},
+      {"quote.toml",
+       "lr = 3e3'''\xef\xbb\xb8\n",
+       ":1: a quote where no string"},
+      {"nul.toml", std::string("lr = 1\0\n", 8), ":1: a control character"},
+  };
+  for (const Refused& r : refused) {
+    const auto [rc, out] = exit_and_log(r.file, r.text);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find(std::string(r.file) + r.error), std::string::npos)
+        << out;
+  }
+  // Valid TOML with the forms the check must read past (quotes in comments
+  // and strings, a line-ending backslash, two quotes closing a string, a
+  // line in a string that starts with '['): the first error is the unknown
+  // key, after the whole file was read.
+  const auto [rc, out] = exit_and_log(
+      "valid.toml",
+      "# a comment's ''' and \"\"\" and \xc3\xa9\n"
+      "modle = \"\"\"two \"quotes\" and \xc3\xa9\n"
+      "[not a header \\\n"
+      "   x \xc3\xbc\"\"\"\"\"  # ''' \n"
+      "lr = 'it\"s'\n");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("unknown key 'modle'"), std::string::npos) << out;
+}
+
 TEST(TrainCli, CudaGraphsFlagsAreCheckedBeforeAnyWork) {
   test::TempDir dir;
   const std::string log = (dir.path() / "log").string();
