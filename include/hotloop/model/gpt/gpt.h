@@ -17,26 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "hotloop/model/gpt/gpt_config.h"
 #include "hotloop/model/lm/language_model.h"
 
 namespace hotloop::model {
-
-struct GptConfig {
-  std::int64_t layers = 4;
-  std::int64_t heads = 4;
-  std::int64_t width = 128; // n_embd
-  std::int64_t context = 128; // n_positions: the longest sequence
-  std::int64_t vocab = 256; // real tokens; padded_vocab() rounds it up
-  std::int64_t padded_vocab() const {
-    return (vocab + 63) / 64 * 64;
-  }
-  // Parameters without the position embedding (the "N" of 6N FLOPs/token).
-  std::int64_t non_embedding_parameters() const;
-  // Training FLOPs per token: 6N + 12 * layers * context * width (PaLM,
-  // appendix B; nanoGPT's estimate_mfu).
-  double training_flops_per_token() const;
-  void validate() const; // UsageError naming the flag
-};
 
 // The named sizes (gpt-nano, gpt-mini: nanoGPT's character-level Shakespeare
 // size, gpt2, gpt2-medium), their shapes and recipes are the GPT family's

@@ -1,7 +1,7 @@
 #pragma once
-// The families' Hugging Face adapters: each family's config.json reader
-// (model/gpt/gpt_family.cpp, model/llama/llama_family.cpp), the field readers
-// they share, and the Llama family's weights for a folder. hf_checkpoint.cpp
+// The families' Hugging Face adapters: the Llama family's weights for a
+// folder and how a family's make and write are built (the config.json
+// readers are model/lm/hf_configs.h). hf_checkpoint.cpp
 // picks the family by the file's architecture.
 
 #include <cstdint>
@@ -20,81 +20,10 @@
 #include "hotloop/model/gpt/gpt.h"
 #include "hotloop/model/llama/llama.h"
 #include "hotloop/model/lm/hf_checkpoint.h"
+#include "hotloop/model/lm/hf_configs.h"
 #include "hotloop/model/weights.h"
 
 namespace hotloop::model::lm {
-
-// A config field: its value, or `fallback` when it is absent or null; a
-// DataError naming the field when it has the wrong type.
-template <typename T>
-T field(
-    const nlohmann::json& j,
-    const char* key,
-    T fallback,
-    const std::filesystem::path& file) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    return fallback;
-  }
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw DataError(fmt::format(
-        "{}: \"{}\" is {}, not the {} expected",
-        file.string(),
-        key,
-        it->dump(),
-        std::is_same_v<T, bool>              ? "true/false"
-            : std::is_same_v<T, std::string> ? "string"
-                                             : "number"));
-  }
-}
-
-// A size field of a config (layers, widths, heads, the vocabulary,
-// positions): `field`, which must lie in [lowest, most]; a DataError naming
-// the file, the field and the bound otherwise, before anything is built
-// from it (a config.json saying "vocab_size": 100000000000 would otherwise
-// ask for terabytes).
-std::int64_t size_field(
-    const nlohmann::json& j,
-    const char* key,
-    std::int64_t fallback,
-    std::int64_t lowest,
-    std::int64_t most,
-    const std::filesystem::path& file);
-
-// The bounds: well past every released model (the largest vocabulary is
-// Gemma's 262,144; the longest context Llama 4 Scout's 10M).
-inline constexpr std::int64_t kMaxVocabulary = std::int64_t{1} << 24;
-inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 17;
-inline constexpr std::int64_t kMaxLayers = 4096;
-inline constexpr std::int64_t kMaxHeads = 4096;
-inline constexpr std::int64_t kMaxPositions = std::int64_t{1} << 26;
-
-// A token id field; several ids (a list of EOS ids): the first; nullopt
-// when absent or not an id.
-std::optional<std::int64_t> token_id(const nlohmann::json& j, const char* key);
-
-// UsageError "FILE: WHAT: hotloop does not run this" with `hint`.
-[[noreturn]] void refuse(
-    const std::filesystem::path& file,
-    const std::string& what,
-    const std::string& hint);
-
-// A GPT2LMHeadModel's config.json (`j`, read from `file`). `context` > 0
-// must equal the position table's size.
-GptConfig read_gpt2_config(
-    const nlohmann::json& j,
-    std::int64_t context,
-    const std::filesystem::path& file);
-
-// A Llama-family config.json of `architecture` (one of llama_family()'s).
-// `context` > 0: the window to run, else max_position_embeddings up to 1024.
-LlamaConfig read_llama_config(
-    const nlohmann::json& j,
-    const std::string& architecture,
-    std::int64_t context,
-    const std::filesystem::path& file);
 
 // A Llama's weights as Hugging Face names them (its own), float32 on the
 // CPU. UsageError for biases on q/k/v but not on o_proj in the Llama

@@ -1,4 +1,4 @@
-#include "hf_adapters.h"
+#include "hf_configs.h"
 
 namespace hotloop::model::lm {
 
