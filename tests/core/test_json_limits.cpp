@@ -1,18 +1,25 @@
-// Limits no file can talk past (core/json_depth.h, model/lm/hf_adapters.h):
-// JSON nested past any real file is an error naming the file at each
-// reader of outside JSON (a model folder's config.json and tokenizer.json;
-// Instructions.* has an instruction line's), not a stack overflow; a
-// config.json's sizes are checked before a model is built from them.
+// Limits no file can talk past (core/json_depth.h, model/lm/hf_adapters.h,
+// model/lm/weight_index.h, model/lm/peft_config.h): JSON nested past any
+// real file is an error naming the file at each reader of outside JSON (a
+// model folder's config.json and tokenizer.json; Instructions.* has an
+// instruction line's), not a stack overflow; a config.json's sizes are
+// checked before a model is built from them; a shard index names files of
+// its folder only, and not too many; an adapter's dropout is a probability.
 
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "hotloop/core/json_depth.h"
 #include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/lm/hf_checkpoint.h"
+#include "hotloop/model/lm/peft_config.h"
+#include "hotloop/model/lm/weight_index.h"
 #include "support/temp_dir.h"
 
 namespace hotloop {
@@ -79,6 +86,57 @@ TEST(ConfigSizes, ANegativeWidthOfAGpt2IsRefusedNamingTheField) {
   expect_error_containing(
       [&] { model::read_hf_config((dir.path() / "model").string()); },
       "\"n_embd\" is -64");
+}
+
+TEST(WeightIndex, ShardsOutsideTheFolderOrPastTheCountAreRefused) {
+  const std::string file = "model.safetensors.index.json";
+  auto index = [](const nlohmann::json& map) {
+    return nlohmann::json{
+        {"metadata", {{"total_size", 8}}}, {"weight_map", map}};
+  };
+  EXPECT_EQ(
+      model::index_shards(
+          index(
+              {{"a", "model-00002-of-00002.safetensors"},
+               {"b", "model-00001-of-00002.safetensors"},
+               {"c", "model-00001-of-00002.safetensors"}}),
+          file),
+      (std::vector<std::string>{
+          "model-00001-of-00002.safetensors",
+          "model-00002-of-00002.safetensors"}));
+  for (const char* outside :
+       {"../other/model.safetensors",
+        "/etc/passwd",
+        "..",
+        "",
+        "sub/x.safetensors"}) {
+    expect_error_containing(
+        [&] {
+          model::index_shards(index({{"w", outside}}), file);
+        },
+        "not the name of a file in the folder");
+  }
+  nlohmann::json many = nlohmann::json::object();
+  for (std::size_t i = 0; i <= model::kMaxWeightShards; ++i) {
+    many[fmt::format("w{}", i)] = fmt::format("shard-{}", i);
+  }
+  expect_error_containing(
+      [&] { model::index_shards(index(many), file); },
+      "names more than 4096 shard files");
+}
+
+TEST(PeftConfig, ADropoutThatIsNoProbabilityIsRefusedNamingTheFile) {
+  nlohmann::json j = {
+      {"peft_type", "LORA"},
+      {"r", 4},
+      {"lora_alpha", 8},
+      {"target_modules", {"q_proj"}},
+      {"lora_dropout", 0.1}};
+  EXPECT_EQ(model::read_peft_config(j, "adapter_config.json").options.rank, 4);
+  j["lora_dropout"] = 5;
+  expect_error_containing(
+      [&] { model::read_peft_config(j, "adapter_config.json"); },
+      "adapter_config.json: lora_dropout 5 is not a probability");
 }
 
 } // namespace

@@ -17,6 +17,7 @@
 #include "hotloop/model/families.h"
 #include "hotloop/model/lm/language_model.h"
 #include "json_file.h"
+#include "weight_index.h"
 
 namespace hotloop::model {
 
@@ -62,28 +63,10 @@ std::vector<fs::path> weight_files(const fs::path& dir) {
     if (!fs::is_regular_file(path)) {
       continue;
     }
-    const json j = read_json(path);
-    const auto map = j.find("weight_map");
-    if (map == j.end() || !map->is_object() || map->empty()) {
-      throw DataError(fmt::format(
-          "{}: has no \"weight_map\" of tensor names to shard files",
-          path.string()));
-    }
-    std::set<std::string> seen;
     std::vector<fs::path> shards;
-    for (const auto& [name, shard] : map->items()) {
-      if (!shard.is_string()) {
-        throw DataError(fmt::format(
-            "{}: \"{}\" maps to {}, not a file name",
-            path.string(),
-            name,
-            shard.dump()));
-      }
-      if (seen.insert(shard.get<std::string>()).second) {
-        shards.push_back(dir / shard.get<std::string>());
-      }
+    for (const std::string& name : index_shards(read_json(path), path)) {
+      shards.push_back(dir / name);
     }
-    std::sort(shards.begin(), shards.end());
     for (const fs::path& s : shards) {
       if (!fs::is_regular_file(s)) {
         throw DataError(

@@ -13,6 +13,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/lm/language_model.h"
 #include "json_file.h"
+#include "peft_config.h"
 #include "projection.h"
 
 namespace hotloop::model {
@@ -52,20 +53,6 @@ bool targeted(
 std::string last_part(const std::string& name) {
   const auto dot = name.rfind('.');
   return dot == std::string::npos ? name : name.substr(dot + 1);
-}
-
-// A config value that turns something on: not null, false, "" or empty.
-bool is_set(const json& v) {
-  if (v.is_null()) {
-    return false;
-  }
-  if (v.is_boolean()) {
-    return v.get<bool>();
-  }
-  if (v.is_string()) {
-    return !v.get<std::string>().empty();
-  }
-  return !(v.is_object() || v.is_array()) || !v.empty();
 }
 
 } // namespace
@@ -300,104 +287,8 @@ bool is_peft_adapter(const std::string& dir) {
 
 PeftAdapter read_peft_adapter(const std::string& dir) {
   const fs::path file = fs::path(dir) / "adapter_config.json";
-  const json j = read_json_object(file);
-  auto refuse = [&](const std::string& what, const std::string& fix) {
-    throw ConfigError(
-        fmt::format("{}: {}: hotloop cannot apply it", file.string(), what),
-        fix);
-  };
-  // PEFT writes null for what it does not know (the base of a model built
-  // from a config): null reads as absent.
-  auto text = [&](const char* key, const std::string& absent) {
-    const auto it = j.find(key);
-    return it == j.end() || it->is_null() ? absent : it->get<std::string>();
-  };
-  PeftAdapter out;
-  try {
-    const std::string type = text("peft_type", "");
-    if (type != "LORA") {
-      refuse(
-          fmt::format("peft_type \"{}\"", type),
-          "hotloop reads LoRA adapters (peft_type LORA)");
-    }
-    for (const char* flag : {"use_dora", "use_rslora"}) {
-      if (j.value(flag, false)) {
-        refuse(
-            fmt::format("{} is true", flag), "train the adapter as plain LoRA");
-      }
-    }
-    for (const char* pattern : {"rank_pattern", "alpha_pattern"}) {
-      if (j.contains(pattern) && !j[pattern].is_null() && !j[pattern].empty()) {
-        refuse(
-            fmt::format(
-                "{} gives some modules their own rank or alpha", pattern),
-            "hotloop adapters share one rank and alpha");
-      }
-    }
-    // What changes the forward or the base, or adds tensors hotloop does
-    // not hold: refused when set (null, false and empty pass).
-    for (const char* key :
-         {"alora_invocation_tokens",
-          "arrow_config",
-          "use_bdlora",
-          "velora_config",
-          "monteclora_config",
-          "kasa_config",
-          "layer_replication",
-          "lora_bias",
-          "exclude_modules",
-          "target_parameters",
-          "use_qalora",
-          "trainable_token_indices",
-          "lora_ga_config",
-          "corda_config",
-          "eva_config",
-          "loftq_config"}) {
-      const auto it = j.find(key);
-      if (it != j.end() && is_set(*it)) {
-        refuse(
-            fmt::format("{} is set", key),
-            "hotloop applies plain LoRA adapters (A and B per targeted projection)");
-      }
-    }
-    if (const auto init = j.find("init_lora_weights"); init != j.end() &&
-        init->is_string() && init->get<std::string>() != "gaussian") {
-      refuse(
-          fmt::format(
-              "init_lora_weights \"{}\" (the adapter is relative to a modified base)",
-              init->get<std::string>()),
-          "convert it to plain LoRA with PEFT first (path_initial_model_for_weight_conversion)");
-    }
-    if (text("bias", "none") != "none") {
-      refuse("bias is trained", "hotloop trains the low-rank matrices only");
-    }
-    for (const char* extra : {"modules_to_save", "layers_to_transform"}) {
-      if (j.contains(extra) && !j[extra].is_null()) {
-        refuse(
-            fmt::format("{} is set", extra),
-            "hotloop adapts every layer's targeted projections and saves nothing else");
-      }
-    }
-    out.options.rank = j.at("r").get<std::int64_t>();
-    out.options.alpha = j.at("lora_alpha").get<double>();
-    out.options.dropout = j.value("lora_dropout", 0.0);
-    const json& targets = j.at("target_modules");
-    if (targets.is_string()) {
-      if (targets.get<std::string>() != "all-linear") {
-        refuse(
-            "target_modules is a regular expression",
-            "list the module names instead");
-      }
-    } else {
-      out.options.targets = targets.get<std::vector<std::string>>();
-    }
-    out.base = text("base_model_name_or_path", "");
-  } catch (const json::exception& e) {
-    throw DataError(fmt::format("{}: {}", file.string(), e.what()));
-  }
-  if (out.options.rank < 1) {
-    throw DataError(fmt::format("{}: r must be at least 1", file.string()));
-  }
+  PeftConfig config = read_peft_config(read_json_object(file), file);
+  PeftAdapter out{std::move(config.options), std::move(config.base), {}};
   const fs::path weights = fs::path(dir) / "adapter_model.safetensors";
   for (auto& [name, t] : read_weights(weights.string())) {
     if (!name.starts_with(kPeftPrefix)) {
