@@ -225,6 +225,15 @@ TEST(BpeTokenizer, BadFilesSayWhatAndWhere) {
         Tokenizer::bpe(good);
       }).find("no token for byte 0x00"),
       std::string::npos);
+
+  // An id past any real vocabulary is refused before a table of that many
+  // tokens is made (2^31 ids would be 64 GiB; 2 x 10^7 is past the bound).
+  dir.write("bpe/vocab.json", R"({"a": 0, "b": 20000000})");
+  EXPECT_NE(
+      error_of<DataError>([&] {
+        Tokenizer::bpe(good);
+      }).find("has id 20000000, expected an integer from 0 to 16777215"),
+      std::string::npos);
 }
 
 TEST(PackTextBpe, ShardsHoldTheTokenizersIdsAndTheFolderItsVocabulary) {

@@ -28,6 +28,11 @@
 
 namespace hotloop::data {
 
+// Token ids a vocabulary file may hold: past every released model's (the
+// largest vocabulary is Gemma's 262,144), and a table of them is 2^24
+// entries, where an id of 2^31 in a hostile file would ask for 64 GiB.
+inline constexpr std::int64_t kMaxTokenId = (std::int64_t{1} << 24) - 1;
+
 class BpeVocabulary; // src/hotloop/data/tokens/bpe.cpp
 
 class Tokenizer {

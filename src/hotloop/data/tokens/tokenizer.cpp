@@ -3,7 +3,6 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -247,12 +246,13 @@ class BpeVocabulary {
     std::int64_t largest = -1;
     for (const auto& [token, id] : j.items()) {
       if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
-          id.get<std::int64_t>() >= std::numeric_limits<std::int32_t>::max()) {
+          id.get<std::int64_t>() > kMaxTokenId) {
         throw DataError(fmt::format(
-            "{}: token {:?} has id {}, expected a non-negative integer",
+            "{}: token {:?} has id {}, expected an integer from 0 to {}",
             path,
             token,
-            id.dump()));
+            id.dump(),
+            kMaxTokenId));
       }
       largest = std::max(largest, id.get<std::int64_t>());
     }
@@ -474,10 +474,12 @@ class BpeVocabulary {
       if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
           !t.contains("content") || !t["content"].is_string() ||
           t["id"].get<std::int64_t>() < 0 ||
-          t["id"].get<std::int64_t>() >=
-              std::numeric_limits<std::int32_t>::max()) {
+          t["id"].get<std::int64_t>() > kMaxTokenId) {
         throw DataError(fmt::format(
-            "{}: added token {} has no integer id and text", path, t.dump()));
+            "{}: added token {} has no integer id from 0 to {} and text",
+            path,
+            t.dump().substr(0, 200),
+            kMaxTokenId));
       }
       const auto id = t["id"].get<std::int32_t>();
       const std::string content = t["content"];
