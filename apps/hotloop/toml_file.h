@@ -93,6 +93,9 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
         } else if (c == '#') {
           in = In::Comment;
         } else if (three == "\"\"\"" || three == "'''") {
+          if (std::string_view("\n.{").find(before) != std::string_view::npos) {
+            refuse("a key cannot be a multi-line string");
+          }
           in = c == '"' ? In::MultiBasic : In::MultiLiteral;
           i += 2;
         } else if (c == '"' || c == '\'') {

@@ -485,6 +485,9 @@ TEST(TrainCli, ConfigTextTomlPlusPlusCannotReadSafelyIsRefusedByLine) {
        "lr = 3e3'''\xef\xbb\xb8\n",
        ":1: a quote where no string"},
       {"nul.toml", std::string("lr = 1\0\n", 8), ":1: a control character"},
+      {"key.toml",
+       "lr = 1\n\"\"\"k\"\"\" = 1\n",
+       ":2: a key cannot be a multi-line"},
   };
   for (const Refused& r : refused) {
     const auto [rc, out] = exit_and_log(r.file, r.text);
