@@ -15,6 +15,28 @@
 
 namespace hotloop::cli {
 
+// Whether the table header at `at` ('[' or "[[") starts with a name: a bare
+// key's character or a quote, after blanks.
+inline bool names_a_table(std::string_view text, std::size_t at) {
+  std::size_t k = at + (at + 1 < text.size() && text[at + 1] == '[' ? 2 : 1);
+  while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) {
+    ++k;
+  }
+  const char n = k < text.size() ? text[k] : '\n';
+  return (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') ||
+      (n >= '0' && n <= '9') || n == '_' || n == '-' || n == '"' || n == '\'';
+}
+
+// Whether the backslash at `at` ends its line (only blanks after it).
+inline bool line_ending_backslash(std::string_view text, std::size_t at) {
+  std::size_t k = at + 1;
+  while (k < text.size() &&
+         (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) {
+    ++k;
+  }
+  return k < text.size() && text[k] == '\n';
+}
+
 // toml++ 3.3 (Debian 12's) reaches undefined behaviour on some text that is
 // not TOML: a table header whose name starts with another character ("[\n",
 // "[[{": a precondition, fixed upstream in marzer/tomlplusplus#301) and a
@@ -67,17 +89,8 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
     }
     if (line_start && in == In::Code && c != ' ' && c != '\t') {
       line_start = false;
-      if (c == '[') {
-        std::size_t k = i + (i + 1 < text.size() && text[i + 1] == '[' ? 2 : 1);
-        while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) {
-          ++k;
-        }
-        const char n = k < text.size() ? text[k] : '\n';
-        if (!((n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') ||
-              (n >= '0' && n <= '9') || n == '_' || n == '-' || n == '"' ||
-              n == '\'')) {
-          refuse("a table header must start with the table's name");
-        }
+      if (c == '[' && !names_a_table(text, i)) {
+        refuse("a table header must start with the table's name");
       }
     }
     const bool code = in == In::Code;
@@ -115,12 +128,7 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
         break;
       case In::MultiBasic:
         if (c == '\\') {
-          std::size_t k = i + 1;
-          while (k < text.size() &&
-                 (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) {
-            ++k;
-          }
-          if (k < text.size() && text[k] == '\n') {
+          if (line_ending_backslash(text, i)) {
             trimming = true; // the newline is counted when it is reached
           } else {
             ++i; // an escape
