@@ -27,14 +27,15 @@ inline bool names_a_table(std::string_view text, std::size_t at) {
       (n >= '0' && n <= '9') || n == '_' || n == '-' || n == '"' || n == '\'';
 }
 
-// Whether the backslash at `at` ends its line (only blanks after it).
-inline bool line_ending_backslash(std::string_view text, std::size_t at) {
+// The first character after the backslash at `at` and the blanks after it:
+// '\n' for a line-ending backslash, '\0' at the end of the text.
+inline char after_backslash(std::string_view text, std::size_t at) {
   std::size_t k = at + 1;
   while (k < text.size() &&
          (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) {
     ++k;
   }
-  return k < text.size() && text[k] == '\n';
+  return k < text.size() ? text[k] : '\0';
 }
 
 // toml++ 3.3 (Debian 12's) reaches undefined behaviour on some text that is
@@ -94,6 +95,10 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
       }
     }
     const bool code = in == In::Code;
+    if (c == '\\' && (in == In::Basic || in == In::MultiBasic) &&
+        static_cast<unsigned char>(after_backslash(text, i)) >= 0x80) {
+      refuse("a character past ASCII after a backslash");
+    }
     switch (in) {
       case In::Code:
         if (byte >= 0x80) {
@@ -128,7 +133,7 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
         break;
       case In::MultiBasic:
         if (c == '\\') {
-          if (line_ending_backslash(text, i)) {
+          if (after_backslash(text, i) == '\n') {
             trimming = true; // the newline is counted when it is reached
           } else {
             ++i; // an escape

@@ -488,6 +488,9 @@ TEST(TrainCli, ConfigTextTomlPlusPlusCannotReadSafelyIsRefusedByLine) {
       {"key.toml",
        "lr = 1\n\"\"\"k\"\"\" = 1\n",
        ":2: a key cannot be a multi-line"},
+      {"escape.toml",
+       "name = \"\"\"a\\\xef\xbb\xbb\"\"\"\n",
+       ":1: a character past ASCII after a backslash"},
   };
   for (const Refused& r : refused) {
     const auto [rc, out] = exit_and_log(r.file, r.text);
