@@ -38,6 +38,19 @@ inline char after_backslash(std::string_view text, std::size_t at) {
   return k < text.size() ? text[k] : '\0';
 }
 
+// Whether `c` may stand after `before` (the code's last character but
+// blanks; '\n' at a line's start): a quote starts a string or key, '[' an
+// array or table header, '{' an inline table only where TOML has one.
+// toml++ 3.3 reads a value ahead of such a character as one word, asking
+// of each character whether it is whitespace (see check_toml_text).
+inline bool opens_here(char c, char before) {
+  const std::string_view after = c == '{' ? "=[,"
+      : c == '['                          ? "\n=[,"
+      : c == '"' || c == '\''             ? "\n=[,{."
+                                          : std::string_view{};
+  return after.empty() || after.find(before) != std::string_view::npos;
+}
+
 // toml++ 3.3 (Debian 12's) reaches undefined behaviour on some text that is
 // not TOML: a table header whose name starts with another character ("[\n",
 // "[[{": a precondition, fixed upstream in marzer/tomlplusplus#301) and a
@@ -45,7 +58,8 @@ inline char after_backslash(std::string_view text, std::size_t at) {
 // switch default). Where assertions are on the first ends the process.
 // Such text is refused here first, by TOML's own rules: outside strings and
 // comments only ASCII, no control characters but tab and line ends
-// anywhere, and a header names its table. One rule is stricter
+// anywhere, quotes and brackets only where strings, keys, arrays and tables
+// start, and a header names its table. One rule is stricter
 // than TOML: after a multi-line string's line-ending backslash, the next
 // character that is not whitespace must be ASCII. A line inside a
 // multi-line string is not a header; hotloop's files hold no arrays of
@@ -103,11 +117,8 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
       case In::Code:
         if (byte >= 0x80) {
           refuse("a character past ASCII outside a string or comment");
-        } else if (
-            (c == '"' || c == '\'') &&
-            std::string_view("\n=[,{.").find(before) ==
-                std::string_view::npos) {
-          refuse("a quote where no string or key can start");
+        } else if (!opens_here(c, before)) {
+          refuse("a quote or bracket where none can start");
         } else if (c == '#') {
           in = In::Comment;
         } else if (three == "\"\"\"" || three == "'''") {
