@@ -76,6 +76,7 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
   };
   bool line_start = true;
   char before = '\n'; // the code's last character but blanks
+  bool value = false; // after the line's '=': a '.' there is a number's
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
@@ -87,6 +88,7 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
       ++line;
       line_start = true;
       before = '\n';
+      value = false;
       if (in == In::Code || in == In::Comment || in == In::Basic ||
           in == In::Literal) {
         in = In::Code;
@@ -175,7 +177,8 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
         break;
     }
     if (code && c != ' ' && c != '\t' && c != '\r') {
-      before = c;
+      value = value || c == '=';
+      before = c == '.' && value ? '0' : c;
     }
   }
 }
