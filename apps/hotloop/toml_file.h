@@ -38,18 +38,38 @@ inline char after_backslash(std::string_view text, std::size_t at) {
   return k < text.size() ? text[k] : '\0';
 }
 
-// Whether `c` may stand after `before` (the code's last character but
-// blanks; '\n' at a line's start): a quote starts a string or key, '[' an
-// array or table header, '{' an inline table only where TOML has one.
-// toml++ 3.3 reads a value ahead of such a character as one word, asking
-// of each character whether it is whitespace (see check_toml_text).
-inline bool opens_here(char c, char before) {
-  const std::string_view after = c == '{' ? "=[,"
-      : c == '['                          ? "\n=[,"
-      : c == '"' || c == '\''             ? "\n=[,{."
-                                          : std::string_view{};
-  return after.empty() || after.find(before) != std::string_view::npos;
-}
+// Where a line's code (outside strings and comments) stands, for what may
+// come next. toml++ 3.3 reads a value ahead of a quote, a bracket or a
+// second '=' as one word, asking of each character whether it is
+// whitespace (see check_toml_text): such characters are allowed only where
+// TOML has a string, key, array, table or inline table start.
+struct TomlCode {
+  char before = '\n'; // the last character but blanks; '\n' at the start
+  bool value = false; // after the line's '=': a '.' there is a number's
+  int braces = 0; // inline tables open
+
+  // Why `c` cannot stand here, or nullptr.
+  const char* refusal(char c) const {
+    if (c == '=' && value && braces == 0) {
+      return "a second '=' on a line";
+    }
+    const std::string_view after = c == '{' ? "=[,"
+        : c == '['                          ? "\n=[,"
+        : c == '"' || c == '\''             ? "\n=[,{."
+                                            : std::string_view{};
+    const char b = before == '.' && value ? '0' : before;
+    return after.empty() || after.find(b) != std::string_view::npos
+        ? nullptr
+        : "a quote or bracket where none can start";
+  }
+  void take(char c) {
+    if (c != ' ' && c != '\t' && c != '\r') {
+      value = value || c == '=';
+      braces += c == '{' ? 1 : c == '}' && braces > 0 ? -1 : 0;
+      before = c;
+    }
+  }
+};
 
 // toml++ 3.3 (Debian 12's) reaches undefined behaviour on some text that is
 // not TOML: a table header whose name starts with another character ("[\n",
@@ -75,8 +95,7 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
         "the file must be TOML: key = value, one per line");
   };
   bool line_start = true;
-  char before = '\n'; // the code's last character but blanks
-  bool value = false; // after the line's '=': a '.' there is a number's
+  TomlCode code_at; // this line's code so far
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
@@ -87,8 +106,7 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
     if (c == '\n') {
       ++line;
       line_start = true;
-      before = '\n';
-      value = false;
+      code_at = {};
       if (in == In::Code || in == In::Comment || in == In::Basic ||
           in == In::Literal) {
         in = In::Code;
@@ -119,12 +137,13 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
       case In::Code:
         if (byte >= 0x80) {
           refuse("a character past ASCII outside a string or comment");
-        } else if (!opens_here(c, before)) {
-          refuse("a quote or bracket where none can start");
+        } else if (const char* why = code_at.refusal(c)) {
+          refuse(why);
         } else if (c == '#') {
           in = In::Comment;
         } else if (three == "\"\"\"" || three == "'''") {
-          if (std::string_view("\n.{").find(before) != std::string_view::npos) {
+          if (std::string_view("\n.{").find(code_at.before) !=
+              std::string_view::npos) {
             refuse("a key cannot be a multi-line string");
           }
           in = c == '"' ? In::MultiBasic : In::MultiLiteral;
@@ -176,9 +195,8 @@ inline void check_toml_text(std::string_view text, const std::string& path) {
       case In::Comment:
         break;
     }
-    if (code && c != ' ' && c != '\t' && c != '\r') {
-      value = value || c == '=';
-      before = c == '.' && value ? '0' : c;
+    if (code) {
+      code_at.take(c);
     }
   }
 }
