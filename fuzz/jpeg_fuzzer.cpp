@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "decoded_image.h"
 #include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/decode/jpeg_region.h"
 #include "hotloop/errors.h"
@@ -59,11 +60,7 @@ void full_decode(std::span<const std::uint8_t> bytes, int channels) {
   try {
     const auto img =
         hotloop::data::decode_image(bytes, "fuzz.jpg", {channels, kMaxPixels});
-    check(img.width > 0 && img.height > 0 && img.channels == channels);
-    check(std::int64_t{img.width} * img.height <= kMaxPixels);
-    check(
-        img.pixels.size() ==
-        static_cast<std::size_t>(img.width) * img.height * channels);
+    fuzz::check_decoded(img, channels, kMaxPixels);
   } catch (const hotloop::DataError&) {
   }
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "decoded_image.h"
 #include "hotloop/data/decode/image_decode.h"
 #include "hotloop/errors.h"
 
@@ -14,12 +15,6 @@ namespace {
 
 // Small images only: the limit is what is fuzzed, not the allocator.
 constexpr std::int64_t kMaxPixels = std::int64_t{1} << 20;
-
-void check(bool ok) {
-  if (!ok) {
-    __builtin_trap();
-  }
-}
 
 } // namespace
 
@@ -31,11 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(
     try {
       const auto img = hotloop::data::decode_image(
           bytes, "fuzz.png", {channels, kMaxPixels});
-      check(img.width > 0 && img.height > 0 && img.channels == channels);
-      check(std::int64_t{img.width} * img.height <= kMaxPixels);
-      check(
-          img.pixels.size() ==
-          static_cast<std::size_t>(img.width) * img.height * channels);
+      fuzz::check_decoded(img, channels, kMaxPixels);
     } catch (const hotloop::DataError&) {
     }
   }
