@@ -136,7 +136,8 @@ void add_bench_data(CLI::App* bench_cmd, Action& action) {
        "resident",
        "augment",
        "augment-device",
-       "decode"});
+       "decode",
+       "max-image-pixels"});
   cmd->get_option("--data")->required();
   cmd->add_option("--split", flags->split, "train, val or test")
       ->check(CLI::IsMember({"train", "val", "test"}));

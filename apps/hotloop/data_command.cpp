@@ -22,6 +22,7 @@
 #include "hotloop/data/tokens/token_view.h"
 #include "hotloop/data/tokens/tokenizer.h"
 #include "hotloop/model/weights.h"
+#include "run_option_flags.h"
 
 namespace hotloop::cli {
 
@@ -87,6 +88,32 @@ TokenSummary summarize(const data::TokenDataset& d) {
   return s;
 }
 
+// What `data check` prints of token data: every example was read.
+void print_token_check(const TokenSummary& t, bool json) {
+  if (json) {
+    fmt::print(
+        "{}\n",
+        nlohmann::json{
+            {"source", t.source},
+            {"tokens", t.tokens},
+            {"trained_tokens", t.trained},
+            {"examples", t.examples},
+            {"longest_example", t.longest},
+            {"bad", nlohmann::json::array()}}
+            .dump(2));
+    return;
+  }
+  fmt::print(
+      "{}\n{} tokens, {} trained{}; every one read\n",
+      t.source,
+      t.tokens,
+      t.trained,
+      t.examples > 0
+          ? fmt::format(
+                "; {} examples, the longest {} tokens", t.examples, t.longest)
+          : std::string());
+}
+
 // The tokenizer that decodes `spec`'s ids: the model folder's, the one
 // `pack --tokenizer` left beside token files, else bytes.
 data::Tokenizer tokenizer_for(
@@ -114,6 +141,7 @@ void add_data_command(CLI::App& app, Action& action) {
     bool json = false;
     std::string decode = "full";
     data::DataCheckOptions options;
+    train::RunOptions run; // --max-image-pixels, as train has it
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* data_cmd = app.add_subcommand("data", "Inspect data sets");
@@ -140,6 +168,7 @@ void add_data_command(CLI::App& app, Action& action) {
          flags->options.size,
          "With --decode auto|region: the crop's output size")
       ->capture_default_str();
+  add_run_flags(cmd, flags->run, {"max-image-pixels"});
   add_json_flag(cmd, flags->json);
   cmd->footer("Exit code: 0 when every sample reads, 1 when any is bad.");
   cmd->callback([flags, &action] {
@@ -148,33 +177,11 @@ void add_data_command(CLI::App& app, Action& action) {
       data::DataSpec spec = data::parse_data_spec(flags->spec);
       spec.tokenizer_folder = flags->init;
       spec.chat_template = flags->chat_template;
+      spec.max_image_pixels = flags->run.trainer.loader.max_image_pixels;
       const auto dataset = data::open_dataset(spec, split);
       if (const auto* tokens =
               dynamic_cast<const data::TokenDataset*>(dataset.get())) {
-        const TokenSummary t = summarize(*tokens);
-        if (flags->json) {
-          fmt::print(
-              "{}\n",
-              nlohmann::json{
-                  {"source", t.source},
-                  {"tokens", t.tokens},
-                  {"trained_tokens", t.trained},
-                  {"examples", t.examples},
-                  {"longest_example", t.longest},
-                  {"bad", nlohmann::json::array()}}
-                  .dump(2));
-        } else {
-          fmt::print(
-              "{}\n{} tokens, {} trained{}; every one read\n",
-              t.source,
-              t.tokens,
-              t.trained,
-              t.examples > 0 ? fmt::format(
-                                   "; {} examples, the longest {} tokens",
-                                   t.examples,
-                                   t.longest)
-                             : std::string());
-        }
+        print_token_check(summarize(*tokens), flags->json);
         return 0;
       }
       flags->options.progress = !flags->json;

@@ -96,8 +96,7 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
     return 0;
   }
   const std::shared_ptr<const data::Dataset> val = run.eval
-      ? open_val_data(
-            run.data, o.seed, resolved.model.folder(), o.loader.chat_template)
+      ? open_val_data(run.data, o.seed, resolved.model.folder(), o.loader)
       : nullptr;
   const train::RunRecord record = train::record_of(run);
 

@@ -13,14 +13,15 @@ namespace hotloop::cli {
 namespace {
 
 // --data's form, reading a tokenizer and chat template from the model's
-// folder (hf:DIR).
+// folder (hf:DIR), with the loader's image limit.
 data::DataSpec data_spec(
     const std::string& spec_text,
     const std::string& model_folder,
-    const std::string& chat_template) {
+    const data::LoaderOptions& loader) {
   data::DataSpec spec = data::parse_data_spec(spec_text);
   spec.tokenizer_folder = model_folder;
-  spec.chat_template = chat_template;
+  spec.chat_template = loader.chat_template;
+  spec.max_image_pixels = loader.max_image_pixels;
   return spec;
 }
 
@@ -30,20 +31,18 @@ std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec_text,
     std::uint64_t seed,
     const std::string& model_folder,
-    const std::string& chat_template) {
+    const data::LoaderOptions& loader) {
   return data::open_dataset(
-      data_spec(spec_text, model_folder, chat_template),
-      data::Split::Train,
-      seed);
+      data_spec(spec_text, model_folder, loader), data::Split::Train, seed);
 }
 
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec_text,
     std::uint64_t seed,
     const std::string& model_folder,
-    const std::string& chat_template) {
+    const data::LoaderOptions& loader) {
   return data::open_eval_split(
-      data_spec(spec_text, model_folder, chat_template), seed);
+      data_spec(spec_text, model_folder, loader), seed);
 }
 
 namespace {
@@ -87,10 +86,9 @@ train::ResolveContext resolve_context(
     std::FILE* progress) {
   train::ResolveContext c;
   const std::uint64_t seed = run.trainer.seed;
-  const std::string chat_template = run.trainer.loader.chat_template;
-  c.open_train = [seed, chat_template](
+  c.open_train = [seed, loader = run.trainer.loader](
                      const std::string& spec, const std::string& folder) {
-    return open_train_data(spec, seed, folder, chat_template);
+    return open_train_data(spec, seed, folder, loader);
   };
   c.group = group;
   if (progress != nullptr) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/loader.h"
 #include "hotloop/train/batch_finder.h"
 #include "hotloop/train/options.h"
 #include "hotloop/train/resolve_run.h"
@@ -20,21 +21,22 @@ class ProcessGroup;
 namespace hotloop::cli {
 
 // The train split of `spec`; `model_folder`: the model's Hugging Face folder
-// (empty: none), whose tokenizer and `chat_template` (--chat-template)
-// encode instruction data.
+// (empty: none), whose tokenizer and the loader's chat template
+// (--chat-template) encode instruction data; images to the loader's
+// --max-image-pixels.
 std::shared_ptr<const data::Dataset> open_train_data(
     const std::string& spec,
     std::uint64_t seed,
     const std::string& model_folder = {},
-    const std::string& chat_template = "auto");
+    const data::LoaderOptions& loader = {});
 
 // The split the run evaluates on (data::open_eval_split: val, else test, or
-// null), with the model folder's tokenizer for text and instructions.
+// null), opened as open_train_data opens the train split.
 std::shared_ptr<const data::Dataset> open_val_data(
     const std::string& spec,
     std::uint64_t seed,
-    const std::string& model_folder = {},
-    const std::string& chat_template = "auto");
+    const std::string& model_folder,
+    const data::LoaderOptions& loader);
 
 // resolve_run's context for a command: the data opened as `spec` says, and
 // the batch finder's start and trials printed to `progress` (null: quiet,

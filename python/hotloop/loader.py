@@ -52,6 +52,8 @@ class Loader:
     chat_template: instruct: data's chat template, as `hotloop train --chat-template`: "auto" (the
       tokenizer folder's own Jinja template where it has one, else the built-in its added tokens choose),
       "folder", "chatml", "llama3" or "plain".
+    max_image_pixels: folders and shards: an image whose header claims more pixels is a bad sample (see
+      on_bad_sample), refused before it is allocated; default 2**28 (16384 x 16384), at most 65535 x 65535.
 
     One pass of `for x, y in loader` is one epoch; the next pass is the next epoch (set_epoch(e) sets it).
     state_dict() / load_state_dict() resume exactly mid-epoch (torchdata StatefulDataLoader's convention).
@@ -63,7 +65,7 @@ class Loader:
                  drop_last=None, augment="default", augment_device="cpu", decode="auto", size=0, channels=0,
                  seed=0, rank=None, world_size=None, on_bad_sample="skip", resident="auto", device="cpu",
                  mean=None, std=None, dtype=torch.float32, channels_last=False, context=0, max_samples=0,
-                 packing="wrap", chat_template="auto"):
+                 packing="wrap", chat_template="auto", max_image_pixels=None):
         if train is None:
             train = split == "train"
         if dtype not in _DTYPES:
@@ -78,7 +80,8 @@ class Loader:
             train=train, augment=augment, augment_device=augment_device, decode=decode, size=size,
             channels=channels, seed=seed, rank=rank, world_size=world_size, on_bad_sample=on_bad_sample,
             resident=resident, device=device, mean=list(mean or []), std_dev=list(std or []), context=context,
-            max_samples=max_samples, packing=packing, chat_template=chat_template, dtype=str(_DTYPES[dtype]).replace("torch.", ""),
+            max_samples=max_samples, packing=packing, chat_template=chat_template,
+            max_image_pixels=native.DEFAULT_MAX_IMAGE_PIXELS if max_image_pixels is None else max_image_pixels, dtype=str(_DTYPES[dtype]).replace("torch.", ""),
             channels_last=channels_last)
         self.batch_size = batch_size
         self.rank = rank

@@ -36,6 +36,7 @@ class Loader {
     data::DataSpec parsed = data::parse_data_spec(spec);
     parsed.tokenizer_folder = tokenizer; // text: and instruct: in its tokens
     parsed.chat_template = options.chat_template;
+    parsed.max_image_pixels = options.max_image_pixels;
     options.warn_bad_samples = false; // stats() names them
     dataset_ =
         data::open_dataset(parsed, data::parse_split(split), options.seed);
@@ -188,6 +189,7 @@ E named(const Named<E> (&table)[N], const std::string& text, const char* arg) {
 } // namespace
 
 void bind_loader(py::module_& m) {
+  m.attr("DEFAULT_MAX_IMAGE_PIXELS") = data::kDefaultMaxImagePixels;
   py::class_<Loader>(m, "Loader")
       .def(
           py::init([](const std::string& spec,
@@ -216,6 +218,7 @@ void bind_loader(py::module_& m) {
                       std::size_t max_samples,
                       const std::string& packing,
                       const std::string& chat_template,
+                      std::int64_t max_image_pixels,
                       const std::string& dtype,
                       bool channels_last) {
             data::LoaderOptions o;
@@ -245,6 +248,7 @@ void bind_loader(py::module_& m) {
             o.packing = named(data::kPackingNames, packing, "packing");
             data::parse_chat_template(chat_template); // UsageError early
             o.chat_template = chat_template;
+            o.max_image_pixels = max_image_pixels;
             py::gil_scoped_release no_gil; // opening checks the files
             return std::make_unique<Loader>(
                 spec,
@@ -279,6 +283,7 @@ void bind_loader(py::module_& m) {
           py::arg("max_samples"),
           py::arg("packing"),
           py::arg("chat_template"),
+          py::arg("max_image_pixels"),
           py::arg("dtype"),
           py::arg("channels_last"))
       .def("__len__", &Loader::size)

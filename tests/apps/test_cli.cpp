@@ -322,4 +322,27 @@ TEST(Cli, DataCheckDecodeAutoReportsThePsnrAgainstAFullDecode) {
       2);
 }
 
+// --max-image-pixels: the image limit a user raises (or lowers) for a data
+// set; an image over it is a bad sample that names the flag, 0 is bad usage.
+TEST(Cli, DataCheckTakesTheImageLimitFromMaxImagePixels) {
+  test::TempDir dir;
+  test::write_bytes(
+      dir.path() / "train" / "a" / "big.jpg",
+      test::jpeg_file(test::textured_image(40, 50, 3, 1), 40, 50, 3));
+  test::write_bytes(
+      dir.path() / "train" / "a" / "small.jpg",
+      test::jpeg_file(test::textured_image(20, 30, 3, 2), 20, 30, 3));
+  const std::string data = " --data folder:" + dir.path().string();
+  EXPECT_EQ(run("data check" + data).exit_code, 0);
+  const auto r = run("data check --max-image-pixels 1000" + data);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("1 bad"), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("big.jpg: 50x40 pixels is more than the 1000"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--max-image-pixels"), std::string::npos) << r.out;
+  EXPECT_EQ(run("data check --max-image-pixels 0" + data).exit_code, 2);
+}
+
 } // namespace hotloop

@@ -14,6 +14,7 @@
 #include <ATen/ops/from_blob.h>
 
 #include "hotloop/data/augment.h"
+#include "hotloop/data/data_spec.h"
 #include "hotloop/data/decode/crop_decode.h"
 #include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/decode/jpeg_region.h"
@@ -113,7 +114,7 @@ std::vector<std::uint8_t> transformed(
   std::vector<std::uint8_t> out(
       static_cast<std::size_t>(channels * spec.out_h * spec.out_w));
   const CropDecoded d = decode_augment_into(
-      bytes, "sample.jpg", {channels, spec, mode}, seed, out.data());
+      bytes, "sample.jpg", {{channels}, spec, mode}, seed, out.data());
   if (how != nullptr) {
     *how = d;
   }
@@ -545,6 +546,50 @@ TEST(CropDecode, TheLoadersDecodeModesGiveTheFullDecodesBatchWithinTolerance) {
   const double mse_levels =
       (fast - full).pow(2).mean().item<double>() / (level * level);
   EXPECT_GE(10 * std::log10(255.0 * 255.0 / mse_levels), 32.0);
+}
+
+// The spec's image limit reaches the folder's own decode and the loader's, in
+// every decode mode: an image over it is a bad sample, skipped and counted.
+TEST(CropDecode, TheDataSpecsImageLimitHoldsInEveryDecodeMode) {
+  test::TempDir dir;
+  for (int i = 0; i < 4; ++i) {
+    test::write_bytes(
+        dir.path() / "train" / "a" / ("big" + std::to_string(i) + ".jpg"),
+        textured_jpeg(48, 64, 3, 60 + i)); // 3072 pixels
+    test::write_bytes(
+        dir.path() / "train" / "a" / ("small" + std::to_string(i) + ".jpg"),
+        textured_jpeg(24, 32, 3, 70 + i)); // 768
+  }
+  DataSpec spec = parse_data_spec("folder:" + dir.path().string());
+  spec.max_image_pixels = 1000;
+  const std::shared_ptr<const Dataset> folder =
+      open_dataset(spec, Split::Train);
+  try {
+    folder->get(0); // big0.jpg
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("64x48 pixels is more than the 1000"),
+        std::string::npos)
+        << e.what();
+    EXPECT_NE(e.hint().find("--max-image-pixels"), std::string::npos);
+  }
+  for (const Decode mode : {Decode::Full, Decode::Region, Decode::Auto}) {
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.workers = 2;
+    o.shuffle = false;
+    o.drop_last = false;
+    o.resident = Resident::Off;
+    o.decode = mode;
+    Loader loader(folder, o);
+    EXPECT_EQ(loader.next()->labels.numel(), 4)
+        << name_of<Decode>(kDecodeNames, mode);
+    EXPECT_EQ(loader.stats().bad_samples, 4u)
+        << name_of<Decode>(kDecodeNames, mode);
+  }
+  spec.max_image_pixels = 0;
+  EXPECT_THROW(open_dataset(spec, Split::Train), UsageError);
 }
 
 } // namespace hotloop::data

@@ -273,6 +273,21 @@ def test_a_bad_sample_is_skipped_counted_and_named(folder_with_bad_file, capfd):
     assert capfd.readouterr().err == ""  # the package prints nothing: stats() names it
 
 
+def test_max_image_pixels_makes_larger_images_bad_samples_that_name_the_limit(image_folder):
+    from PIL import Image
+
+    files = sorted((image_folder / "train").glob("*/*.jpg"))
+    large = [f for f in files if Image.open(f).size[0] * Image.open(f).size[1] > 10000]
+    assert 0 < len(large) < len(files)
+    loader = hotloop.Loader(f"folder:{image_folder}", batch_size=8, size=32, train=False, max_image_pixels=10000)
+    n = sum(len(y) for _, y in loader)
+    s = loader.stats()
+    assert n == len(files) - len(large) and s["bad_samples"] == len(large)
+    assert "more than the 10000" in s["bad_sample_names"][0]
+    with pytest.raises(hotloop.UsageError, match="max image pixels 0"):
+        hotloop.Loader(f"folder:{image_folder}", max_image_pixels=0)
+
+
 def test_a_bad_sample_fails_naming_the_file_when_asked(folder_with_bad_file):
     root, bad = folder_with_bad_file
     loader = hotloop.Loader(f"folder:{root}", batch_size=4, size=32, on_bad_sample="fail", train=False)

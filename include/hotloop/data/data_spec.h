@@ -19,6 +19,7 @@
 #include <string>
 
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/image_limit.h"
 
 namespace hotloop::data {
 
@@ -44,6 +45,9 @@ struct DataSpec {
   // Instruction data's chat template (data/tokens/instructions.h): auto,
   // folder, chatml, llama3 or plain. The caller sets it.
   std::string chat_template = "auto";
+  // Folders and shards: images whose header claims more pixels are bad
+  // samples (data/image_limit.h). The caller sets it.
+  std::int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
 
 // Throws UsageError naming the spec and the forms that are accepted.

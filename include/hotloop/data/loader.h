@@ -22,6 +22,7 @@
 
 #include "hotloop/core/named.h"
 #include "hotloop/data/dataset.h"
+#include "hotloop/data/image_limit.h"
 #include "hotloop/data/tokens/packing.h"
 
 namespace hotloop::data {
@@ -105,6 +106,10 @@ struct LoaderOptions {
   // Instruction data's chat template: auto, folder, chatml, llama3 or plain
   // (data/tokens/instructions.h). Read when the data is opened.
   std::string chat_template = "auto";
+  // Folders and shards: images whose header claims more pixels are bad
+  // samples, refused before they are allocated (data/image_limit.h). Read
+  // when the data is opened.
+  std::int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
 
 struct Batch {

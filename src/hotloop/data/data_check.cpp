@@ -27,7 +27,7 @@ double crop_decode_psnr(
     std::uint64_t seed,
     CropDecoded& how) {
   const std::size_t n =
-      static_cast<std::size_t>(t.channels * t.spec.out_h * t.spec.out_w);
+      static_cast<std::size_t>(t.decode.channels * t.spec.out_h * t.spec.out_w);
   std::vector<std::uint8_t> fast(n), full(n);
   how = decode_augment_into(e.bytes, e.name, t, seed, fast.data());
   SampleTransform in_full = t;
@@ -82,7 +82,7 @@ DataCheckReport check_dataset(
           if (sniff_image_format(e.bytes) == ImageFormat::Jpeg) {
             db = crop_decode_psnr(
                 e,
-                {encoded->decode_channels(), spec, options.decode},
+                {encoded->decode_options(), spec, options.decode},
                 sample_seed(0, 0, i),
                 how);
           }

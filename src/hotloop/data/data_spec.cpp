@@ -186,6 +186,13 @@ std::unique_ptr<Dataset> open_dataset(
     const DataSpec& spec,
     Split split,
     std::uint64_t seed) {
+  if (spec.max_image_pixels < 1 ||
+      spec.max_image_pixels > kLargestMaxImagePixels) {
+    throw UsageError(fmt::format(
+        "max image pixels {}: must be 1 to {} (65535 x 65535)",
+        spec.max_image_pixels,
+        kLargestMaxImagePixels));
+  }
   switch (spec.kind) {
     case DataSpec::Kind::FashionMnist:
       return std::make_unique<FashionMnist>(spec.path, split);
@@ -198,9 +205,11 @@ std::unique_ptr<Dataset> open_dataset(
       return std::make_unique<Synthetic>(o);
     }
     case DataSpec::Kind::Folder:
-      return std::make_unique<ImageFolder>(spec.path, split);
+      return std::make_unique<ImageFolder>(
+          spec.path, split, DecodeOptions{3, spec.max_image_pixels});
     case DataSpec::Kind::WebDataset:
-      return std::make_unique<WebDataset>(spec.path, split);
+      return std::make_unique<WebDataset>(
+          spec.path, split, DecodeOptions{3, spec.max_image_pixels});
     case DataSpec::Kind::Tokens: {
       auto tokens = TokenDataset::open_files(
           token_files(spec.path, split),

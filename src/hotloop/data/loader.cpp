@@ -136,8 +136,12 @@ void Loader::Impl::fill(
       static_cast<std::size_t>(channels * augment.out_h * augment.out_w);
   auto* images = buf.images.data_ptr<std::uint8_t>();
   auto* labels = buf.labels.data_ptr<std::int64_t>();
+  // Only used with `encoded`, whose channels are the loader's
+  // (region_decode): its images, to its limit.
   const SampleTransform transform{
-      static_cast<int>(channels), augment, options.decode};
+      encoded != nullptr ? encoded->decode_options() : DecodeOptions{},
+      augment,
+      options.decode};
   const auto check_label = [&](std::size_t index, std::int64_t label) {
     if (label < 0 ||
         static_cast<std::size_t>(label) >= dataset->num_classes()) {
@@ -301,7 +305,7 @@ LoaderConditions conditions_of(
   c.decoded_bytes = static_cast<std::uint64_t>(dataset.size()) *
       static_cast<std::uint64_t>(channels * augment.out_h * augment.out_w);
   c.encoded_files =
-      encoded != nullptr && encoded->decode_channels() == channels;
+      encoded != nullptr && encoded->decode_options().channels == channels;
   c.decode = o.decode;
   return c;
 }

@@ -62,8 +62,10 @@ DataBenchResult decode_only(
 
 DataBenchResult bench_data(const DataBenchOptions& o) {
   const auto t_open = Clock::now();
+  data::DataSpec spec = data::parse_data_spec(o.spec);
+  spec.max_image_pixels = o.loader.max_image_pixels;
   std::shared_ptr<const data::Dataset> ds =
-      data::open_dataset(data::parse_data_spec(o.spec), o.split, o.loader.seed);
+      data::open_dataset(spec, o.split, o.loader.seed);
   const unsigned int workers =
       o.loader.workers > 0 ? o.loader.workers : usable_cpus();
   if (o.decode_only) {

@@ -644,6 +644,12 @@ std::vector<TrainerOption> loader_options() {
           field(&O::loader, &L::on_bad_sample),
           data::kBadSampleNames,
           "skip (count and log once) or fail"),
+      number<O, std::int64_t>(
+          "max-image-pixels",
+          section,
+          field(&O::loader, &L::max_image_pixels),
+          "Folders and shards: an image whose header claims more pixels is a bad sample, refused before it is allocated (the default is 16384 x 16384; raise it for whole-slide or satellite images, up to 65535 x 65535; each decode thread may hold one such image)",
+          in_range(1, static_cast<double>(data::kLargestMaxImagePixels), true)),
   };
 }
 

@@ -78,15 +78,13 @@ CropDecoded decode_augment_into(
     const SampleTransform& t,
     std::uint64_t seed,
     std::uint8_t* dst) {
-  const int channels = t.channels;
+  const int channels = t.decode.channels;
   const AugmentSpec& spec = t.spec;
   const Decode mode = t.mode;
   CropDecoded done;
-  DecodeOptions options;
-  options.channels = channels;
   if (mode == Decode::Full || bytes.empty() ||
       sniff_image_format(bytes) != ImageFormat::Jpeg) {
-    const at::Tensor image = to_chw_tensor(decode_image(bytes, name, options));
+    const at::Tensor image = to_chw_tensor(decode_image(bytes, name, t.decode));
     augment_into(image, dst, spec, seed);
     if (const auto box = photo_box(spec, seed, image.size(1), image.size(2))) {
       done.box = *box;
@@ -119,7 +117,7 @@ CropDecoded decode_augment_into(
         return JpegRegionRequest{plan.scale_eighths, plan.rect, channels};
       },
       buffer,
-      options.max_pixels);
+      t.decode.max_pixels);
   done.decoded = region.rect;
   if (!has_box) {
     const at::Tensor hwc = at::from_blob(

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hotloop/data/augment.h"
+#include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/decode/jpeg_region.h"
 #include "hotloop/data/loader.h"
 
@@ -53,7 +54,7 @@ struct CropDecoded {
 // What a loader makes of each encoded sample: `channels` (1 or 3), the
 // transform `spec`, decoding what `mode` allows.
 struct SampleTransform {
-  int channels = 3;
+  DecodeOptions decode; // channels, and the largest image taken
   AugmentSpec spec;
   Decode mode = Decode::Auto;
 };

@@ -18,6 +18,26 @@ DataError bad_image(const std::string& name, const std::string& what) {
       "the file is damaged or not an image: replace or delete it (bad samples are skipped by default)");
 }
 
+void check_image_size(
+    const std::string& name,
+    int width,
+    int height,
+    std::int64_t max_pixels) {
+  if (width <= 0 || height <= 0) {
+    throw bad_image(name, fmt::format("invalid size {}x{}", width, height));
+  }
+  if (static_cast<std::int64_t>(width) * height > max_pixels) {
+    throw DataError(
+        fmt::format(
+            "{}: {}x{} pixels is more than the {} hotloop accepts (--max-image-pixels)",
+            name,
+            width,
+            height,
+            max_pixels),
+        "a damaged header, or a really large image: raise --max-image-pixels (Python: max_image_pixels=) to take it, or cut it into tiles; bad samples are skipped by default");
+  }
+}
+
 namespace {
 
 // One TurboJPEG decompressor per thread, destroyed with the thread. After a
@@ -50,25 +70,6 @@ class JpegDecoder {
   JpegDecoder() = default;
   tjhandle h_ = nullptr;
 };
-
-void check_size(
-    const std::string& name,
-    int width,
-    int height,
-    const DecodeOptions& o) {
-  if (width <= 0 || height <= 0) {
-    throw bad_image(name, fmt::format("invalid size {}x{}", width, height));
-  }
-  if (static_cast<std::int64_t>(width) * height > o.max_pixels) {
-    throw bad_image(
-        name,
-        fmt::format(
-            "{}x{} pixels is more than the {} hotloop accepts",
-            width,
-            height,
-            o.max_pixels));
-  }
-}
 
 // The whole image through the libjpeg API (jpeg_region.h), which converts
 // CMYK and YCCK to RGB as PIL does.
@@ -117,7 +118,7 @@ DecodedImage decode_jpeg(
         name,
         "not a valid JPEG: the header has no image size (truncated file?)");
   }
-  check_size(name, width, height, o);
+  check_image_size(name, width, height, o.max_pixels);
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     // TurboJPEG 2.x cannot convert CMYK to RGB; the libjpeg path can.
     return decode_jpeg_cmyk(bytes, name, o);
@@ -161,7 +162,7 @@ DecodedImage decode_png(
   const int width = static_cast<int>(png.width);
   const int height = static_cast<int>(png.height);
   try {
-    check_size(name, width, height, o);
+    check_image_size(name, width, height, o.max_pixels);
   } catch (...) {
     png_image_free(&png);
     throw;

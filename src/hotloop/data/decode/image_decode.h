@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hotloop/data/image_limit.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
@@ -20,6 +21,14 @@ enum class ImageFormat { Jpeg, Png, Unknown };
 // The error for an image file that cannot be decoded: "NAME: WHAT", with the
 // hint every decoder gives (replace or delete it; bad samples are skipped).
 DataError bad_image(const std::string& name, const std::string& what);
+
+// Throws DataError naming `name` for a size that is not positive, or of more
+// than `max_pixels` (the error says how to raise it).
+void check_image_size(
+    const std::string& name,
+    int width,
+    int height,
+    std::int64_t max_pixels);
 
 // By the file's magic bytes, not its name.
 ImageFormat sniff_image_format(std::span<const std::uint8_t> bytes);
@@ -33,8 +42,8 @@ struct DecodedImage {
 
 struct DecodeOptions {
   int channels = 3; // 1 or 3
-  std::int64_t max_pixels = std::int64_t{1}
-      << 28; // larger images are refused, not allocated
+  // Larger images are refused, not allocated (image_limit.h).
+  std::int64_t max_pixels = kDefaultMaxImagePixels;
 };
 
 // Throws DataError naming `name` for an empty, truncated, corrupt, oversized or

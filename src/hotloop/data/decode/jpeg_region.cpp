@@ -153,19 +153,7 @@ void decode_protected(
   info.components = c.num_components;
   info.progressive = c.progressive_mode != 0;
   info.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
-  if (info.width <= 0 || info.height <= 0) {
-    throw bad_image(
-        name, fmt::format("invalid size {}x{}", info.width, info.height));
-  }
-  if (static_cast<std::int64_t>(info.width) * info.height > max_pixels) {
-    throw bad_image(
-        name,
-        fmt::format(
-            "{}x{} pixels is more than the {} hotloop accepts",
-            info.width,
-            info.height,
-            max_pixels));
-  }
+  check_image_size(name, info.width, info.height, max_pixels);
   const JpegRegionRequest req = plan(info);
   if (req.channels != 1 && req.channels != 3) {
     throw UsageError(

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "hotloop/data/decode/image_decode.h"
+
 namespace hotloop::data {
 
 struct EncodedSample {
@@ -23,8 +25,9 @@ class EncodedImages {
   // Item `index`'s bytes and label; DataError naming the file if it cannot be
   // read. Thread-safe.
   virtual EncodedSample encoded(std::size_t index) const = 0;
-  // The channels get() decodes to (1 or 3).
-  virtual int decode_channels() const = 0;
+  // What get() decodes to (1 or 3 channels) and the largest image it takes:
+  // the loader's own decode of encoded() keeps to the same.
+  virtual DecodeOptions decode_options() const = 0;
 };
 
 } // namespace hotloop::data

@@ -74,8 +74,8 @@ bool has_image_extension(const std::string& filename) {
 ImageFolder::ImageFolder(
     const std::string& root,
     Split split,
-    ImageFolderOptions options)
-    : root_(root), split_(split), options_(options) {
+    DecodeOptions decode)
+    : root_(root), split_(split), decode_(decode) {
   const fs::path train_dir = fs::path(root) / "train";
   const fs::path split_dir = fs::path(root) / to_string(split);
   std::error_code ec;
@@ -145,9 +145,7 @@ EncodedSample ImageFolder::encoded(std::size_t index) const {
 
 Sample ImageFolder::get(std::size_t index) const {
   const EncodedSample e = encoded(index);
-  DecodeOptions o;
-  o.channels = options_.channels;
-  return {to_chw_tensor(decode_image(e.bytes, e.name, o)), e.label};
+  return {to_chw_tensor(decode_image(e.bytes, e.name, decode_)), e.label};
 }
 
 const std::vector<std::string>& ImageFolder::class_names() const {

@@ -11,10 +11,6 @@
 
 namespace hotloop::data {
 
-struct ImageFolderOptions {
-  int channels = 3; // decode every image to this many channels (1 or 3)
-};
-
 class ImageFolder final : public Dataset, public EncodedImages {
  public:
   // Scans the split. Throws DataError before any decoding for: a missing or
@@ -23,7 +19,7 @@ class ImageFolder final : public Dataset, public EncodedImages {
   ImageFolder(
       const std::string& root,
       Split split,
-      ImageFolderOptions options = {});
+      DecodeOptions decode = {}); // what get() decodes to, and its limit
 
   std::size_t size() const override;
   Sample get(std::size_t index)
@@ -33,8 +29,8 @@ class ImageFolder final : public Dataset, public EncodedImages {
       const override; // nullopt: photos differ in size
   std::string describe() const override;
   EncodedSample encoded(std::size_t index) const override; // reads, no decode
-  int decode_channels() const override {
-    return options_.channels;
+  DecodeOptions decode_options() const override {
+    return decode_;
   }
 
   const std::string& path(std::size_t index) const {
@@ -52,7 +48,7 @@ class ImageFolder final : public Dataset, public EncodedImages {
   };
   std::string root_;
   Split split_;
-  ImageFolderOptions options_;
+  DecodeOptions decode_;
   std::vector<std::string> classes_;
   std::vector<File> files_;
 };

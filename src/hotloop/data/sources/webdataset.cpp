@@ -77,10 +77,10 @@ std::vector<std::string> find_shards(
 WebDataset::WebDataset(
     const std::string& path_or_glob,
     Split split,
-    WebDatasetOptions options)
+    DecodeOptions decode)
     : source_(path_or_glob),
       split_(split),
-      options_(options),
+      decode_(decode),
       shards_(find_shards(path_or_glob, split)) {
   std::int64_t max_label = -1;
   for (std::uint32_t s = 0; s < shards_.size(); ++s) {
@@ -159,9 +159,7 @@ EncodedSample WebDataset::encoded(std::size_t index) const {
 
 Sample WebDataset::get(std::size_t index) const {
   const EncodedSample e = encoded(index);
-  DecodeOptions o;
-  o.channels = options_.channels;
-  return {to_chw_tensor(decode_image(e.bytes, e.name, o)), e.label};
+  return {to_chw_tensor(decode_image(e.bytes, e.name, decode_)), e.label};
 }
 
 const std::vector<std::string>& WebDataset::class_names() const {

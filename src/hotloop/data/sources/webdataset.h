@@ -14,10 +14,6 @@
 
 namespace hotloop::data {
 
-struct WebDatasetOptions {
-  int channels = 3;
-};
-
 class WebDataset final : public Dataset, public EncodedImages {
  public:
   // Lists every shard's members and reads every label. Throws DataError for no
@@ -26,7 +22,7 @@ class WebDataset final : public Dataset, public EncodedImages {
   WebDataset(
       const std::string& path_or_glob,
       Split split,
-      WebDatasetOptions options = {});
+      DecodeOptions decode = {}); // what get() decodes to, and its limit
 
   std::size_t size() const override;
   Sample get(std::size_t index) const override; // reads and decodes one image
@@ -34,8 +30,8 @@ class WebDataset final : public Dataset, public EncodedImages {
   std::optional<ImageShape> shape() const override;
   std::string describe() const override;
   EncodedSample encoded(std::size_t index) const override; // reads, no decode
-  int decode_channels() const override {
-    return options_.channels;
+  DecodeOptions decode_options() const override {
+    return decode_;
   }
 
   const std::vector<std::string>& shards() const {
@@ -54,7 +50,7 @@ class WebDataset final : public Dataset, public EncodedImages {
   };
   std::string source_;
   Split split_;
-  WebDatasetOptions options_;
+  DecodeOptions decode_;
   std::vector<std::string> shards_;
   std::vector<Item> items_;
   std::vector<std::string> classes_;
