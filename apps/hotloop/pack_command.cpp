@@ -44,6 +44,16 @@ void add_pack_command(CLI::App& app, Action& action) {
       flags->shard_size,
       "Largest shard (units: KiB MiB GiB, KB MB GB)");
   cmd->add_option("--seed", flags->options.seed, "Shuffle seed");
+  cmd->add_option(
+         "--max-side",
+         flags->options.image.max_side,
+         "Images: resize each image whose longer side is larger to this many pixels (antialiased) and store it as a JPEG; smaller ones are copied as they are. 0: copy every image; e.g. 512 for training at 224 px")
+      ->capture_default_str();
+  cmd->add_option(
+         "--quality",
+         flags->options.image.quality,
+         "--max-side: the JPEG quality of a resized image (1-100)")
+      ->capture_default_str();
   cmd->add_flag(
       "--verify",
       flags->options.verify,
@@ -51,6 +61,7 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->footer(
       "Examples:\n"
       "  hotloop pack --from folder:photos --to shards --verify   (then --data wds:shards)\n"
+      "  hotloop pack --from folder:photos --to shards --max-side 512   (photos at training size)\n"
       "  hotloop pack --text books/ --to tokens                  (then --model gpt-nano --data tokens:tokens)\n"
       "  hotloop pack --text books/ --tokenizer bpe:gpt2/ --to tokens   (GPT-2's tokens; --vocab follows)");
   cmd->callback([flags, &action] {
@@ -82,9 +93,10 @@ void add_pack_command(CLI::App& app, Action& action) {
       const data::PackResult r = data::pack(flags->options);
       for (const auto& s : r.splits) {
         fmt::print(
-            "{}: {} samples, {} in {} shard(s)\n",
+            "{}: {} samples ({} resized), {} in {} shard(s)\n",
             s.split,
             s.samples,
+            s.resized,
             format_bytes(s.bytes),
             s.shards.size());
       }

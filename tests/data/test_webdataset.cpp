@@ -1,13 +1,20 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/from_blob.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "hotloop/data/augment.h"
+#include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/sources/pack.h"
 #include "hotloop/data/sources/tar.h"
 #include "hotloop/data/sources/webdataset.h"
 #include "hotloop/errors.h"
+#include "support/cli_process.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"
 
@@ -200,6 +207,72 @@ TEST(Pack, VerifyNamesTheSourceFileOfABadSample) {
   ASSERT_EQ(r.bad_samples.size(), 1u);
   EXPECT_NE(r.bad_samples[0].find("bad.jpg"), std::string::npos)
       << r.bad_samples[0];
+}
+
+TEST(Pack, PackedSizeKeepsTheAspectWithTheLongerSideAtTheMax) {
+  EXPECT_EQ(packed_size(300, 400, 128).height, 96);
+  EXPECT_EQ(packed_size(300, 400, 128).width, 128);
+  EXPECT_EQ(packed_size(400, 100, 128).height, 128);
+  EXPECT_EQ(packed_size(400, 100, 128).width, 32);
+  EXPECT_EQ(packed_size(50, 60, 128).width, 60); // not larger: kept
+  EXPECT_EQ(packed_size(1000, 1, 10).width, 1); // never below a pixel
+  EXPECT_EQ(packed_size(300, 400, 0).width, 400); // 0: no resize
+}
+
+// --max-side: a packed shard holds each larger image resized to the max side
+// and decodes to the loader's resize of the original within JPEG's loss
+// (PSNR >= 30 dB at quality 95); a smaller image keeps its bytes.
+TEST(Pack, MaxSideResizesLargerImagesAndKeepsSmallerOnesByteForByte) {
+  TempDir dir;
+  const auto big_px = test::textured_image(300, 400, 3, 5);
+  const auto big = test::jpeg_file(big_px, 300, 400, 3);
+  const auto tall =
+      test::png_bytes(test::textured_image(400, 100, 3, 6), 400, 100, 3);
+  const auto small =
+      test::jpeg_file(test::textured_image(50, 60, 3, 7), 50, 60, 3);
+  test::write_bytes(dir.path() / "photos/train/a/big.jpg", big);
+  test::write_bytes(dir.path() / "photos/train/a/tall.png", tall);
+  test::write_bytes(dir.path() / "photos/train/b/small.jpg", small);
+  PackOptions o;
+  o.from = "folder:" + (dir.path() / "photos").string();
+  o.out = (dir.path() / "shards").string();
+  o.progress = false;
+  o.image = {128, 95};
+  o.threads = 2;
+  const PackResult r = pack(o);
+  EXPECT_EQ(r.splits[0].resized, 2u);
+  const WebDataset train(o.out, Split::Train);
+  ASSERT_EQ(train.size(), 3u);
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    const std::string& source = r.splits[0].sources[i];
+    const at::Tensor image = train.get(i).image;
+    if (source.ends_with("small.jpg")) {
+      EXPECT_EQ(train.encoded(i).bytes, small);
+    } else if (source.ends_with("tall.png")) {
+      EXPECT_EQ(image.sizes(), (std::vector<std::int64_t>{3, 128, 32}));
+    } else {
+      ASSERT_EQ(image.sizes(), (std::vector<std::int64_t>{3, 96, 128}));
+      const DecodedImage original = decode_image(big, "big.jpg");
+      std::vector<std::uint8_t> expected(3 * 96 * 128);
+      resize_box_into(
+          {original.pixels.data(), 300, 400, 3, 400 * 3},
+          CropBox{0, 0, 400, 300, false},
+          expected.data(),
+          {96, 128});
+      const at::Tensor want =
+          at::from_blob(expected.data(), {3, 96, 128}, at::kByte)
+              .to(at::kFloat);
+      const double mse =
+          (image.to(at::kFloat) - want).pow(2).mean().item<double>();
+      EXPECT_GE(10 * std::log10(255.0 * 255.0 / mse), 30.0);
+    }
+  }
+  const auto index =
+      nlohmann::json::parse(test::slurp(dir.path() / "shards/index.json"));
+  EXPECT_EQ(index["max_side"], 128);
+  EXPECT_EQ(index["splits"]["train"]["resized"], 2);
+  o.image.max_side = -1;
+  EXPECT_THROW(pack(o), UsageError);
 }
 
 TEST(Pack, OnlyFoldersCanBePacked) {

@@ -1,15 +1,20 @@
 #include "hotloop/data/sources/pack.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hotloop/core/cpus.h"
 #include "hotloop/core/progress.h"
 #include "hotloop/core/random.h"
 #include "hotloop/core/units.h"
@@ -33,6 +38,47 @@ std::string lower_extension(const std::string& path) {
   return ext;
 }
 
+// The images at positions [begin, end) of `order`, read and packed
+// (pack_image.h) on `threads` threads: resizing is the slow part.
+std::vector<PackedImage> pack_window(
+    const ImageFolder& folder,
+    const std::vector<std::size_t>& order,
+    std::size_t begin,
+    std::size_t end,
+    const PackOptions& o,
+    unsigned int threads) {
+  std::vector<PackedImage> out(end - begin);
+  std::atomic<std::size_t> next{begin};
+  std::mutex mu;
+  std::exception_ptr error; // the first, rethrown after the join
+  const auto work = [&] {
+    for (std::size_t pos = next++; pos < end; pos = next++) {
+      try {
+        const std::string& path = folder.path(order[pos]);
+        out[pos - begin] =
+            pack_image(read_file(path), path, lower_extension(path), o.image);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (!error) {
+          error = std::current_exception();
+        }
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned int t = 1; t < threads; ++t) {
+    pool.emplace_back(work);
+  }
+  work();
+  for (auto& t : pool) {
+    t.join();
+  }
+  if (error) {
+    std::rethrow_exception(error);
+  }
+  return out;
+}
+
 PackedSplit pack_split(
     const ImageFolder& folder,
     Split split,
@@ -53,27 +99,39 @@ PackedSplit pack_split(
     shard = std::make_unique<TarWriter>((fs::path(o.out) / name).string());
     result.shards.push_back(name);
   };
-  for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    const std::string& path = folder.path(order[pos]);
-    const auto bytes = read_file(path);
-    const std::string label = std::to_string(folder.get_label(order[pos]));
-    const std::uint64_t sample_bytes =
-        3 * 512 + bytes.size() + 512; // headers and padding, roughly
-    if (!shard ||
-        (shard->bytes_written() > 0 &&
-         shard->bytes_written() + sample_bytes > o.shard_bytes)) {
-      open_shard();
+  // Copying bytes needs no threads; resizing does.
+  const unsigned int threads = o.image.max_side <= 0 ? 1
+      : o.threads > 0                                ? o.threads
+                                                     : usable_cpus();
+  const std::size_t window = std::size_t{16} * threads;
+  for (std::size_t begin = 0; begin < order.size(); begin += window) {
+    const std::size_t end = std::min(order.size(), begin + window);
+    const std::vector<PackedImage> images =
+        pack_window(folder, order, begin, end, o, threads);
+    for (std::size_t pos = begin; pos < end; ++pos) {
+      const PackedImage& image = images[pos - begin];
+      const std::string label = std::to_string(folder.get_label(order[pos]));
+      const std::uint64_t sample_bytes =
+          3 * 512 + image.bytes.size() + 512; // headers and padding, roughly
+      if (!shard ||
+          (shard->bytes_written() > 0 &&
+           shard->bytes_written() + sample_bytes > o.shard_bytes)) {
+        open_shard();
+      }
+      const std::string key = fmt::format("{:08d}", pos);
+      shard->add(key + "." + image.extension, image.bytes);
+      shard->add(
+          key + ".cls",
+          std::span(
+              reinterpret_cast<const std::uint8_t*>(label.data()),
+              label.size()));
+      result.bytes += image.bytes.size();
+      result.resized += image.resized;
+      result.sources.push_back(folder.path(order[pos]));
+      ++result.samples;
+      progress.update(
+          pos + 1, fmt::format("{} shard(s)", result.shards.size()));
     }
-    const std::string key = fmt::format("{:08d}", pos);
-    shard->add(key + "." + lower_extension(path), bytes);
-    shard->add(
-        key + ".cls",
-        std::span(
-            reinterpret_cast<const std::uint8_t*>(label.data()), label.size()));
-    result.bytes += bytes.size();
-    result.sources.push_back(path);
-    ++result.samples;
-    progress.update(pos + 1, fmt::format("{} shard(s)", result.shards.size()));
   }
   if (shard) {
     shard->close();
@@ -87,12 +145,17 @@ void write_index(const PackOptions& o, const PackResult& r) {
   nlohmann::json splits = nlohmann::json::object();
   for (const auto& s : r.splits) {
     splits[s.split] = {
-        {"samples", s.samples}, {"bytes", s.bytes}, {"shards", s.shards}};
+        {"samples", s.samples},
+        {"bytes", s.bytes},
+        {"resized", s.resized},
+        {"shards", s.shards}};
   }
   const nlohmann::json index = {
       {"format", "hotloop-wds-1"},
       {"source", o.from},
       {"seed", o.seed},
+      {"max_side", o.image.max_side}, // 0: none resized
+      {"quality", o.image.quality},
       {"classes", r.classes},
       {"splits", splits}};
   const fs::path tmp = fs::path(o.out) / "index.json.tmp";
@@ -127,6 +190,14 @@ PackResult pack(const PackOptions& o) {
     throw UsageError(
         fmt::format("pack --from '{}': only folder:DIR can be packed", o.from),
         "pack reads DIR/{train,val,test}/<class>/<image> folders");
+  }
+  if (o.image.max_side < 0 || o.image.quality < 1 || o.image.quality > 100) {
+    throw UsageError(
+        fmt::format(
+            "pack --max-side {} --quality {}: the side must be 0 (keep every image) or more, the quality 1 to 100",
+            o.image.max_side,
+            o.image.quality),
+        "e.g. --max-side 512 --quality 90 for training at 224 px");
   }
   if (o.shard_bytes < 4096) {
     throw UsageError(

@@ -1,7 +1,8 @@
 #pragma once
 // `hotloop pack`: image folders -> shuffled WebDataset shards per split, plus
-// index.json (counts, shards, class names). The image files' bytes are copied
-// as they are (no re-encoding); each sample is
+// index.json (counts, shards, class names, what was resized). The image
+// files' bytes are copied as they are, or, with a max side, images larger
+// than it are resized and re-encoded (pack_image.h); each sample is
 // `<key>.<ext>` + `<key>.cls`, readable by Python's webdataset and by
 // `wds:OUT`.
 
@@ -9,6 +10,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "hotloop/data/sources/pack_image.h"
 
 namespace hotloop::data {
 
@@ -20,12 +23,15 @@ struct PackOptions {
   std::uint64_t seed = 0; // shuffle order
   bool verify = false; // re-read every shard and decode every image afterwards
   bool progress = true; // progress bar on standard error
+  PackImageOptions image; // --max-side, --quality
+  unsigned int threads = 0; // resizing threads; 0: the usable CPUs
 };
 
 struct PackedSplit {
   std::string split;
   std::size_t samples = 0;
   std::uint64_t bytes = 0;
+  std::size_t resized = 0; // images resized to the max side
   std::vector<std::string> shards; // file names inside `out`
   std::vector<std::string>
       sources; // source file of each sample, by its position (its key)
