@@ -25,10 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(
   } catch (const hotloop::DataError&) {
   }
   try {
-    const auto classes = parse_shard_index(
+    const ShardIndex index = parse_shard_index(
         std::string_view(reinterpret_cast<const char*>(data), size),
         "index.json");
-    if (static_cast<std::int64_t>(classes.size()) > kMaxClasses) {
+    if (static_cast<std::int64_t>(index.classes.size()) > kMaxClasses ||
+        index.max_side < 0) {
       __builtin_trap();
     }
   } catch (const hotloop::DataError&) {

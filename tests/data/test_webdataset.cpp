@@ -146,6 +146,11 @@ TEST(WebDataset, ClassNamesComeFromIndexJson) {
   EXPECT_NE(
       open_error(dir.path().string()).find("label 1 is out of range"),
       std::string::npos);
+  std::ofstream(dir.path() / "index.json")
+      << R"({"classes": ["bags", "shoes"], "max_side": -3})";
+  EXPECT_NE(
+      open_error(dir.path().string()).find("max_side -3 is not a side"),
+      std::string::npos);
 }
 
 TEST(Pack, ShuffledOrderIsADeterministicPermutation) {
@@ -270,6 +275,8 @@ TEST(Pack, MaxSideResizesLargerImagesAndKeepsSmallerOnesByteForByte) {
   const auto index =
       nlohmann::json::parse(test::slurp(dir.path() / "shards/index.json"));
   EXPECT_EQ(index["max_side"], 128);
+  EXPECT_NE(train.describe().find("packed at max side 128"), std::string::npos)
+      << train.describe(); // a run says how its data was packed
   EXPECT_EQ(index["splits"]["train"]["resized"], 2);
   o.image.max_side = -1;
   EXPECT_THROW(pack(o), UsageError);

@@ -49,14 +49,23 @@ std::int64_t parse_class_label(
   return label;
 }
 
-std::vector<std::string> parse_shard_index(
-    std::string_view text,
-    const std::string& file) {
+ShardIndex parse_shard_index(std::string_view text, const std::string& file) {
   check_json_depth(text, file);
-  std::vector<std::string> classes;
+  ShardIndex index;
+  std::vector<std::string>& classes = index.classes;
   try {
     const auto j = nlohmann::json::parse(text);
     classes = j.at("classes").get<std::vector<std::string>>();
+    if (j.contains("max_side")) {
+      const auto& side = j.at("max_side");
+      if (!side.is_number_integer() || side.get<std::int64_t>() < 0) {
+        throw DataError(
+            fmt::format(
+                "{}: max_side {} is not a side in pixels", file, side.dump()),
+            "delete it or write the shards again with hotloop pack");
+      }
+      index.max_side = side.get<std::int64_t>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw DataError(
         fmt::format("{}: not a hotloop shard index: {}", file, e.what()),
@@ -69,7 +78,7 @@ std::vector<std::string> parse_shard_index(
         classes.size(),
         kMaxClasses));
   }
-  return classes;
+  return index;
 }
 
 } // namespace hotloop::data

@@ -27,10 +27,16 @@ std::int64_t parse_class_label(
     const std::string& shard,
     const std::string& key);
 
-// index.json's text: its "classes", a list of at most kMaxClasses names.
-// DataError naming `file`.
-std::vector<std::string> parse_shard_index(
-    std::string_view text,
-    const std::string& file);
+struct ShardIndex {
+  std::vector<std::string> classes;
+  // The longer side `hotloop pack --max-side` resized larger images to; 0:
+  // none were resized (or the index does not say).
+  std::int64_t max_side = 0;
+};
+
+// index.json's text: its "classes", a list of at most kMaxClasses names, and
+// its "max_side" where it has one (a whole number, 0 or more). DataError
+// naming `file`.
+ShardIndex parse_shard_index(std::string_view text, const std::string& file);
 
 } // namespace hotloop::data

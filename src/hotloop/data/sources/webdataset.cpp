@@ -28,8 +28,8 @@ bool is_image_ext(const std::string& ext) {
   return e == "jpg" || e == "jpeg" || e == "png";
 }
 
-// Class names from index.json in `dir`, or empty.
-std::vector<std::string> classes_from_index(const fs::path& dir) {
+// index.json in `dir` (class names, how pack resized), or an empty one.
+ShardIndex read_shard_index(const fs::path& dir) {
   std::ifstream in(dir / "index.json", std::ios::binary);
   if (!in) {
     return {};
@@ -126,7 +126,9 @@ WebDataset::WebDataset(
     throw DataError(
         fmt::format("wds:{}: the shards hold no samples", path_or_glob));
   }
-  classes_ = classes_from_index(fs::path(shards_.front()).parent_path());
+  ShardIndex index = read_shard_index(fs::path(shards_.front()).parent_path());
+  classes_ = std::move(index.classes);
+  packed_max_side_ = index.max_side;
   if (classes_.empty()) {
     for (std::int64_t c = 0; c <= max_label; ++c) {
       classes_.push_back(fmt::format("class{}", c));
@@ -172,11 +174,14 @@ std::optional<ImageShape> WebDataset::shape() const {
 
 std::string WebDataset::describe() const {
   return fmt::format(
-      "wds {} ({} samples in {} shards, {} classes) from {}",
+      "wds {} ({} samples in {} shards, {} classes{}) from {}",
       to_string(split_),
       size(),
       shards_.size(),
       classes_.size(),
+      packed_max_side_ > 0
+          ? fmt::format(", packed at max side {}", packed_max_side_)
+          : std::string(),
       source_);
 }
 

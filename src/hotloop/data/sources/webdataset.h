@@ -54,6 +54,7 @@ class WebDataset final : public Dataset, public EncodedImages {
   std::vector<std::string> shards_;
   std::vector<Item> items_;
   std::vector<std::string> classes_;
+  std::int64_t packed_max_side_ = 0; // index.json's: pack --max-side
 };
 
 // The shard files of `path_or_glob` for `split`, sorted. A directory means
