@@ -36,13 +36,17 @@ std::vector<std::uint8_t> llmc_bytes(
       count >= 0 ? count : static_cast<std::int64_t>(tokens.size()));
   std::vector<std::uint8_t> out(1024 + 2 * tokens.size());
   std::memcpy(out.data(), header.data(), 1024);
-  std::memcpy(out.data() + 1024, tokens.data(), 2 * tokens.size());
+  if (!tokens.empty()) { // an empty vector's data() may be null: no memcpy
+    std::memcpy(out.data() + 1024, tokens.data(), 2 * tokens.size());
+  }
   return out;
 }
 
 std::vector<std::uint8_t> raw_bytes(const std::vector<std::uint16_t>& tokens) {
   std::vector<std::uint8_t> out(2 * tokens.size());
-  std::memcpy(out.data(), tokens.data(), out.size());
+  if (!tokens.empty()) {
+    std::memcpy(out.data(), tokens.data(), out.size());
+  }
   return out;
 }
 

@@ -89,7 +89,8 @@ TEST(Lora, AdaptersStartAsTheBaseModelAndOnlyTheyTrain) {
     EXPECT_EQ(p.value().grad().defined(), p.value().requires_grad()) << p.key();
   }
   // B starts at zero, so A's gradient is zero and B's is not.
-  const auto& b =
+  // A copy: named_parameters() returns a new dict, gone after this line.
+  const at::Tensor b =
       m->named_parameters()["model.layers.0.self_attn.q_proj.lora_B.weight"];
   EXPECT_GT(b.grad().abs().sum().item<double>(), 0);
 }
