@@ -34,7 +34,7 @@ PackedImage pack_image(
   }
   DecodedImage image;
   try {
-    image = decode_image(kept.bytes, name, {3, kDefaultMaxImagePixels});
+    image = decode_image(kept.bytes, name); // 3 channels, the default limit
   } catch (const DataError&) {
     return kept; // the loader refuses it as it would the original
   }

@@ -52,10 +52,9 @@ std::int64_t parse_class_label(
 ShardIndex parse_shard_index(std::string_view text, const std::string& file) {
   check_json_depth(text, file);
   ShardIndex index;
-  std::vector<std::string>& classes = index.classes;
   try {
     const auto j = nlohmann::json::parse(text);
-    classes = j.at("classes").get<std::vector<std::string>>();
+    index.classes = j.at("classes").get<std::vector<std::string>>();
     if (j.contains("max_side")) {
       const auto& side = j.at("max_side");
       if (!side.is_number_integer() || side.get<std::int64_t>() < 0) {
@@ -71,11 +70,11 @@ ShardIndex parse_shard_index(std::string_view text, const std::string& file) {
         fmt::format("{}: not a hotloop shard index: {}", file, e.what()),
         "delete it or write the shards again with hotloop pack");
   }
-  if (static_cast<std::int64_t>(classes.size()) > kMaxClasses) {
+  if (static_cast<std::int64_t>(index.classes.size()) > kMaxClasses) {
     throw DataError(fmt::format(
         "{}: {} classes is more than the {} hotloop accepts",
         file,
-        classes.size(),
+        index.classes.size(),
         kMaxClasses));
   }
   return index;
