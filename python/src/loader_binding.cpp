@@ -33,6 +33,10 @@ class Loader {
       OutputOptions output)
       : output_(output) {
     options.normalize = output.dtype != at::kByte;
+    if (options.normalize) {
+      options.dtype = output.dtype; // the loader writes them so
+    }
+    options.channels_last = output.channels_last;
     data::DataSpec parsed = data::parse_data_spec(spec);
     parsed.tokenizer_folder = tokenizer; // text: and instruct: in its tokens
     parsed.chat_template = options.chat_template;
@@ -65,14 +69,11 @@ class Loader {
       return std::nullopt;
     }
     at::Tensor images = std::move(b->images);
-    if (images.is_floating_point() && output_.dtype != images.scalar_type()) {
-      images = images.to(output_.dtype);
-    }
-    if (output_.channels_last && images.dim() == 4) {
+    if (output_.channels_last && images.dim() == 4) { // uint8 batches
       images = images.contiguous(at::MemoryFormat::ChannelsLast);
     }
-    // Python gets its own tensor over the batch's memory: the CPU delivery
-    // reuses a batch's memory once nothing else holds it (host_transfer.cpp),
+    // Python gets its own tensor over the batch's memory: the CPU loader
+    // reuses a batch's memory once nothing else holds it (loader.cpp),
     // and torch keeps a dropped Python tensor's object alive, still holding its
     // tensor, as long as C++ holds that tensor too, so a batch handed over
     // as it is would never come free (a new 38 MB allocation, page-faulted

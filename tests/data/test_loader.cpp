@@ -7,6 +7,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/cuda.h>
 
+#include "hotloop/cuda/transfer.h"
 #include "hotloop/data/loader.h"
 #include "hotloop/data/sources/synthetic.h"
 #include "hotloop/errors.h"
@@ -360,6 +361,74 @@ TEST(Loader, ResidentModeIsRefusedWhereTheDeviceCannotAugment) {
   small.shape = {1, 8, 8};
   EXPECT_FALSE(Loader(std::make_shared<Synthetic>(small), o).resident())
       << "Auto picks resident on a GPU only";
+}
+
+TEST(Loader, TheThreadsNormalizeToTheUint8BatchsValuesBitForBitInEveryFormat) {
+  // The reference: the loader's uint8 batch normalized as the GPU does it
+  // (cuda::normalization: x * scale - shift, two float32 operations), then
+  // .to(dtype) and the layout. The decode threads write each sample so
+  // themselves: equal bit for bit, in the layout asked for.
+  SyntheticOptions so;
+  so.count = 24;
+  so.shape = {3, 40, 56};
+  so.seed = 5;
+  auto ds = std::make_shared<Synthetic>(so);
+  LoaderOptions o = plain(8);
+  o.augment = Augment::Default;
+  o.size = 32;
+  o.shuffle = true;
+  o.normalize = false;
+  std::vector<at::Tensor> bytes;
+  {
+    Loader loader(ds, o);
+    while (auto b = loader.next()) {
+      bytes.push_back(b->images);
+    }
+  }
+  ASSERT_EQ(bytes.size(), 3u);
+  const auto [scale, shift] = cuda::normalization(
+      {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, c10::kCPU);
+  o.normalize = true;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const bool channels_last : {false, true}) {
+      o.dtype = dtype;
+      o.channels_last = channels_last;
+      Loader loader(ds, o);
+      for (std::size_t i = 0; i < bytes.size(); ++i) {
+        auto b = loader.next();
+        ASSERT_TRUE(b.has_value());
+        const at::Tensor expected =
+            bytes[i].to(at::kFloat).mul(scale).sub(shift).to(dtype);
+        EXPECT_EQ(b->images.scalar_type(), dtype);
+        EXPECT_TRUE(b->images.is_contiguous(
+            channels_last ? at::MemoryFormat::ChannelsLast
+                          : at::MemoryFormat::Contiguous))
+            << "channels_last " << channels_last;
+        EXPECT_TRUE(b->images.equal(expected))
+            << c10::toString(dtype) << " channels_last " << channels_last
+            << " batch " << i;
+      }
+    }
+  }
+  o.dtype = at::kHalf;
+  EXPECT_THROW(Loader(ds, o), UsageError);
+}
+
+TEST(Loader, ABatchTheCallerHoldsIsNeverRefilled) {
+  // The CPU batch is its buffer's memory, and the pool (here 5 buffers)
+  // cycles through 20 batches: a buffer whose batch is still held gets new
+  // memory instead of being written over.
+  auto ds = std::make_shared<IndexDataset>(200, ImageShape{1, 4, 4});
+  Loader loader(ds, plain(10));
+  std::vector<at::Tensor> held, copies;
+  while (auto b = loader.next()) {
+    held.push_back(b->images);
+    copies.push_back(b->images.clone());
+  }
+  ASSERT_EQ(held.size(), 20u);
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    EXPECT_TRUE(held[i].equal(copies[i])) << "batch " << i;
+  }
 }
 
 TEST(Loader, CudaBatchesMatchCpuBatches) {

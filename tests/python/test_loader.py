@@ -64,14 +64,15 @@ def test_folder_spec_crops_to_size_and_counts_an_epoch(image_folder):
 
 
 def test_a_dropped_batchs_memory_is_reused(image_folder):
-    # The CPU delivery reuses a batch's memory once nothing holds it; a batch Python has dropped must come
+    # A CPU batch is its buffer's memory, reused once nothing holds it; a batch Python has dropped must come
     # free (else every batch is a new allocation, page-faulted afresh: 17% of the loader's CPU on photos).
+    # The pool: prefetch 4 + 1 worker + 1 = 6 buffers for 18 batches.
     loader = hotloop.Loader(f"folder:{image_folder}", batch_size=8, size=64, workers=1)
     ptrs = []
     for _ in range(3):
         for x, _ in loader:
             ptrs.append(x.data_ptr())
-    assert len(ptrs) == 18 and len(set(ptrs)) <= 3
+    assert len(ptrs) == 18 and len(set(ptrs)) <= 6
 
 
 def test_val_split_is_in_order_and_keeps_the_last_partial_batch(image_folder):

@@ -3,9 +3,9 @@
 //   decode threads -> each builds a whole batch straight into a buffer from a
 //   reused pool (pinned host memory when the batch goes to a GPU) -> a bounded
 //   set of ready batches (prefetch) -> delivered in order: on a GPU, copied
-//   with non_blocking on a separate CUDA stream that the compute stream waits
-//   on, then converted to float and normalized there; on the CPU, normalized in
-//   place.
+//   as uint8 with non_blocking on a separate CUDA stream that the compute
+//   stream waits on, then normalized there; on the CPU, the threads have
+//   already written each sample normalized, in the batch's dtype and layout.
 // The order is a function of (seed, epoch); with several ranks each rank reads
 // its share of every global batch. The position (epoch, batch) can be saved and
 // restored for an exact resume.
@@ -93,6 +93,12 @@ struct LoaderOptions {
   // for a caller that normalizes itself (not with resident mode or
   // augment_on_device, whose device work produces floats).
   bool normalize = true;
+  // Normalized images' element type (at::kFloat or at::kBFloat16) and
+  // layout (NCHW, or channels-last) as delivered. On the CPU the decode
+  // threads write each sample so into the batch (data/normalize.h); on a GPU
+  // the uint8 batch crosses and is converted there.
+  at::ScalarType dtype = at::kFloat;
+  bool channels_last = false;
   // Token data (data/token_data.h): tokens per sample (the model's context;
   // each sample reads one more for the targets), and at most this many
   // samples per epoch, evenly spaced (evaluation; 0: all).
@@ -113,7 +119,8 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  // Images: (B, C, H, W) float32, normalized, and (B,) int64 labels.
+  // Images: (B, C, H, W) normalized, in LoaderOptions::dtype and layout, and
+  // (B,) int64 labels.
   // Tokens: (B, T) int64 inputs and (B, T) int64 targets (the next tokens).
   // On the loader's device.
   at::Tensor images;

@@ -6,11 +6,7 @@
 
 namespace hotloop::cuda {
 
-std::unique_ptr<Transfer> make_cuda_transfer(
-    c10::Device device,
-    std::vector<float>,
-    std::vector<float>,
-    bool) {
+std::unique_ptr<Transfer> make_cuda_transfer(c10::Device device, BatchFormat) {
   throw EnvError(
       fmt::format(
           "cannot deliver batches to {}: LibTorch was built without CUDA",

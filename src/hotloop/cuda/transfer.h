@@ -1,10 +1,11 @@
 #pragma once
-// The last step of the loader (data/loader.h): a filled uint8 batch buffer on
-// the host becomes the float batch on the training device. CPU
-// (host_transfer.cpp): normalized in place of the copy. CUDA
-// (cuda_transfer.cpp): non_blocking copy from pinned
-// memory on a separate stream, the compute stream waits on an event, then
-// converted and normalized on the GPU.
+// The last step of the loader (data/loader.h): a filled batch buffer on the
+// host becomes the batch on the training device, in the format the run asked
+// for. CPU (host_transfer.cpp): the decode threads wrote the batch in its
+// final form (data/normalize.h), which is handed on without a copy. CUDA
+// (cuda_transfer.cpp): non_blocking copy from pinned memory on a separate
+// stream that the compute stream waits on; the uint8 batch (4x fewer bytes
+// than float32 to cross) is then normalized on the GPU.
 
 #include <functional>
 #include <memory>
@@ -15,8 +16,25 @@
 
 namespace hotloop::cuda {
 
+// What a batch of images is when delivered: normalized ((x / 255 - mean) /
+// std, per channel) in `dtype` (float32 or bfloat16), NCHW or channels-last;
+// or, normalize false, the uint8 (B, C, H, W) bytes as decoded.
+struct BatchFormat {
+  std::vector<float> mean;
+  std::vector<float> std;
+  bool normalize = true;
+  at::ScalarType dtype = at::kFloat;
+  bool channels_last = false;
+};
+
+// Normalized float images (any float dtype, any layout) in `format`'s dtype
+// and layout; the same tensor where they already are.
+at::Tensor in_format(const at::Tensor& images, const BatchFormat& format);
+
 struct Delivered {
-  at::Tensor images; // (B, C, H, W) float32 on the device
+  // (B, C, H, W) on the device: uint8, or normalized (float32 NCHW on a GPU;
+  // in the BatchFormat where the threads normalized)
+  at::Tensor images;
   at::Tensor labels; // (B,) int64 on the device
   // Blocks until the host buffer may be refilled (its copy finished); empty
   // when it may be at once.
@@ -26,24 +44,20 @@ struct Delivered {
 class Transfer {
  public:
   virtual ~Transfer() = default;
+  // `images`: the buffer's uint8 bytes, or a batch already in the format.
   virtual Delivered deliver(
-      const at::Tensor& images_u8,
+      const at::Tensor& images,
       const at::Tensor& labels) = 0;
   virtual bool wants_pinned_buffers() const = 0;
 };
 
-// `normalize` false: the batch stays uint8, as decoded (copied out of the
-// buffer, to the device on a GPU).
-std::unique_ptr<Transfer> make_cpu_transfer(
-    std::vector<float> mean,
-    std::vector<float> std,
-    bool normalize = true);
+// Hands a batch on: a formatted one as it is (its buffer is reused only
+// once nothing holds it: data/loader.cpp), uint8 bytes as a copy.
+std::unique_ptr<Transfer> make_cpu_transfer();
 // Throws EnvError when CUDA cannot be used (LibTorch without CUDA, no device).
 std::unique_ptr<Transfer> make_cuda_transfer(
     c10::Device device,
-    std::vector<float> mean,
-    std::vector<float> std,
-    bool normalize = true);
+    BatchFormat format);
 
 // Per-channel scale and shift so that x * scale - shift == (x / 255 - mean) /
 // std.

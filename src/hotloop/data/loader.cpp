@@ -1,5 +1,6 @@
 #include "hotloop/data/loader.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -17,6 +18,7 @@
 #include "hotloop/data/decode/crop_decode.h"
 #include "hotloop/data/device_augment.h"
 #include "hotloop/data/loader_mode.h"
+#include "hotloop/data/normalize.h"
 #include "hotloop/data/resident.h"
 #include "hotloop/data/sampler.h"
 #include "hotloop/data/sources/encoded_images.h"
@@ -41,8 +43,9 @@ void require_a_batch(
   }
 }
 
-// One reusable batch buffer: uint8 images (B, C, H, W) and int64 labels (B,),
-// pinned for a GPU.
+// One reusable batch buffer: images (B, C, H, W) and int64 labels (B,). The
+// images are uint8, pinned for a GPU; on the CPU they are the delivered batch
+// itself, normalized by the threads.
 struct Buffer {
   at::Tensor images;
   at::Tensor labels;
@@ -67,6 +70,9 @@ struct Loader::Impl {
   LoaderOptions options;
   Sampler sampler;
   std::unique_ptr<cuda::Transfer> transfer;
+  cuda::BatchFormat format; // what next() delivers
+  // On the CPU: each sample normalized into the batch by its thread.
+  std::optional<SampleNormalizer> normalizer;
   AugmentSpec augment; // what the decode threads do
   // --augment-device gpu: the train transform applied to whole batches on the
   // device after the copy (device_augment.h); `augment` then only stages.
@@ -117,12 +123,15 @@ struct Loader::Impl {
   void start_resident(unsigned int workers);
   void stage_for_device_augment();
   void allocate_buffers(unsigned int workers);
+  at::Tensor new_images_buffer() const;
+  std::size_t take_free_buffer();
   // Builds a batch into `buffer`; `job_epoch` was read with the job, under the
-  // lock.
+  // lock. `scratch` holds one sample's bytes on their way to the normalizer.
   void fill(
       std::size_t buffer,
       std::size_t job_epoch,
       const std::vector<std::size_t>& indices,
+      std::vector<std::uint8_t>& scratch,
       Ready& out);
 };
 
@@ -130,11 +139,17 @@ void Loader::Impl::fill(
     std::size_t buffer,
     std::size_t job_epoch,
     const std::vector<std::size_t>& indices,
+    std::vector<std::uint8_t>& scratch,
     Ready& out) {
   Buffer& buf = buffers[buffer];
   const std::size_t slot_bytes =
       static_cast<std::size_t>(channels * augment.out_h * augment.out_w);
-  auto* images = buf.images.data_ptr<std::uint8_t>();
+  std::uint8_t* images = nullptr;
+  if (normalizer) {
+    scratch.resize(slot_bytes);
+  } else {
+    images = buf.images.data_ptr<std::uint8_t>();
+  }
   auto* labels = buf.labels.data_ptr<std::int64_t>();
   // Only used with `encoded`, whose channels are the loader's
   // (region_decode): its images, to its limit.
@@ -156,7 +171,8 @@ void Loader::Impl::fill(
   for (const std::size_t index : indices) {
     try {
       const std::uint64_t seed = sample_seed(options.seed, job_epoch, index);
-      std::uint8_t* slot = images + out.count * slot_bytes;
+      std::uint8_t* slot =
+          normalizer ? scratch.data() : images + out.count * slot_bytes;
       std::int64_t label = 0;
       if (encoded != nullptr) {
         const EncodedSample e = encoded->encoded(index);
@@ -179,6 +195,10 @@ void Loader::Impl::fill(
         augment_into(s.image, slot, augment, seed);
         label = s.label;
       }
+      if (normalizer) {
+        normalizer->write(
+            slot, buf.images, static_cast<std::int64_t>(out.count));
+      }
       labels[out.count] = label;
       out.seeds.push_back(seed);
       ++out.count;
@@ -193,6 +213,7 @@ void Loader::Impl::fill(
 }
 
 void Loader::Impl::worker_loop() {
+  std::vector<std::uint8_t> scratch;
   for (;;) {
     std::size_t b = 0;
     std::size_t gen = 0;
@@ -213,19 +234,23 @@ void Loader::Impl::worker_loop() {
       b = next_job++;
       gen = generation;
       job_epoch = epoch;
-      buffer = free_buffers.back();
-      free_buffers.pop_back();
+      buffer = take_free_buffer();
       indices = sampler.batch(b);
     }
-    if (buffers[buffer].reusable) {
-      buffers[buffer]
-          .reusable(); // the GPU copy out of this buffer has finished
-      buffers[buffer].reusable = nullptr;
+    Buffer& buf = buffers[buffer];
+    if (buf.reusable) {
+      buf.reusable(); // the GPU copy out of this buffer has finished
+      buf.reusable = nullptr;
+    }
+    if (normalizer && buf.images.storage().use_count() > 1) {
+      // The caller still holds the batch delivered from this buffer: it
+      // keeps that memory, the buffer gets new.
+      buf.images = new_images_buffer();
     }
     Ready r;
     r.buffer = buffer;
     const auto t0 = std::chrono::steady_clock::now();
-    fill(buffer, job_epoch, indices, r);
+    fill(buffer, job_epoch, indices, scratch, r);
     const double busy =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
@@ -326,12 +351,17 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   m.channels = o.channels > 0 ? o.channels : (shape ? shape->channels : 3);
   m.augment = augment_spec(o, shape);
   fill_normalization(o, m.channels);
+  if (o.dtype != at::kFloat && o.dtype != at::kBFloat16) {
+    throw UsageError(fmt::format(
+        "the loader delivers float32 or bfloat16 images, not {}",
+        c10::toString(o.dtype)));
+  }
+  m.format = {o.mean, o.std, o.normalize, o.dtype, o.channels_last};
   const LoaderMode mode =
       choose_loader_mode(conditions_of(*m.dataset, o, m.augment, m.channels));
   m.mode_reason = mode.reason;
-  m.transfer = o.device.is_cuda()
-      ? cuda::make_cuda_transfer(o.device, o.mean, o.std, o.normalize)
-      : cuda::make_cpu_transfer(o.mean, o.std, o.normalize);
+  m.transfer = o.device.is_cuda() ? cuda::make_cuda_transfer(o.device, m.format)
+                                  : cuda::make_cpu_transfer();
   const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
   if (mode.resident) {
     m.start_resident(workers);
@@ -341,6 +371,14 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
     }
     if (mode.region_decode) {
       m.encoded = dynamic_cast<const EncodedImages*>(m.dataset.get());
+    }
+    if (!o.device.is_cuda() && o.normalize) {
+      cuda::BatchFormat written = m.format;
+      if (mode.device_augment) { // augmented as float32 NCHW, then formatted
+        written.dtype = at::kFloat;
+        written.channels_last = false;
+      }
+      m.normalizer.emplace(written);
     }
     m.allocate_buffers(workers);
   }
@@ -377,23 +415,47 @@ void Loader::Impl::stage_for_device_augment() {
 }
 
 // Each worker fills one buffer, `prefetch` wait ready, one is being
-// delivered: uint8 images at the threads' output size, pinned for a GPU.
+// delivered: images at the threads' output size, uint8 pinned for a GPU or
+// the normalized batch on the CPU.
 void Loader::Impl::allocate_buffers(unsigned int workers) {
   const std::size_t pool = options.prefetch_batches + workers + 1;
-  const bool pinned = transfer->wants_pinned_buffers();
-  const auto image_opts =
-      at::TensorOptions().dtype(at::kByte).pinned_memory(pinned);
-  const auto label_opts =
-      at::TensorOptions().dtype(at::kLong).pinned_memory(pinned);
+  const auto label_opts = at::TensorOptions().dtype(at::kLong).pinned_memory(
+      transfer->wants_pinned_buffers());
   const auto b = static_cast<std::int64_t>(options.batch_size);
   for (std::size_t i = 0; i < pool; ++i) {
-    buffers.push_back(
-        {at::empty({b, channels, augment.out_h, augment.out_w}, image_opts),
-         at::empty({b}, label_opts),
-         {}});
+    buffers.push_back({new_images_buffer(), at::empty({b}, label_opts), {}});
     free_buffers.push_back(i);
   }
   stats.buffers_allocated = pool;
+}
+
+// The free buffer returned longest ago whose batch nobody holds any more,
+// else the one returned longest ago (which then gets new memory). A CPU
+// batch is its buffer's memory, and the buffer just returned is the batch
+// the caller is most likely still using. Under the lock.
+std::size_t Loader::Impl::take_free_buffer() {
+  auto pick = free_buffers.begin();
+  if (normalizer) {
+    const auto unheld = std::find_if(
+        free_buffers.begin(), free_buffers.end(), [&](std::size_t b) {
+          return buffers[b].images.storage().use_count() == 1;
+        });
+    pick = unheld != free_buffers.end() ? unheld : pick;
+  }
+  const std::size_t buffer = *pick;
+  free_buffers.erase(pick);
+  return buffer;
+}
+
+at::Tensor Loader::Impl::new_images_buffer() const {
+  const auto b = static_cast<std::int64_t>(options.batch_size);
+  if (normalizer) {
+    return normalizer->empty_batch(b, channels, augment.out_h, augment.out_w);
+  }
+  return at::empty(
+      {b, channels, augment.out_h, augment.out_w},
+      at::TensorOptions().dtype(at::kByte).pinned_memory(
+          transfer->wants_pinned_buffers()));
 }
 
 Loader::~Loader() {
@@ -446,6 +508,7 @@ std::optional<Batch> Loader::next() {
       return std::nullopt;
     }
     Batch b = m.resident->batch(m.next_deliver++, m.sampler);
+    b.images = cuda::in_format(b.images, m.format);
     m.last_wait = 0;
     ++m.stats.batches;
     m.stats.samples += static_cast<std::size_t>(b.labels.size(0));
@@ -517,6 +580,9 @@ std::optional<Batch> Loader::next() {
   give_back(std::move(d.buffer_reusable));
   if (m.augment_on_device) {
     d.images = augment_batch(d.images, r.seeds, m.device_augment, m.zero_pixel);
+  }
+  if (m.format.normalize) { // as it is where the threads normalized
+    d.images = cuda::in_format(d.images, m.format);
   }
   std::lock_guard<std::mutex> lock(m.mu);
   ++m.stats.batches;

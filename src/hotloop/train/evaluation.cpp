@@ -91,6 +91,7 @@ EvalResult Evaluator::run_once(
     lo.batch_size = static_cast<std::size_t>(batch_);
     lo.device = s.device;
     lo.train = false;
+    lo.channels_last = o.channels_last;
     lo.shuffle = false;
     lo.drop_last = false;
     lo.rank = 0;

@@ -466,6 +466,7 @@ void Trainer::Impl::make_loader() {
   lo.rank = options.rank;
   lo.world_size = options.world_size;
   lo.train = true;
+  lo.channels_last = options.channels_last; // the threads write it so
   lo.context = model->tokens_per_sample();
   loader = data::make_loader(train_data, lo);
   if (loader->packed_rows() && !model->takes_packed_rows()) {
