@@ -2,6 +2,7 @@
 
 usage: .venv/bin/python bench/data_vs_torchvision.py [--sets DIR] [--rounds 5] [--seconds 6] [--out FILE.json]
                                                       [--which small,imagenet,photo] [--variants ...]
+                                                      [--packed N]
 
 The image sets are bench/make_image_sets.py's (made in a temporary folder unless --sets names one):
 256 x 256, ImageNet-like (~500 x 375, quality 90) and photo-size (1600 x 1200, quality 85). On each, the
@@ -15,7 +16,10 @@ flip + normalize to float, batches of 64, 2 worker threads/processes:
 - hotloop-python: the Python package's hotloop.Loader (decode auto, workers=2) in the same Python loop
   as torchvision's and DALI's;
 - ceiling: `hotloop bench data --decode-only --workers 2`: every image decoded whole at full size by
-  TurboJPEG, nothing else (what a full-decode loader cannot beat).
+  TurboJPEG, nothing else (what a full-decode loader cannot beat);
+- hotloop-packed (with --packed N): `hotloop bench data` as hotloop-auto, on the set packed once with
+  `hotloop pack --max-side N` (the images at training size), against the other variants reading the
+  original files.
 Each variant runs in its own process for --seconds after a warm-up batch; the variants take turns in
 every round, the order rotating. A ratio is the median of the per-round ratios (both sides from the
 same round) with its min-max range. Then `hotloop data check --decode auto` compares the auto path
@@ -108,13 +112,28 @@ def rate_hotloop_python(root, seconds):
 
 
 def rate_hotloop(root, seconds, extra):
-    out = subprocess.run([HOTLOOP, "bench", "data", "--json", "--data", f"folder:{root}", "--workers",
+    return rate_hotloop_spec(f"folder:{root}", seconds, extra)
+
+
+def rate_hotloop_spec(spec, seconds, extra):
+    out = subprocess.run([HOTLOOP, "bench", "data", "--json", "--data", spec, "--workers",
                           str(WORKERS), "--batch", str(BATCH), "--size", str(SIZE), "--seconds", str(seconds),
                           *extra], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)["images_per_s"]
 
 
-def one(variant, root, seconds):
+def packed_dir(root, max_side):
+    """The set packed at max_side (made once, beside it): WebDataset shards with a train split."""
+    out = f"{root}-packed-{max_side}"
+    if not os.path.exists(os.path.join(out, "index.json")):
+        subprocess.run([HOTLOOP, "pack", "--from", f"folder:{root}", "--to", out, "--max-side", str(max_side)],
+                       check=True, capture_output=True)
+    return out
+
+
+def one(variant, root, seconds, packed=0):
+    if variant == "hotloop-packed":
+        return rate_hotloop_spec(f"wds:{packed_dir(root, packed)}", seconds, [])
     if variant == "torchvision":
         return rate_torchvision(root, seconds)
     if variant == "dali":
@@ -126,10 +145,11 @@ def one(variant, root, seconds):
     return rate_hotloop(root, seconds, ["--decode", variant.split("-", 1)[1]])
 
 
-def measure(variant, root, seconds):
+def measure(variant, root, seconds, packed):
     """One measurement in a fresh process (no threads or caches left over from another variant)."""
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", variant, "--sets", root,
-                          "--seconds", str(seconds)], check=True, capture_output=True, text=True)
+                          "--seconds", str(seconds), "--packed", str(packed)], check=True, capture_output=True,
+                         text=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -153,12 +173,16 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=6)
     p.add_argument("--out", default="")
+    p.add_argument("--packed", type=int, default=0,
+                   help="add hotloop-packed: the set packed with hotloop pack --max-side N")
     p.add_argument("--one", default="", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.one:
-        print(one(a.one, a.sets, a.seconds))
+        print(one(a.one, a.sets, a.seconds, a.packed))
         return
     variants = a.variants.split(",")
+    if a.packed and "hotloop-packed" not in variants:
+        variants.append("hotloop-packed")
     sets = a.which.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         root = a.sets
@@ -172,12 +196,14 @@ def main():
         if missing:
             raise SystemExit(f"{root} has no set {', '.join(missing)}: make it with bench/make_image_sets.py "
                              f"{root} --sets {','.join(sets)}, or pass --which {','.join(made['sets'])}")
+        for s in sets if a.packed else []:  # packed once, before any timing
+            packed_dir(os.path.join(root, s), a.packed)
         per_round = {s: {v: [] for v in variants} for s in sets}
         for r in range(a.rounds):
             for s in sets:
                 order = variants[r % len(variants):] + variants[:r % len(variants)]
                 for v in order:
-                    rate = measure(v, os.path.join(root, s), a.seconds)
+                    rate = measure(v, os.path.join(root, s), a.seconds, a.packed)
                     per_round[s][v].append(rate)
                     print(f"round {r + 1}/{a.rounds} {s:9s} {v:15s} {rate:8.1f} images/s", file=sys.stderr,
                           flush=True)
@@ -188,6 +214,7 @@ def main():
             "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
             "command": "python bench/data_vs_torchvision.py " + " ".join(sys.argv[1:]),
             "workers": WORKERS, "batch": BATCH, "size": SIZE, "rounds": a.rounds, "seconds": a.seconds,
+            "packed_max_side": a.packed,
             "sets": {}}
         for s in sets:
             rates = per_round[s]
