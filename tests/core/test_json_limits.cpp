@@ -88,6 +88,40 @@ TEST(ConfigSizes, ANegativeWidthOfAGpt2IsRefusedNamingTheField) {
       "\"n_embd\" is -64");
 }
 
+TEST(ConfigSizes, ANumberPastAnIntegersRangeOrNotWholeIsRefusedNamingTheField) {
+  // 1e107 (as the fuzzer wrote it: a hundred digits) cannot become an
+  // int64 (converting it is undefined behaviour); 2.5 heads is no count.
+  // A whole number written as a float (2.0) reads as one.
+  const auto config = [](const std::string& heads) {
+    return R"({"architectures": ["MistralForCausalLM"], "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "vocab_size": 256, "num_key_value_heads": )" +
+        heads + "}";
+  };
+  test::TempDir dir;
+  dir.write("model/config.json", config(std::string(100, '9') + "7"));
+  expect_error_containing(
+      [&] { model::read_hf_config((dir.path() / "model").string()); },
+      "\"num_key_value_heads\" is 1e+101, not a whole number");
+  dir.write("model/config.json", config("2.5"));
+  expect_error_containing(
+      [&] { model::read_hf_config((dir.path() / "model").string()); },
+      "\"num_key_value_heads\" is 2.5, not a whole number");
+  dir.write("model/config.json", config("2.0"));
+  EXPECT_NO_THROW(model::read_hf_config((dir.path() / "model").string()));
+}
+
+TEST(PeftConfig, ARankPastAnIntegersRangeIsRefusedNamingTheFile) {
+  const nlohmann::json j = {
+      {"peft_type", "LORA"},
+      {"r", 1e107},
+      {"lora_alpha", 8},
+      {"target_modules", {"q_proj"}}};
+  expect_error_containing(
+      [&] { model::read_peft_config(j, "adapter_config.json"); },
+      "adapter_config.json: \"r\" is 1e+107, not a whole number");
+}
+
 TEST(WeightIndex, ShardsOutsideTheFolderOrPastTheCountAreRefused) {
   const std::string file = "model.safetensors.index.json";
   auto index = [](const nlohmann::json& map) {

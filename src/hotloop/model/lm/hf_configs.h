@@ -5,8 +5,10 @@
 // Every size is checked before anything is built from it. No LibTorch here,
 // so the fuzz target builds without it.
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -31,6 +33,24 @@ T field(
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
     return fallback;
+  }
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    static_assert(std::is_signed_v<T>);
+    if (it->is_number_float()) {
+      // A whole number written as a float (4096.0) reads as one. Any other
+      // float, or one past T's range (1e107: converting it is undefined
+      // behaviour), is a damaged field.
+      const double v = it->get<double>();
+      const double limit = -static_cast<double>(std::numeric_limits<T>::min());
+      if (!(v == std::trunc(v) && v >= -limit && v < limit)) {
+        throw DataError(fmt::format(
+            "{}: \"{}\" is {}, not a whole number",
+            file.string(),
+            key,
+            it->dump()));
+      }
+      return static_cast<T>(v);
+    }
   }
   try {
     return it->get<T>();

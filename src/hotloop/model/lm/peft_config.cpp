@@ -1,5 +1,7 @@
 #include "peft_config.h"
 
+#include "hf_configs.h"
+
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
@@ -105,7 +107,7 @@ PeftConfig read_peft_config(const json& j, const fs::path& file) {
             "hotloop adapts every layer's targeted projections and saves nothing else");
       }
     }
-    out.options.rank = j.at("r").get<std::int64_t>();
+    out.options.rank = lm::field<std::int64_t>(j, "r", 0, file); // 0: refused
     out.options.alpha = j.at("lora_alpha").get<double>();
     out.options.dropout = j.value("lora_dropout", 0.0);
     const json& targets = j.at("target_modules");
