@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_common import report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "build", "bench", "hotloop_bench_resize")
 PILLOW_SIMD_PYTHON = os.path.join(ROOT, ".venv-pillow-simd", "bin", "python")
@@ -178,11 +180,7 @@ def main():
                     entry["ratios"][f"{fastest} / {base}"] = summary(
                         [x / y for x, y in zip(per_round[fastest], per_round[base])])
             results["sets"][s] = entry
-    print(json.dumps(results, indent=2))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+    report(results, a.out)
 
 
 if __name__ == "__main__":

@@ -286,6 +286,23 @@ void resize_into(
 }
 
 namespace resize_detail {
+
+void vertical_scalar_columns(
+    const std::uint8_t* const* rows,
+    const std::int16_t* weights,
+    int taps,
+    std::int64_t begin,
+    std::int64_t n,
+    std::int16_t* out) {
+  for (std::int64_t i = begin; i < n; ++i) {
+    std::int32_t acc = 1 << (kVerticalShift - 1);
+    for (int k = 0; k < taps; ++k) {
+      acc += rows[k][i] * weights[k];
+    }
+    out[i] = static_cast<std::int16_t>(acc >> kVerticalShift);
+  }
+}
+
 namespace {
 
 void vertical_scalar(
@@ -294,13 +311,7 @@ void vertical_scalar(
     int taps,
     std::int64_t n,
     std::int16_t* out) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int32_t acc = 1 << (kVerticalShift - 1);
-    for (int k = 0; k < taps; ++k) {
-      acc += rows[k][i] * weights[k];
-    }
-    out[i] = static_cast<std::int16_t>(acc >> kVerticalShift);
-  }
+  vertical_scalar_columns(rows, weights, taps, 0, n, out);
 }
 
 } // namespace

@@ -45,6 +45,16 @@ struct Kernels {
   HorizontalPass horizontal;
 };
 
+// The scalar vertical sums of columns [begin, n): the scalar kernel's
+// whole row, the vector kernels' leftover columns.
+void vertical_scalar_columns(
+    const std::uint8_t* const* rows,
+    const std::int16_t* weights,
+    int taps,
+    std::int64_t begin,
+    std::int64_t n,
+    std::int16_t* out);
+
 // The scalar horizontal pass, for any channel count: the vector kernels
 // hand it images that are not 3-channel.
 void horizontal_scalar(const HorizontalRow& p);

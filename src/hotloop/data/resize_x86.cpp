@@ -23,23 +23,6 @@ HOTLOOP_INLINE __m128i weight_pair(std::int16_t w0, std::int16_t w1) {
       static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16)));
 }
 
-// The scalar sum for the columns the vector loop leaves over.
-HOTLOOP_INLINE void vertical_tail(
-    const std::uint8_t* const* rows,
-    const std::int16_t* weights,
-    int taps,
-    std::int64_t i,
-    std::int64_t n,
-    std::int16_t* out) {
-  for (; i < n; ++i) {
-    std::int32_t acc = 1 << (kVerticalShift - 1);
-    for (int k = 0; k < taps; ++k) {
-      acc += rows[k][i] * weights[k];
-    }
-    out[i] = static_cast<std::int16_t>(acc >> kVerticalShift);
-  }
-}
-
 // 16 columns a time: each 16 bytes widened to two 8 x int16 halves.
 void vertical_sse2(
     const std::uint8_t* const* rows,
@@ -80,7 +63,7 @@ void vertical_sse2(
           reinterpret_cast<__m128i*>(out + i + 8 * j), _mm_packs_epi32(lo, hi));
     }
   }
-  vertical_tail(rows, weights, taps, i, n, out);
+  vertical_scalar_columns(rows, weights, taps, i, n, out); // the rest
 }
 
 // 32 columns a time. Unpacking works within each 128-bit lane, and so does
@@ -121,7 +104,7 @@ __attribute__((target("avx2"))) void vertical_avx2(
           _mm256_packs_epi32(lo, hi));
     }
   }
-  vertical_tail(rows, weights, taps, i, n, out);
+  vertical_scalar_columns(rows, weights, taps, i, n, out); // the rest
 }
 
 // Three channels: a tap's pixel is one 64-bit load (its 3 values and the
