@@ -69,24 +69,14 @@ void SampleNormalizer::write(
   const std::int64_t c = batch.size(1);
   const std::int64_t plane = batch.size(2) * batch.size(3);
   const std::int64_t offset = index * c * plane; // both layouts
+  const auto write_as = [&](auto* batch_data) {
+    write_sample(
+        chw, c, plane, scale_, shift_, channels_last_, batch_data + offset);
+  };
   if (dtype_ == at::kBFloat16) {
-    write_sample(
-        chw,
-        c,
-        plane,
-        scale_,
-        shift_,
-        channels_last_,
-        batch.data_ptr<c10::BFloat16>() + offset);
+    write_as(batch.data_ptr<c10::BFloat16>());
   } else {
-    write_sample(
-        chw,
-        c,
-        plane,
-        scale_,
-        shift_,
-        channels_last_,
-        batch.data_ptr<float>() + offset);
+    write_as(batch.data_ptr<float>());
   }
 }
 
