@@ -2,9 +2,13 @@
 import gzip
 import json
 import os
+import platform
 import shutil
+import subprocess
+import sys
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def torchvision_fashion_mnist(root, source=FMNIST):
@@ -27,3 +31,28 @@ def report(results, out):
         with open(out, "w") as f:
             json.dump(results, f, indent=2)
             f.write("\n")
+
+
+def run_info():
+    """The commit and machine a result was measured at."""
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    return {"commit": commit,
+            "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})"}
+
+
+def image_sets(given, tmp, sets, scale=1.0):
+    """The bench/make_image_sets.py folder to read: `given`, or one made in `tmp` holding `sets` at `scale`.
+    Returns (folder, its sets.json); exits naming what is missing when `given` lacks one of `sets`."""
+    root = given
+    if not root:
+        root = tmp
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_image_sets.py"), root, "--sets",
+                        ",".join(sets), "--scale", str(scale)], check=True)
+    with open(os.path.join(root, "sets.json")) as f:
+        made = json.load(f)
+    missing = [s for s in sets if s not in made["sets"]]
+    if missing:
+        raise SystemExit(f"{root} has no set {', '.join(missing)}: make it with bench/make_image_sets.py "
+                         f"{root} --sets {','.join(sets)}, or pass --which {','.join(made['sets'])}")
+    return root, made

@@ -28,12 +28,13 @@ with a full decode on every image of every set (PSNR of the 224 px crop, min and
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_common import image_sets, report, run_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOTLOOP = os.path.join(ROOT, "build", "hotloop")
@@ -185,17 +186,7 @@ def main():
         variants.append("hotloop-packed")
     sets = a.which.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        root = a.sets
-        if not root:
-            root = tmp
-            subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_image_sets.py"), root, "--sets",
-                            ",".join(sets)], check=True)
-        with open(os.path.join(root, "sets.json")) as f:
-            made = json.load(f)
-        missing = [s for s in sets if s not in made["sets"]]
-        if missing:
-            raise SystemExit(f"{root} has no set {', '.join(missing)}: make it with bench/make_image_sets.py "
-                             f"{root} --sets {','.join(sets)}, or pass --which {','.join(made['sets'])}")
+        root, made = image_sets(a.sets, tmp, sets)
         for s in sets if a.packed else []:  # packed once, before any timing
             packed_dir(os.path.join(root, s), a.packed)
         per_round = {s: {v: [] for v in variants} for s in sets}
@@ -207,11 +198,8 @@ def main():
                     per_round[s][v].append(rate)
                     print(f"round {r + 1}/{a.rounds} {s:9s} {v:15s} {rate:8.1f} images/s", file=sys.stderr,
                           flush=True)
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
         results = {
-            "commit": commit,
-            "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
+            **run_info(),
             "command": "python bench/data_vs_torchvision.py " + " ".join(sys.argv[1:]),
             "workers": WORKERS, "batch": BATCH, "size": SIZE, "rounds": a.rounds, "seconds": a.seconds,
             "packed_max_side": a.packed,
@@ -229,11 +217,7 @@ def main():
                             [x / y for x, y in zip(rates[v], rates[base])])
             entry["decode_vs_full"] = decode_check(os.path.join(root, s))
             results["sets"][s] = entry
-    print(json.dumps(results, indent=2))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+    report(results, a.out)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from bench_common import report
+from bench_common import image_sets, report, run_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "build", "bench", "hotloop_bench_resize")
@@ -151,16 +150,9 @@ def main():
             variants.remove("avx2")  # the bench skips what the CPU lacks
     sets = a.which.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        root = a.sets
-        if not root:
-            root = tmp
-            subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_image_sets.py"), root, "--sets",
-                            ",".join(sets), "--scale", "0.1"], check=True)
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
+        root, _ = image_sets(a.sets, tmp, sets, scale=0.1)
         results = {
-            "commit": commit,
-            "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
+            **run_info(),
             "command": "python bench/resize_vs_today.py " + " ".join(sys.argv[1:]),
             "threads": 1, "size": a.size, "images": a.images, "rounds": a.rounds, "seconds": a.seconds,
             "sets": {}}

@@ -43,9 +43,8 @@ void require_a_batch(
   }
 }
 
-// One reusable batch buffer: images (B, C, H, W) and int64 labels (B,). The
-// images are uint8, pinned for a GPU; on the CPU they are the delivered batch
-// itself, normalized by the threads.
+// One reusable batch buffer: images (B, C, H, W), uint8 pinned for a GPU or
+// on the CPU the normalized batch itself, and int64 labels (B,).
 struct Buffer {
   at::Tensor images;
   at::Tensor labels;
@@ -243,9 +242,7 @@ void Loader::Impl::worker_loop() {
       buf.reusable = nullptr;
     }
     if (normalizer && buf.images.storage().use_count() > 1) {
-      // The caller still holds the batch delivered from this buffer: it
-      // keeps that memory, the buffer gets new.
-      buf.images = new_images_buffer();
+      buf.images = new_images_buffer(); // the caller holds the old batch
     }
     Ready r;
     r.buffer = buffer;
@@ -287,25 +284,6 @@ AugmentSpec augment_spec(
       : o.train                       ? AugmentSpec::Mode::Train
                                       : AugmentSpec::Mode::Eval;
   return a;
-}
-
-// Fashion-MNIST's statistics for one channel, ImageNet's for three, unless
-// given; UsageError when they do not match the channels.
-void fill_normalization(LoaderOptions& o, std::int64_t channels) {
-  if (o.mean.empty()) {
-    o.mean = channels == 1 ? std::vector<float>{0.2860f}
-                           : std::vector<float>{0.485f, 0.456f, 0.406f};
-    o.std = channels == 1 ? std::vector<float>{0.3530f}
-                          : std::vector<float>{0.229f, 0.224f, 0.225f};
-  }
-  if (o.mean.size() != static_cast<std::size_t>(channels) ||
-      o.std.size() != o.mean.size()) {
-    throw UsageError(fmt::format(
-        "normalization has {} means and {} stds for {} channels",
-        o.mean.size(),
-        o.std.size(),
-        channels));
-  }
 }
 
 LoaderConditions conditions_of(
@@ -350,13 +328,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   const std::optional<ImageShape> shape = m.dataset->shape();
   m.channels = o.channels > 0 ? o.channels : (shape ? shape->channels : 3);
   m.augment = augment_spec(o, shape);
-  fill_normalization(o, m.channels);
-  if (o.dtype != at::kFloat && o.dtype != at::kBFloat16) {
-    throw UsageError(fmt::format(
-        "the loader delivers float32 or bfloat16 images, not {}",
-        c10::toString(o.dtype)));
-  }
-  m.format = {o.mean, o.std, o.normalize, o.dtype, o.channels_last};
+  m.format = batch_format(o, m.channels);
   const LoaderMode mode =
       choose_loader_mode(conditions_of(*m.dataset, o, m.augment, m.channels));
   m.mode_reason = mode.reason;

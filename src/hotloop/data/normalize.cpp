@@ -2,6 +2,9 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/util/BFloat16.h>
+#include <fmt/format.h>
+
+#include "hotloop/errors.h"
 
 namespace hotloop::data {
 namespace {
@@ -43,6 +46,29 @@ void write_sample(
 }
 
 } // namespace
+
+cuda::BatchFormat batch_format(LoaderOptions& o, std::int64_t channels) {
+  if (o.mean.empty()) {
+    o.mean = channels == 1 ? std::vector<float>{0.2860f}
+                           : std::vector<float>{0.485f, 0.456f, 0.406f};
+    o.std = channels == 1 ? std::vector<float>{0.3530f}
+                          : std::vector<float>{0.229f, 0.224f, 0.225f};
+  }
+  if (o.mean.size() != static_cast<std::size_t>(channels) ||
+      o.std.size() != o.mean.size()) {
+    throw UsageError(fmt::format(
+        "normalization has {} means and {} stds for {} channels",
+        o.mean.size(),
+        o.std.size(),
+        channels));
+  }
+  if (o.dtype != at::kFloat && o.dtype != at::kBFloat16) {
+    throw UsageError(fmt::format(
+        "the loader delivers float32 or bfloat16 images, not {}",
+        c10::toString(o.dtype)));
+  }
+  return {o.mean, o.std, o.normalize, o.dtype, o.channels_last};
+}
 
 SampleNormalizer::SampleNormalizer(const cuda::BatchFormat& format)
     : dtype_(format.dtype), channels_last_(format.channels_last) {

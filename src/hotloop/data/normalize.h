@@ -12,8 +12,14 @@
 #include <ATen/core/Tensor.h>
 
 #include "hotloop/cuda/transfer.h"
+#include "hotloop/data/loader.h"
 
 namespace hotloop::data {
+
+// The format `o` asks for. Empty means and stds are filled in (Fashion-MNIST's
+// for one channel, ImageNet's for three). UsageError when they do not match
+// the channels, or for a dtype other than float32 and bfloat16.
+cuda::BatchFormat batch_format(LoaderOptions& o, std::int64_t channels);
 
 class SampleNormalizer {
  public:
