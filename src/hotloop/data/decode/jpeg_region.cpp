@@ -128,18 +128,13 @@ void cmyk_to(
   }
 }
 
-// The body of decode_jpeg_region, run where a libjpeg error jumps back to its
-// caller: nothing here may own memory while libjpeg runs (a jump skips
-// destructors).
-void decode_protected(
-    Decompressor& d,
+// Reads the header of `bytes` into `c` and what hotloop needs of it: a file
+// must end with its end-of-image marker and hold at most `max_pixels`.
+JpegInfo header_info(
+    jpeg_decompress_struct& c,
     std::span<const std::uint8_t> bytes,
     const std::string& name,
-    const std::function<JpegRegionRequest(const JpegInfo&)>& plan,
-    std::vector<std::uint8_t>& buffer,
-    std::int64_t max_pixels,
-    JpegRegion& out) {
-  jpeg_decompress_struct& c = d.get();
+    std::int64_t max_pixels) {
   jpeg_mem_src(&c, bytes.data(), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&c, TRUE);
   const std::size_t scan_start = bytes.size() - c.src->bytes_in_buffer;
@@ -153,7 +148,33 @@ void decode_protected(
   info.components = c.num_components;
   info.progressive = c.progressive_mode != 0;
   info.cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
+  info.arithmetic = c.arith_code != 0;
+  info.precision = c.data_precision;
+  if (c.num_components >= 3) {
+    const jpeg_component_info& luma = c.comp_info[0];
+    const jpeg_component_info& chroma = c.comp_info[1];
+    info.subsampling_x =
+        std::max(1, luma.h_samp_factor / std::max(1, chroma.h_samp_factor));
+    info.subsampling_y =
+        std::max(1, luma.v_samp_factor / std::max(1, chroma.v_samp_factor));
+  }
   check_image_size(name, info.width, info.height, max_pixels);
+  return info;
+}
+
+// The body of decode_jpeg_region, run where a libjpeg error jumps back to its
+// caller: nothing here may own memory while libjpeg runs (a jump skips
+// destructors).
+void decode_protected(
+    Decompressor& d,
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    const std::function<JpegRegionRequest(const JpegInfo&)>& plan,
+    std::vector<std::uint8_t>& buffer,
+    std::int64_t max_pixels,
+    JpegRegion& out) {
+  jpeg_decompress_struct& c = d.get();
+  const JpegInfo info = header_info(c, bytes, name, max_pixels);
   const JpegRegionRequest req = plan(info);
   if (req.channels != 1 && req.channels != 3) {
     throw UsageError(
@@ -273,6 +294,28 @@ JpegRegion decode_jpeg_region(
     throw;
   }
   return out;
+}
+
+JpegInfo read_jpeg_info(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    std::int64_t max_pixels) {
+  Decompressor& d = Decompressor::of_this_thread();
+  JpegInfo info;
+  try {
+    if (setjmp(d.errors().jump) != 0) {
+      const std::string why = d.errors().message;
+      d.reset();
+      throw bad_image(name, fmt::format("corrupt JPEG header: {}", why));
+    }
+    jpeg_decompress_struct& c = d.get();
+    info = header_info(c, bytes, name, max_pixels);
+    jpeg_abort_decompress(&c);
+  } catch (...) {
+    d.reset();
+    throw;
+  }
+  return info;
 }
 
 } // namespace hotloop::data

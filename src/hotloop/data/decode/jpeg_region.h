@@ -29,6 +29,12 @@ struct JpegInfo {
   int components = 0; // in the file: 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK
   bool progressive = false;
   bool cmyk = false; // CMYK or YCCK
+  bool arithmetic = false; // arithmetic-coded (else Huffman)
+  int precision = 8; // bits per sample
+  // Chroma subsampling, as luma's sampling factor over chroma's on each axis:
+  // 1 x 1 for 4:4:4 (and gray), 2 x 2 for 4:2:0, 4 x 1 for 4:1:1.
+  int subsampling_x = 1;
+  int subsampling_y = 1;
 };
 
 // A rectangle in the pixels of an image at some scale.
@@ -61,6 +67,13 @@ struct JpegRegion {
 
 // libjpeg's size of an image side at k/8: ceil(size * k / 8).
 int scaled_size(int size, int scale_eighths);
+
+// The header of `bytes` alone, checked as decode_jpeg_region checks it
+// (DataError naming `name`: corrupt, truncated, over `max_pixels`).
+JpegInfo read_jpeg_info(
+    std::span<const std::uint8_t> bytes,
+    const std::string& name,
+    std::int64_t max_pixels);
 
 // Reads the header of `bytes`, asks `plan` what to decode, and decodes that
 // into `buffer` (grown as needed, reused across calls). Throws DataError
