@@ -137,6 +137,7 @@ void add_bench_data(CLI::App* bench_cmd, Action& action) {
        "augment",
        "augment-device",
        "decode",
+       "decode-device",
        "max-image-pixels"});
   cmd->get_option("--data")->required();
   cmd->add_option("--split", flags->split, "train, val or test")
@@ -176,6 +177,13 @@ void add_bench_data(CLI::App* bench_cmd, Action& action) {
             r.seconds,
             r.setup_seconds,
             100 * r.wait_fraction);
+        if (opts.loader.decode_on_device) {
+          fmt::print(
+              "{}\nnvJPEG decoded {} files; {} went back to the CPU\n",
+              r.feed,
+              r.gpu_decoded,
+              r.gpu_fallbacks);
+        }
       }
       return 0;
     };

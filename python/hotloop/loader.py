@@ -28,6 +28,8 @@ class Loader:
     augment: "default" or "none". augment_device: "cpu" (decode threads) or "gpu" (the batch, on device).
     decode: JPEG photos: "auto" (only the crop's region, at the smallest DCT scale that keeps it at least
       `size`), "region" (the crop's region at full scale: a full decode's pixels) or "full".
+    decode_device: "cpu" (the decode threads) or "gpu" (folders' and shards' baseline JPEGs decoded by
+      nvJPEG on the CUDA device, their crops resized there; progressive, CMYK and PNG files stay on the CPU).
     size: output height and width (0: the data set's own size, 224 for photos).
     seed: the order and the augmentation are a function of (seed, epoch, position).
     rank, world_size: this process's share of each global batch; default: torchrun's $RANK and
@@ -62,7 +64,7 @@ class Loader:
     """
 
     def __init__(self, data, *, tokenizer="", split="train", batch_size=64, train=None, workers=0, prefetch=4, shuffle=None,
-                 drop_last=None, augment="default", augment_device="cpu", decode="auto", size=0, channels=0,
+                 drop_last=None, augment="default", augment_device="cpu", decode="auto", decode_device="cpu", size=0, channels=0,
                  seed=0, rank=None, world_size=None, on_bad_sample="skip", resident="auto", device="cpu",
                  mean=None, std=None, dtype=torch.float32, channels_last=False, context=0, max_samples=0,
                  packing="wrap", chat_template="auto", max_image_pixels=None):
@@ -77,7 +79,7 @@ class Loader:
         self._native = native.Loader(
             spec=data, tokenizer="" if tokenizer is None else os.fspath(tokenizer), split=split, batch_size=batch_size, workers=workers, prefetch=prefetch,
             shuffle=train if shuffle is None else shuffle, drop_last=train if drop_last is None else drop_last,
-            train=train, augment=augment, augment_device=augment_device, decode=decode, size=size,
+            train=train, augment=augment, augment_device=augment_device, decode=decode, decode_device=decode_device, size=size,
             channels=channels, seed=seed, rank=rank, world_size=world_size, on_bad_sample=on_bad_sample,
             resident=resident, device=device, mean=list(mean or []), std_dev=list(std or []), context=context,
             max_samples=max_samples, packing=packing, chat_template=chat_template,

@@ -205,6 +205,7 @@ void bind_loader(py::module_& m) {
                       const std::string& augment,
                       const std::string& augment_device,
                       const std::string& decode,
+                      const std::string& decode_device,
                       std::int64_t size,
                       int channels,
                       std::uint64_t seed,
@@ -233,6 +234,8 @@ void bind_loader(py::module_& m) {
             o.augment_on_device = named(
                 data::kAugmentDeviceNames, augment_device, "augment_device");
             o.decode = named(data::kDecodeNames, decode, "decode");
+            o.decode_on_device = named(
+                data::kAugmentDeviceNames, decode_device, "decode_device");
             o.size = size;
             o.channels = channels;
             o.seed = seed;
@@ -270,6 +273,7 @@ void bind_loader(py::module_& m) {
           py::arg("augment"),
           py::arg("augment_device"),
           py::arg("decode"),
+          py::arg("decode_device"),
           py::arg("size"),
           py::arg("channels"),
           py::arg("seed"),

@@ -74,6 +74,10 @@ struct LoaderOptions {
   // anyway.
   bool augment_on_device = false;
   Decode decode = Decode::Auto; // JPEG photos: what the threads decode
+  // --decode-device gpu: folders' and shards' baseline JPEGs decoded by
+  // nvJPEG on the batch's (CUDA) device, their crops resized there
+  // (data/gpu_decode.h); other files stay with the threads.
+  bool decode_on_device = false;
   std::uint64_t seed = 0;
   int rank = 0;
   int world_size = 1;
@@ -162,6 +166,10 @@ struct LoaderStats {
   // thread-second, the decode rate. 0 for resident and token data.
   double decode_seconds = 0;
   std::size_t decoded_samples = 0;
+  // --decode-device gpu: files nvJPEG decoded, and those it refused or failed
+  // (then decoded on the CPU).
+  std::size_t gpu_decoded = 0;
+  std::size_t gpu_fallbacks = 0;
 };
 
 // Where a training step takes its batches from: the Loader, or one batch

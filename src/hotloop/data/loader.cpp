@@ -17,6 +17,7 @@
 #include "hotloop/data/augment.h"
 #include "hotloop/data/decode/crop_decode.h"
 #include "hotloop/data/device_augment.h"
+#include "hotloop/data/gpu_decode.h"
 #include "hotloop/data/loader_mode.h"
 #include "hotloop/data/normalize.h"
 #include "hotloop/data/resident.h"
@@ -60,6 +61,7 @@ struct Ready {
   std::exception_ptr error; // with BadSamplePolicy::Fail
   std::vector<std::uint64_t>
       seeds; // of the valid samples, for on-device augmentation
+  std::vector<GpuJob> gpu; // --decode-device gpu: rows the device decodes
 };
 
 } // namespace
@@ -82,6 +84,8 @@ struct Loader::Impl {
   // The data set's encoded files, when the threads decode them themselves
   // (crop_decode.h: only what the crop needs); null: Dataset::get().
   const EncodedImages* encoded = nullptr;
+  // --decode-device gpu: the JPEGs' decode on the device (gpu_decode.h).
+  std::unique_ptr<GpuDecodeStage> gpu_decode;
 
   mutable std::mutex mu;
   std::condition_variable work_cv; // workers wait for a job and a free buffer
@@ -124,6 +128,8 @@ struct Loader::Impl {
   void allocate_buffers(unsigned int workers);
   at::Tensor new_images_buffer() const;
   std::size_t take_free_buffer();
+  // Each skipped sample's message, once: on stderr and in the stats.
+  void note_bad(const std::vector<std::string>& messages);
   // Builds a batch into `buffer`; `job_epoch` was read with the job, under the
   // lock. `scratch` holds one sample's bytes on their way to the normalizer.
   void fill(
@@ -174,10 +180,13 @@ void Loader::Impl::fill(
           normalizer ? scratch.data() : images + out.count * slot_bytes;
       std::int64_t label = 0;
       if (encoded != nullptr) {
-        const EncodedSample e = encoded->encoded(index);
+        EncodedSample e = encoded->encoded(index);
         check_label(index, e.label);
-        decode_augment_into(e.bytes, e.name, transform, seed, slot);
         label = e.label;
+        const auto row = static_cast<std::int64_t>(out.count);
+        if (!gpu_decode || !gpu_decode->take(e, seed, row, out.gpu)) {
+          decode_augment_into(e.bytes, e.name, transform, seed, slot);
+        }
       } else {
         const Sample s = dataset->get(index);
         if (s.image.dim() != 3 || s.image.size(0) != channels ||
@@ -310,6 +319,8 @@ LoaderConditions conditions_of(
   c.encoded_files =
       encoded != nullptr && encoded->decode_options().channels == channels;
   c.decode = o.decode;
+  c.decode_on_device = o.decode_on_device;
+  c.fake_gpu_decode = o.decode_on_device && fake_gpu_decode();
   return c;
 }
 
@@ -332,7 +343,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
   const LoaderMode mode =
       choose_loader_mode(conditions_of(*m.dataset, o, m.augment, m.channels));
   m.mode_reason = mode.reason;
-  m.transfer = o.device.is_cuda() ? cuda::make_cuda_transfer(o.device, m.format)
+  cuda::BatchFormat crossing = m.format;
+  crossing.normalize = crossing.normalize && !mode.gpu_decode;
+  m.transfer = o.device.is_cuda() ? cuda::make_cuda_transfer(o.device, crossing)
                                   : cuda::make_cpu_transfer();
   const unsigned int workers = o.workers > 0 ? o.workers : usable_cpus();
   if (mode.resident) {
@@ -341,10 +354,18 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {
     if (mode.device_augment) {
       m.stage_for_device_augment();
     }
-    if (mode.region_decode) {
+    if (mode.region_decode || mode.gpu_decode) {
       m.encoded = dynamic_cast<const EncodedImages*>(m.dataset.get());
     }
-    if (!o.device.is_cuda() && o.normalize) {
+    if (mode.gpu_decode) {
+      m.gpu_decode = std::make_unique<GpuDecodeStage>(
+          open_gpu_decoder(o.device, static_cast<int>(m.channels)),
+          SampleTransform{m.encoded->decode_options(), m.augment, o.decode},
+          m.format,
+          o.batch_size);
+      m.mode_reason += fmt::format(" with {}", m.gpu_decode->description());
+    }
+    if (!o.device.is_cuda() && o.normalize && !mode.gpu_decode) {
       cuda::BatchFormat written = m.format;
       if (mode.device_augment) { // augmented as float32 NCHW, then formatted
         written.dtype = at::kFloat;
@@ -417,6 +438,21 @@ std::size_t Loader::Impl::take_free_buffer() {
   const std::size_t buffer = *pick;
   free_buffers.erase(pick);
   return buffer;
+}
+
+void Loader::Impl::note_bad(const std::vector<std::string>& messages) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& message : messages) {
+    if (logged_bad.insert(message).second) {
+      if (options.warn_bad_samples) {
+        fmt::print(
+            stderr, "hotloop: warning: skipping a bad sample: {}\n", message);
+      }
+      if (stats.bad_sample_names.size() < LoaderStats::kMaxBadSampleNames) {
+        stats.bad_sample_names.push_back(message);
+      }
+    }
+  }
 }
 
 at::Tensor Loader::Impl::new_images_buffer() const {
@@ -520,22 +556,27 @@ std::optional<Batch> Loader::next() {
     give_back(nullptr);
     std::rethrow_exception(r.error);
   }
-  for (const auto& message : r.bad) {
-    std::lock_guard<std::mutex> lock(m.mu);
-    if (m.logged_bad.insert(message).second) {
-      if (m.options.warn_bad_samples) {
-        fmt::print(
-            stderr, "hotloop: warning: skipping a bad sample: {}\n", message);
-      }
-      if (m.stats.bad_sample_names.size() < LoaderStats::kMaxBadSampleNames) {
-        m.stats.bad_sample_names.push_back(message);
-      }
-    }
+  m.note_bad(r.bad);
+  const auto count = static_cast<std::int64_t>(r.count);
+  cuda::Delivered d = m.transfer->deliver(
+      m.buffers[r.buffer].images.narrow(0, 0, count),
+      m.buffers[r.buffer].labels.narrow(0, 0, count));
+  give_back(std::move(d.buffer_reusable));
+  if (m.gpu_decode) {
+    std::vector<std::string> bad;
+    m.gpu_decode->finish(
+        r.gpu,
+        d.images,
+        d.labels,
+        bad,
+        m.options.on_bad_sample == BadSamplePolicy::Fail);
+    m.note_bad(bad);
+    r.count -= bad.size();
+    r.bad.insert(r.bad.end(), bad.begin(), bad.end());
   }
   if (r.count == 0 && !r.bad.empty()) {
     // Nothing to train on: a whole batch of bad samples is broken data, not
     // a few bad files, and an empty batch has no loss.
-    give_back(nullptr);
     throw DataError(
         fmt::format(
             "every sample of batch {} of epoch {} is bad (all {}; the first: {})",
@@ -545,11 +586,6 @@ std::optional<Batch> Loader::next() {
             r.bad.front()),
         "check the data set's files there (--on-bad-sample skip skips a few bad samples, not whole batches)");
   }
-  const auto count = static_cast<std::int64_t>(r.count);
-  cuda::Delivered d = m.transfer->deliver(
-      m.buffers[r.buffer].images.narrow(0, 0, count),
-      m.buffers[r.buffer].labels.narrow(0, 0, count));
-  give_back(std::move(d.buffer_reusable));
   if (m.augment_on_device) {
     d.images = augment_batch(d.images, r.seeds, m.device_augment, m.zero_pixel);
   }
@@ -557,6 +593,11 @@ std::optional<Batch> Loader::next() {
     d.images = cuda::in_format(d.images, m.format);
   }
   std::lock_guard<std::mutex> lock(m.mu);
+  if (m.gpu_decode) {
+    const GpuDecodeCounts c = m.gpu_decode->counts();
+    m.stats.gpu_decoded = c.gpu;
+    m.stats.gpu_fallbacks = c.fallback;
+  }
   ++m.stats.batches;
   m.stats.samples += r.count;
   m.stats.bad_samples += r.bad.size();

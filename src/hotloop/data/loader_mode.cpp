@@ -13,6 +13,9 @@ std::string why_not_resident(const LoaderConditions& c) {
   if (!c.cuda_device) {
     return "the CPU: the decode threads are faster there";
   }
+  if (c.decode_on_device) {
+    return "--decode-device gpu decodes each batch's files there";
+  }
   if (!c.normalize) {
     return "uint8 batches: resident mode makes float batches";
   }
@@ -31,6 +34,29 @@ std::string why_not_resident(const LoaderConditions& c) {
   return "";
 }
 
+void check_gpu_decode(const LoaderConditions& c) {
+  if (!c.cuda_device && !c.fake_gpu_decode) {
+    throw UsageError(
+        "--decode-device gpu needs a CUDA device",
+        "use --decode-device cpu (the decode threads) on the CPU");
+  }
+  if (!c.encoded_files) {
+    throw UsageError(
+        "--decode-device gpu decodes image files (folders, shards); this data set has none at the loader's channels",
+        "use --decode-device cpu");
+  }
+  if (c.resident == Resident::On) {
+    throw UsageError(
+        "--decode-device gpu decodes each batch's files; --resident on decodes the set once",
+        "choose one of them");
+  }
+  if (c.augment_on_device) {
+    throw UsageError(
+        "--decode-device gpu already crops and resizes on the GPU; --augment-device gpu would crop the crops",
+        "drop --augment-device gpu");
+  }
+}
+
 } // namespace
 
 LoaderMode choose_loader_mode(const LoaderConditions& c) {
@@ -38,6 +64,9 @@ LoaderMode choose_loader_mode(const LoaderConditions& c) {
     throw UsageError(
         "uint8 batches (no normalization) cannot come from resident mode or --augment-device gpu, whose device work makes float batches",
         "normalize, or use the CPU's augmentation and resident off");
+  }
+  if (c.decode_on_device) {
+    check_gpu_decode(c);
   }
   LoaderMode mode;
   if (c.resident == Resident::On) {
@@ -65,6 +94,10 @@ LoaderMode choose_loader_mode(const LoaderConditions& c) {
   }
   mode.device_augment = c.augment_on_device && c.train_augment;
   mode.region_decode = c.encoded_files && c.decode != Decode::Full;
+  mode.gpu_decode = c.decode_on_device;
+  if (mode.gpu_decode) {
+    mode.reason += "; JPEGs decoded on the GPU (--decode-device gpu)";
+  }
   return mode;
 }
 

@@ -12,6 +12,9 @@
 // - Device augmentation (--augment-device gpu, training only): the threads
 //   stage each image at a fixed size and the device draws the random crops
 //   and flips (device_augment.h).
+// - GPU decode (--decode-device gpu): encoded files' JPEGs decoded by nvJPEG
+//   on the device (gpu_decode.h); never resident, and not with device
+//   augmentation, which would crop the crops again.
 // - Region decode: for encoded files (folders, shards) whose decode gives the
 //   loader's channels, the threads decode only what each crop needs
 //   (crop_decode.h); Decode::Full decodes the whole image as Dataset::get().
@@ -35,12 +38,15 @@ struct LoaderConditions {
   std::uint64_t decoded_bytes = 0; // the whole set at the output size
   bool encoded_files = false; // the set's files, decodable at its channels
   Decode decode = Decode::Auto;
+  bool decode_on_device = false; // --decode-device gpu
+  bool fake_gpu_decode = false; // HOTLOOP_FAKE_GPU_DECODE=1 (gpu_decode.h)
 };
 
 struct LoaderMode {
   bool resident = false;
   bool device_augment = false;
   bool region_decode = false;
+  bool gpu_decode = false; // the JPEGs decoded on the device (gpu_decode.h)
   std::string reason; // why resident mode, or why not, in a log's words
 };
 
@@ -49,7 +55,8 @@ constexpr std::uint64_t kResidentAutoBytes = 1ULL << 30;
 
 // UsageError for a combination that cannot run: uint8 batches from resident
 // mode or device augmentation, --resident on for data whose transform needs
-// the CPU.
+// the CPU, --decode-device gpu off a GPU, for data that is not encoded files,
+// with resident mode or with device augmentation.
 LoaderMode choose_loader_mode(const LoaderConditions& c);
 
 } // namespace hotloop::data

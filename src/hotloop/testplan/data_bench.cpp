@@ -82,7 +82,9 @@ DataBenchResult bench_data(const DataBenchOptions& o) {
   r.source = ds->describe();
   r.mode = loader.resident()       ? "resident"
       : o.loader.augment_on_device ? "threaded, augmented on the device"
+      : o.loader.decode_on_device  ? "threaded, JPEGs decoded on the device"
                                    : "threaded";
+  r.feed = loader.feed_reason();
   r.decode = name_of<data::Decode>(data::kDecodeNames, o.loader.decode);
   r.workers = workers;
   r.setup_seconds = since(t_open);
@@ -116,6 +118,8 @@ DataBenchResult bench_data(const DataBenchOptions& o) {
   r.mb_per_s = static_cast<double>(bytes) / 1e6 / r.seconds;
   r.wait_fraction = (loader.stats().wait_seconds - wait_before) / r.seconds;
   r.bad_samples = loader.stats().bad_samples;
+  r.gpu_decoded = loader.stats().gpu_decoded;
+  r.gpu_fallbacks = loader.stats().gpu_fallbacks;
   return r;
 }
 
@@ -131,7 +135,10 @@ nlohmann::json to_json(const DataBenchResult& r) {
       {"mb_per_s", r.mb_per_s},
       {"setup_seconds", r.setup_seconds},
       {"wait_fraction", r.wait_fraction},
-      {"bad_samples", r.bad_samples}};
+      {"bad_samples", r.bad_samples},
+      {"feed", r.feed},
+      {"gpu_decoded", r.gpu_decoded},
+      {"gpu_fallbacks", r.gpu_fallbacks}};
 }
 
 } // namespace hotloop::testplan

@@ -25,6 +25,7 @@ struct DataBenchOptions {
 struct DataBenchResult {
   std::string source;
   std::string mode; // "threaded", "threaded, augmented on the device",
+                    // "threaded, JPEGs decoded on the device",
                     // "resident" or "decode-only"
   std::string decode; // --decode: auto, region or full (decode-only: full)
   unsigned int workers = 0;
@@ -35,6 +36,11 @@ struct DataBenchResult {
   double setup_seconds = 0; // opening the data set (and the resident load)
   double wait_fraction = 0; // share of the time next() waited for a batch
   std::size_t bad_samples = 0;
+  std::string feed; // the loader's feed_reason()
+  // --decode-device gpu: files nvJPEG decoded, and those it sent back to the
+  // CPU.
+  std::size_t gpu_decoded = 0;
+  std::size_t gpu_fallbacks = 0;
 };
 
 DataBenchResult bench_data(const DataBenchOptions& options);

@@ -606,6 +606,12 @@ std::vector<TrainerOption> loader_options() {
           field(&O::loader, &L::decode),
           data::kDecodeNames,
           "JPEG photos: auto (only the crop's region, at the smallest DCT scale that keeps it at least the output size), region (the crop's region at full size: a full decode's pixels) or full (the whole image)"),
+      choice<O, bool>(
+          "decode-device",
+          section,
+          field(&O::loader, &L::decode_on_device),
+          data::kAugmentDeviceNames,
+          "cpu (the decode threads, libjpeg) or gpu (folders' and shards' baseline JPEGs decoded by nvJPEG on the GPU, the crops resized there; progressive, CMYK and PNG files stay on the CPU; needs --device cuda)"),
       choice<O, data::Resident>(
           "resident",
           section,
