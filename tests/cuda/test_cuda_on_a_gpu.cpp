@@ -3,8 +3,11 @@
 // leaves the caching allocator usable and CUDA's random numbers out of
 // capture mode, on-device augmentation queues its
 // parameters without synchronizing, and a run's speed and phases come from
-// CUDA events for every step.
+// CUDA events for every step; nvJPEG decodes what libjpeg decodes, whole and
+// as a region, and the loader's GPU decode gives the threads' batch.
 #include <gtest/gtest.h>
+
+#include <iostream>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/dropout.h>
@@ -16,10 +19,15 @@
 
 #include "hotloop/cuda/cuda_graph.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/cuda/nvjpeg_decoder.h"
+#include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/device_augment.h"
+#include "hotloop/data/gpu_decode.h"
+#include "hotloop/data/sources/image_folder.h"
 #include "hotloop/train/callbacks/telemetry_callback.h"
 #include "hotloop/train/trainer.h"
 #include "support/host_syncs.h"
+#include "support/image_files.h"
 #include "support/temp_dir.h"
 #include "support/train_fixtures.h"
 
@@ -154,6 +162,81 @@ TEST(CudaOnAGpu, ARunTimesEveryStepOnTheGpu) {
   EXPECT_GT(s.graph_replays, 0);
   EXPECT_EQ(s.callbacks["telemetry"].value("gpu_phases_steps", 0), 60)
       << s.callbacks["telemetry"].dump();
+}
+
+// Issue 55: nvJPEG (the hardware backend on an H100/H200) against libjpeg on
+// the same file: different IDCTs and chroma upsampling, so a level or so on
+// average; a region is the whole decode's pixels there.
+TEST(CudaOnAGpu, NvjpegDecodesWhatLibjpegDecodesWholeAndAsARegion) {
+  SKIP_WITHOUT_A_GPU();
+  const auto file =
+      test::jpeg_file(test::textured_image(375, 500, 3, 7), 375, 500, 3);
+  auto decoder = cuda::NvjpegDecoder::open(c10::Device(c10::kCUDA, 0), 3);
+  std::cout << decoder->describe() << "\n";
+  cuda::GpuJpeg whole;
+  whole.data = file.data();
+  whole.size = file.size();
+  whole.width = 500;
+  whole.height = 375;
+  cuda::GpuJpeg region = whole;
+  region.x = 96;
+  region.y = 64;
+  region.w = 200;
+  region.h = 150;
+  ASSERT_TRUE(decoder->supported(whole));
+  const auto out = decoder->decode(std::vector<cuda::GpuJpeg>{whole, region});
+  ASSERT_EQ(out.size(), 2U);
+  const data::DecodedImage cpu = data::decode_image(file, "cpu.jpg");
+  const at::Tensor ref = at::from_blob(
+                             const_cast<std::uint8_t*>(cpu.pixels.data()),
+                             {375, 500, 3},
+                             at::kByte)
+                             .to(at::kFloat);
+  const at::Tensor w = out[0].pixels.cpu().to(at::kFloat);
+  ASSERT_EQ(w.sizes(), ref.sizes());
+  EXPECT_LE((w - ref).abs().mean().item<double>(), 1.5);
+  const at::Tensor r = out[1].pixels.cpu().to(at::kFloat);
+  const at::Tensor same = w.slice(0, out[1].y, out[1].y + r.size(0))
+                              .slice(1, out[1].x, out[1].x + r.size(1));
+  EXPECT_LE((r - same).abs().mean().item<double>(), 0.5);
+}
+
+// The loader with --decode-device gpu on a GPU: the threads' labels, their
+// images within a few levels on average, every file through nvJPEG.
+TEST(CudaOnAGpu, TheLoadersGpuDecodeGivesTheThreadsBatch) {
+  SKIP_WITHOUT_A_GPU();
+  test::TempDir dir;
+  for (int i = 0; i < 16; ++i) {
+    test::write_bytes(
+        dir.path() / "train" / (i % 2 ? "b" : "a") /
+            (std::to_string(i) + ".jpg"),
+        test::jpeg_file(
+            test::textured_image(375, 500, 3, 70 + i), 375, 500, 3));
+  }
+  const auto folder = std::make_shared<data::ImageFolder>(
+      dir.path().string(), data::Split::Train);
+  const auto batch = [&](bool gpu) {
+    data::LoaderOptions o;
+    o.batch_size = 16;
+    o.workers = 2;
+    o.shuffle = false;
+    o.seed = 5;
+    o.decode = data::Decode::Region;
+    o.decode_on_device = gpu;
+    o.device = c10::Device(c10::kCUDA, 0);
+    data::Loader loader(folder, o);
+    data::Batch b = *loader.next();
+    if (gpu) {
+      EXPECT_EQ(loader.stats().gpu_decoded, 16U) << loader.feed_reason();
+    }
+    return b;
+  };
+  const data::Batch threads = batch(false);
+  const data::Batch gpu = batch(true);
+  EXPECT_TRUE(threads.labels.equal(gpu.labels));
+  const double level = 1.0 / 255 / 0.224;
+  EXPECT_LE(
+      (threads.images - gpu.images).abs().mean().item<double>(), 2.5 * level);
 }
 
 } // namespace
