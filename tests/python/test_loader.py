@@ -320,6 +320,20 @@ def test_bad_arguments_are_usage_errors():
         hotloop.Loader("synthetic:8x3x8x8", batch_size=4, dtype=torch.uint8, augment_device="gpu")
 
 
+def test_decode_device_reaches_the_loader(image_folder, monkeypatch):
+    # On the CPU the option is refused with the fix; through the stand-in for nvJPEG (a seam for tests,
+    # HOTLOOP_FAKE_GPU_DECODE) the batch has the threads' labels and their images within a level.
+    spec = f"folder:{image_folder}"
+    with pytest.raises(hotloop.UsageError, match="decode-device gpu needs a CUDA device"):
+        hotloop.Loader(spec, batch_size=8, size=40, decode_device="gpu")
+    monkeypatch.setenv("HOTLOOP_FAKE_GPU_DECODE", "1")
+    gpu = hotloop.Loader(spec, batch_size=8, size=40, seed=2, decode="region", decode_device="gpu")
+    threads = hotloop.Loader(spec, batch_size=8, size=40, seed=2, decode="region")
+    (xg, yg), (xt, yt) = next(iter(gpu)), next(iter(threads))
+    assert torch.equal(yg, yt)
+    assert float((xg - xt).abs().mean()) <= 1 / 255 / 0.224
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
 def test_a_cuda_device_without_cuda_is_an_env_error():
     with pytest.raises(hotloop.EnvError):
