@@ -14,6 +14,7 @@
 #include "hotloop/core/cpus.h"
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
+#include "hotloop/data/loader.h"
 #include "hotloop/data/tokens/token_data.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/batch_norm.h"
@@ -153,6 +154,10 @@ void Trainer::Impl::set_up() {
   make_loader();
   if (const std::string line = loader->packing_line(); !line.empty()) {
     log(line);
+  }
+  if (const auto* images = dynamic_cast<const data::Loader*>(loader.get());
+      images != nullptr && options.loader.decode_on_device) {
+    log("feed: " + images->feed_reason()); // which nvJPEG, which backend
   }
   size_run();
   make_loop_parts();
