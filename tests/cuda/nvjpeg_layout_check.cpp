@@ -31,6 +31,6 @@ static_assert(sizeof(nj::Backend) == sizeof(nvjpegBackend_t));
 static_assert(sizeof(nj::OutputFormat) == sizeof(nvjpegOutputFormat_t));
 
 int main() {
-  std::printf("nvjpeg_library.h matches %s\n", HOTLOOP_NVJPEG_HEADER);
+  std::printf("nvjpeg_library.h matches %s\n", HOTLOOP_CHECKED_HEADER);
   return 0;
 }

@@ -160,6 +160,6 @@ int main() {
       "nvml_api.h: %d structs and their fields, the return codes, clock, "
       "temperature, PCIe, throttle-reason and GPM constants match %s\n",
       7,
-      HOTLOOP_NVML_HEADER);
+      HOTLOOP_CHECKED_HEADER);
   return 0;
 }

@@ -267,6 +267,25 @@ void decode_protected(
   out.pixels = buffer.data();
 }
 
+// Runs `body` on this thread's decompressor where a libjpeg error jumps
+// back to: the error becomes a DataError naming `name` ("WHAT: libjpeg's
+// message"), and any error resets the decompressor for the next file.
+template <typename Body>
+void with_libjpeg(const std::string& name, const char* what, Body&& body) {
+  Decompressor& d = Decompressor::of_this_thread();
+  try {
+    if (setjmp(d.errors().jump) != 0) {
+      const std::string why = d.errors().message;
+      d.reset();
+      throw bad_image(name, fmt::format("{}: {}", what, why));
+    }
+    body(d);
+  } catch (...) {
+    d.reset();
+    throw;
+  }
+}
+
 } // namespace
 
 int scaled_size(int size, int scale_eighths) {
@@ -280,19 +299,10 @@ JpegRegion decode_jpeg_region(
     const std::function<JpegRegionRequest(const JpegInfo&)>& plan,
     std::vector<std::uint8_t>& buffer,
     std::int64_t max_pixels) {
-  Decompressor& d = Decompressor::of_this_thread();
   JpegRegion out;
-  try {
-    if (setjmp(d.errors().jump) != 0) {
-      const std::string why = d.errors().message;
-      d.reset();
-      throw bad_image(name, fmt::format("corrupt JPEG data: {}", why));
-    }
+  with_libjpeg(name, "corrupt JPEG data", [&](Decompressor& d) {
     decode_protected(d, bytes, name, plan, buffer, max_pixels, out);
-  } catch (...) {
-    d.reset();
-    throw;
-  }
+  });
   return out;
 }
 
@@ -300,21 +310,12 @@ JpegInfo read_jpeg_info(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
     std::int64_t max_pixels) {
-  Decompressor& d = Decompressor::of_this_thread();
   JpegInfo info;
-  try {
-    if (setjmp(d.errors().jump) != 0) {
-      const std::string why = d.errors().message;
-      d.reset();
-      throw bad_image(name, fmt::format("corrupt JPEG header: {}", why));
-    }
+  with_libjpeg(name, "corrupt JPEG header", [&](Decompressor& d) {
     jpeg_decompress_struct& c = d.get();
     info = header_info(c, bytes, name, max_pixels);
     jpeg_abort_decompress(&c);
-  } catch (...) {
-    d.reset();
-    throw;
-  }
+  });
   return info;
 }
 
