@@ -19,7 +19,7 @@ BUILD, CTEST = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STAGES = ["build", "gpu-tests", "uncapturable", "sdpa", "doctor", "watch", "python", "gpm-mfu-profile", "telemetry-overhead",
           "vs-pytorch", "lm-vs-pytorch", "llama", "exported", "training", "nccl", "tune-batch", "smoke", "bench",
-          "bench-data"]
+          "bench-data", "gpu-decode"]
 failures = []
 
 
@@ -54,8 +54,11 @@ with tempfile.TemporaryDirectory() as out:
     check("resnet18-small-profiled" in res["train"] and res["train"]["resnet18-small-profiled"]["profile"],
           "the profiled run's summary names its trace")
     for key in ("telemetry_overhead", "vs_pytorch", "lm_vs_pytorch", "tune_batch", "smoke", "bench_data",
-                "gpu_tests", "monitor"):
+                "gpu_tests", "monitor", "gpu_decode"):
         check(res.get(key) is not None, f"results.json has {key}")
+    gd = res.get("gpu_decode") or {}
+    check(any(k.endswith("-gpu") and (r.get("gpu_decoded") or 0) > 0 for k, r in gd.items()),
+          f"the gpu-decode stage's runs decoded through the GPU path (the stand-in) ({ {k: r.get('gpu_decoded') for k, r in gd.items()} })")
     gpus = (res.get("monitor") or {}).get("gpus") or [{}]
     check((gpus[0].get("gpm") or {}).get("sm_active_percent") == 93.0,
           "monitor's sample has the fake H200's GPM counters (sm_active 93%)")
