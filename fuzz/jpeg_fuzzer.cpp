@@ -1,7 +1,8 @@
 // libFuzzer target for the JPEG decoders (data/decode/): the whole-image
 // decode (TurboJPEG; CMYK and YCCK through libjpeg) and the region and
 // DCT-scaled decode the training crops use (libjpeg under setjmp/longjmp,
-// into hotloop's own buffer). Any bytes must decode or give a DataError,
+// into hotloop's own buffer), and the header read that routes a file for
+// --decode-device gpu. Any bytes must decode or give a DataError,
 // never a crash, an out-of-bounds access or a huge allocation; what decodes
 // has the size the header says, and a region lies inside the scaled image
 // and inside the buffer. Built and run by fuzz/run, seeded with
@@ -116,6 +117,20 @@ void region_decode(std::span<const std::uint8_t> bytes, std::uint32_t seed) {
   }
 }
 
+// The header alone: within the limit, and what it says is what a decode
+// can act on (the GPU's routing reads these fields).
+void header_read(std::span<const std::uint8_t> bytes) {
+  try {
+    const JpegInfo info =
+        hotloop::data::read_jpeg_info(bytes, "fuzz.jpg", kMaxPixels);
+    check(info.width > 0 && info.height > 0);
+    check(std::int64_t{info.width} * info.height <= kMaxPixels);
+    check(info.components >= 1 && info.components <= 10); // libjpeg's limit
+    check(info.subsampling_x >= 1 && info.subsampling_y >= 1);
+  } catch (const hotloop::DataError&) {
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(
@@ -130,5 +145,6 @@ extern "C" int LLVMFuzzerTestOneInput(
   }
   full_decode(bytes, (seed & 1) != 0 ? 1 : 3);
   region_decode(bytes, seed >> 1);
+  header_read(bytes);
   return 0;
 }
