@@ -91,6 +91,26 @@ class FakeNvjpeg final : public cuda::NvjpegDecoder {
   std::function<bool(const cuda::GpuJpeg&)> refuses_;
 };
 
+// The rows of `images` and `labels` that `keep` marks (both as they are
+// when it marks every row).
+void keep_rows(
+    const std::vector<bool>& keep,
+    at::Tensor& images,
+    at::Tensor& labels) {
+  if (std::all_of(keep.begin(), keep.end(), [](bool k) { return k; })) {
+    return;
+  }
+  std::vector<std::int64_t> rows;
+  for (std::size_t row = 0; row < keep.size(); ++row) {
+    if (keep[row]) {
+      rows.push_back(static_cast<std::int64_t>(row));
+    }
+  }
+  const at::Tensor index = at::tensor(rows, at::kLong);
+  images = images.index_select(0, index.to(images.device()));
+  labels = labels.index_select(0, index.to(labels.device()));
+}
+
 } // namespace
 
 GpuDecodeStage::GpuDecodeStage(
@@ -139,6 +159,29 @@ void GpuDecodeStage::finish(
     at::Tensor& labels,
     std::vector<std::string>& bad,
     bool fail_on_bad) {
+  const std::vector<const GpuJob*> on_cpu = decode_on_gpu(jobs, images);
+  fallback_ += on_cpu.size();
+  std::vector<bool> keep(static_cast<std::size_t>(images.size(0)), true);
+  for (const GpuJob* job : on_cpu) {
+    keep[static_cast<std::size_t>(job->slot)] =
+        decode_on_cpu(*job, images, bad, fail_on_bad);
+  }
+  keep_rows(keep, images, labels);
+  if (format_.normalize) {
+    if (!scale_.defined() || scale_.device() != images.device()) {
+      std::tie(scale_, shift_) =
+          cuda::normalization(format_.mean, format_.std, images.device());
+    }
+    images = cuda::in_format(
+        images.to(at::kFloat).mul_(scale_).sub_(shift_), format_);
+  }
+}
+
+// The jobs nvJPEG takes, in batched calls, into their rows; returns the
+// others: refused, or in a batch it failed.
+std::vector<const GpuJob*> GpuDecodeStage::decode_on_gpu(
+    const std::vector<GpuJob>& jobs,
+    at::Tensor& images) {
   std::vector<const GpuJob*> on_gpu;
   std::vector<const GpuJob*> on_cpu;
   for (const GpuJob& job : jobs) {
@@ -159,32 +202,7 @@ void GpuDecodeStage::finish(
       on_cpu.insert(on_cpu.end(), on_gpu.begin() + first, on_gpu.begin() + end);
     }
   }
-  fallback_ += on_cpu.size();
-  std::vector<std::int64_t> keep;
-  std::vector<bool> dropped(static_cast<std::size_t>(images.size(0)), false);
-  for (const GpuJob* job : on_cpu) {
-    if (!decode_on_cpu(*job, images, bad, fail_on_bad)) {
-      dropped[static_cast<std::size_t>(job->slot)] = true;
-    }
-  }
-  if (std::find(dropped.begin(), dropped.end(), true) != dropped.end()) {
-    for (std::size_t row = 0; row < dropped.size(); ++row) {
-      if (!dropped[row]) {
-        keep.push_back(static_cast<std::int64_t>(row));
-      }
-    }
-    const at::Tensor rows = at::tensor(keep, at::kLong);
-    images = images.index_select(0, rows.to(images.device()));
-    labels = labels.index_select(0, rows.to(labels.device()));
-  }
-  if (format_.normalize) {
-    if (!scale_.defined() || scale_.device() != images.device()) {
-      std::tie(scale_, shift_) =
-          cuda::normalization(format_.mean, format_.std, images.device());
-    }
-    images = cuda::in_format(
-        images.to(at::kFloat).mul_(scale_).sub_(shift_), format_);
-  }
+  return on_cpu;
 }
 
 // The crop, in whole pixels of what was decoded, resized on the device as

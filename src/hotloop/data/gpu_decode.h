@@ -86,6 +86,9 @@ class GpuDecodeStage {
   GpuDecodeCounts counts() const;
 
  private:
+  std::vector<const GpuJob*> decode_on_gpu(
+      const std::vector<GpuJob>& jobs,
+      at::Tensor& images);
   void place(const GpuJob& job, const cuda::GpuDecoded& d, at::Tensor& images)
       const;
   // The CPU's decode of `job` into its row; false (and the message in `bad`)
