@@ -56,6 +56,20 @@ class ProcessGroup {
   std::function<void()> start_allreduce_sum(
       at::Tensor tensor,
       const std::string& phase);
+  // Starts summing `input` (world size x the shard's elements) over ranks
+  // and leaving this rank's part of the sum, elements [rank x n, (rank + 1)
+  // x n), in `output` (n elements); returns the wait, as above.
+  std::function<void()> start_reduce_scatter_sum(
+      at::Tensor input,
+      at::Tensor output,
+      const std::string& phase);
+  // Starts gathering every rank's `input` (n elements) into `output` (world
+  // size x n, rank r's at r x n); `input` may be rank's own part of
+  // `output` (in place). Returns the wait, as above.
+  std::function<void()> start_allgather(
+      at::Tensor input,
+      at::Tensor output,
+      const std::string& phase);
   // `tensor` becomes its sum over ranks (in place), waited for.
   void allreduce_sum_(at::Tensor& tensor, const std::string& phase);
   // The element-wise sum over ranks (small vectors: per-rank figures).

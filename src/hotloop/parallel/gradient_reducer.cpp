@@ -1,10 +1,6 @@
 #include "hotloop/parallel/gradient_reducer.h"
 
-#include <algorithm>
-
 #include <ATen/ops/empty.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include "hotloop/parallel/process_group.h"
 
@@ -14,48 +10,33 @@ namespace {
 
 constexpr const char* kPhase = "gradient all-reduce";
 
+std::vector<at::Tensor> with_gradients(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) {
+    if (p.requires_grad()) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 struct GradientReducer::Impl {
-  struct Bucket {
-    std::vector<std::size_t> members; // indices into params
-    std::vector<std::int64_t> offsets; // of each member in flat
-    std::int64_t numel = 0;
-    at::Tensor flat;
-    std::size_t pending = 0; // members whose gradient is not final yet
-    std::function<void()> wait; // set once started
-  };
-
   std::shared_ptr<ProcessGroup> group;
-  ReducerOptions options;
-  std::vector<at::Tensor> params;
-  std::vector<std::size_t> bucket_of;
-  std::vector<char> ready;
-  std::vector<Bucket> buckets;
-  bool armed = false;
-  std::size_t next = 0; // the first bucket not started
-  std::size_t overlapped = 0;
-  std::size_t last_overlapped = 0;
+  std::vector<at::Tensor> flat; // per bucket
+  std::vector<std::function<void()>> wait; // per bucket, set once started
+  std::unique_ptr<GradientBuckets> buckets;
 
-  void reset() {
-    armed = false;
-    next = 0;
-    overlapped = 0;
-    std::fill(ready.begin(), ready.end(), 0);
-    for (auto& b : buckets) {
-      b.pending = b.members.size();
-      b.wait = nullptr;
-    }
-  }
-
-  void start(Bucket& b) {
-    if (!b.flat.defined()) {
-      const at::Tensor& first = params[b.members.front()];
-      b.flat = at::empty({b.numel}, first.options());
+  void start(std::size_t i) {
+    const Bucket& b = buckets->buckets()[i];
+    const std::vector<at::Tensor>& params = buckets->params();
+    if (!flat[i].defined()) {
+      flat[i] = at::empty({b.numel}, params[b.members.front()].options());
     }
     for (std::size_t j = 0; j < b.members.size(); ++j) {
       const at::Tensor& p = params[b.members[j]];
-      at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
+      at::Tensor slot = flat[i].narrow(0, b.offsets[j], p.numel());
       const at::Tensor& g = p.grad();
       if (g.defined()) {
         slot.view(p.sizes()).copy_(g);
@@ -63,42 +44,8 @@ struct GradientReducer::Impl {
         slot.zero_(); // no gradient here (the step is discarded, or unused)
       }
     }
-    b.wait = group->start_allreduce_sum(b.flat, kPhase);
+    wait[i] = group->start_allreduce_sum(flat[i], kPhase);
   }
-
-  // Starts the buckets that are complete, in bucket order only.
-  void start_ready() {
-    while (next < buckets.size() && buckets[next].pending == 0) {
-      start(buckets[next]);
-      ++next;
-      ++overlapped;
-    }
-  }
-
-  void on_ready(std::size_t i) {
-    if (!armed || ready[i] != 0) {
-      return;
-    }
-    ready[i] = 1;
-    if (--buckets[bucket_of[i]].pending == 0) {
-      start_ready();
-    }
-  }
-
-  // Runs after AccumulateGrad has added this backward's gradient into
-  // param.grad(), on the autograd engine's thread for the parameter's
-  // device (backward() returns only after it).
-  class ReadyHook : public torch::autograd::PostAccumulateGradHook {
-   public:
-    ReadyHook(Impl* impl, std::size_t index) : impl_(impl), index_(index) {}
-    void operator()(const torch::autograd::Variable& /*param*/) override {
-      impl_->on_ready(index_);
-    }
-
-   private:
-    Impl* impl_;
-    std::size_t index_;
-  };
 };
 
 GradientReducer::GradientReducer(
@@ -108,95 +55,61 @@ GradientReducer::GradientReducer(
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.group = std::move(group);
-  m.options = options;
-  for (const auto& p : params) {
-    if (p.requires_grad()) {
-      m.params.push_back(p);
-    }
-  }
-  m.bucket_of.resize(m.params.size());
-  m.ready.assign(m.params.size(), 0);
-  // Reverse order: the last layers' gradients come first in backward.
-  std::size_t bytes = 0;
-  for (std::size_t k = m.params.size(); k-- > 0;) {
-    const at::Tensor& p = m.params[k];
-    if (m.buckets.empty() || bytes >= m.options.bucket_bytes ||
-        m.params[m.buckets.back().members.front()].options().dtype() !=
-            p.options().dtype() ||
-        m.params[m.buckets.back().members.front()].device() != p.device()) {
-      m.buckets.emplace_back();
-      bytes = 0;
-    }
-    Impl::Bucket& b = m.buckets.back();
-    b.members.push_back(k);
-    b.offsets.push_back(b.numel);
-    b.numel += p.numel();
-    bytes += p.nbytes();
-    m.bucket_of[k] = m.buckets.size() - 1;
-  }
-  m.reset();
-  if (m.options.overlap) {
-    for (std::size_t k = 0; k < m.params.size(); ++k) {
-      torch::autograd::impl::set_post_acc_grad_hooks(
-          m.params[k], std::make_unique<Impl::ReadyHook>(&m, k));
-    }
-  }
+  m.buckets = std::make_unique<GradientBuckets>(
+      with_gradients(params), std::vector<int>{}, options, [&m](std::size_t i) {
+        m.start(i);
+      });
+  m.flat.resize(m.buckets->buckets().size());
+  m.wait.resize(m.buckets->buckets().size());
 }
 
-GradientReducer::~GradientReducer() {
-  if (impl_->options.overlap) {
-    for (const auto& p : impl_->params) {
-      torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
-    }
-  }
-}
+GradientReducer::~GradientReducer() = default;
 
 void GradientReducer::arm() {
-  impl_->armed = true;
+  impl_->buckets->arm();
 }
 
 void GradientReducer::launch_rest() {
-  Impl& m = *impl_;
-  m.armed = false;
-  m.last_overlapped = m.overlapped;
-  for (; m.next < m.buckets.size(); ++m.next) {
-    m.start(m.buckets[m.next]);
-  }
+  impl_->buckets->launch_rest();
 }
 
 void GradientReducer::finish() {
   Impl& m = *impl_;
   const double scale = 1.0 / m.group->size();
-  for (auto& b : m.buckets) {
-    b.wait();
-    b.flat.mul_(scale);
+  const std::vector<at::Tensor>& params = m.buckets->params();
+  for (std::size_t i = 0; i < m.flat.size(); ++i) {
+    const Bucket& b = m.buckets->buckets()[i];
+    m.wait[i]();
+    m.wait[i] = nullptr;
+    m.flat[i].mul_(scale);
     for (std::size_t j = 0; j < b.members.size(); ++j) {
-      const at::Tensor& p = m.params[b.members[j]];
+      const at::Tensor& p = params[b.members[j]];
       at::Tensor g = p.grad();
       if (g.defined()) {
-        g.copy_(b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
+        g.copy_(m.flat[i].narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
       }
     }
   }
-  m.reset();
+  m.buckets->reset();
 }
 
 void GradientReducer::discard() {
   Impl& m = *impl_;
-  for (auto& b : m.buckets) {
-    if (b.wait) {
-      b.wait();
+  for (auto& w : m.wait) {
+    if (w) {
+      w();
+      w = nullptr;
     }
   }
-  m.reset();
+  m.buckets->reset();
 }
 
 std::size_t GradientReducer::bucket_count() const {
-  return impl_->buckets.size();
+  return impl_->flat.size();
 }
 
 std::size_t GradientReducer::started_during_backward() const {
-  return impl_->last_overlapped;
+  return impl_->buckets->started_during_backward();
 }
 
 } // namespace hotloop::parallel

@@ -216,6 +216,34 @@ std::function<void()> ProcessGroup::start_allreduce_sum(
   };
 }
 
+std::function<void()> ProcessGroup::start_reduce_scatter_sum(
+    at::Tensor input,
+    at::Tensor output,
+    const std::string& phase) {
+  c10::intrusive_ptr<c10d::Work> work;
+  impl_->guarded(phase, [&] {
+    work = impl_->backend->_reduce_scatter_base(
+        output, input, c10d::ReduceScatterOptions{});
+  });
+  return [this, work, phase] {
+    impl_->guarded(phase, [&] { impl_->wait(work, Impl::Wait::Stream); });
+  };
+}
+
+std::function<void()> ProcessGroup::start_allgather(
+    at::Tensor input,
+    at::Tensor output,
+    const std::string& phase) {
+  c10::intrusive_ptr<c10d::Work> work;
+  impl_->guarded(phase, [&] {
+    work = impl_->backend->_allgather_base(
+        output, input, c10d::AllgatherOptions{});
+  });
+  return [this, work, phase] {
+    impl_->guarded(phase, [&] { impl_->wait(work, Impl::Wait::Stream); });
+  };
+}
+
 void ProcessGroup::allreduce_sum_(
     at::Tensor& tensor,
     const std::string& phase) {
