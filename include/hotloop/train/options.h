@@ -91,6 +91,10 @@ struct TrainerOptions {
   bool sync_batchnorm = false;
   bool overlap_allreduce = true;
   double bucket_mb = 25;
+  // ZeRO stage: 0 keeps everything whole on every rank (plain data
+  // parallel); 1 shards the optimizer state over the ranks; 2 also
+  // reduce-scatters the gradients into each rank's shard.
+  int shard = 0;
 
   Precision precision = Precision::Fp32;
   LossScaling loss_scaling = LossScaling::Auto;

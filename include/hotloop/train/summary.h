@@ -51,6 +51,11 @@ struct TrainSummary {
   std::uint64_t peak_allocated_bytes = 0; // CUDA
   std::uint64_t peak_reserved_bytes = 0; // CUDA
   std::uint64_t peak_rss_bytes = 0; // the process, any device
+  // What this rank holds of the model's training state after a step, in
+  // bytes by kind (parameters, gradients, optimizer state), and the ZeRO
+  // stage that decided it (0: whole on every rank).
+  nlohmann::json model_state_bytes = nlohmann::json::object();
+  int shard = 0;
   std::int64_t skipped_steps = 0;
   std::size_t bad_samples = 0;
   std::int64_t micro_batch = 0; // as the run ended (OOM recovery shrinks it)

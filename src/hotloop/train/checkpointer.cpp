@@ -103,19 +103,28 @@ model::StateDict over_model(
 
 } // namespace
 
-Checkpointer::Checkpointer(const RunState& s, const FaultInjection& faults)
+Checkpointer::Checkpointer(
+    const RunState& s,
+    const FaultInjection& faults,
+    std::shared_ptr<const ShardedOptimizerState> sharded)
     : dir_(
           s.run_dir.empty() ? std::string()
                             : RunFolder(s.run_dir).checkpoints()),
       writes_(
           s.rank == 0 && !s.run_dir.empty() && s.options->keep_checkpoints > 0),
-      faults_(&faults) {}
+      faults_(&faults),
+      sharded_(std::move(sharded)) {}
 
 std::string Checkpointer::save(
     const RunState& s,
     const PrecisionMode& precision,
     const nlohmann::json& progress,
     const nlohmann::json& last_eval) const {
+  // Sharded: every rank gives its shards, rank 0 keeps them whole.
+  std::optional<model::StateDict> gathered;
+  if (sharded_) {
+    gathered = sharded_->gather(*s.optimizer, writes_);
+  }
   if (!writes_) {
     return {};
   }
@@ -136,7 +145,7 @@ std::string Checkpointer::save(
     // the same way on resume.
     c.model = trainable_only(*s.model, c.model);
   }
-  c.optimizer = s.optimizer->state();
+  c.optimizer = gathered ? std::move(*gathered) : s.optimizer->state();
   c.scaler = precision.state();
   c.rng = rng_state(s.device);
   return save_checkpoint(
@@ -222,7 +231,11 @@ std::optional<Resumed> Checkpointer::resume(
       *s.model,
       s.options->model.lora.enabled() ? over_model(*s.model, c.model) : c.model,
       lo);
-  s.optimizer->load_state(c.optimizer);
+  if (sharded_) {
+    sharded_->scatter(c.optimizer, *s.optimizer);
+  } else {
+    s.optimizer->load_state(c.optimizer);
+  }
   precision.load_state(c.scaler);
   set_rng_state(c.rng, s.device);
 

@@ -6,6 +6,7 @@
 // data, and what the summary needs from the part of the run before it.
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "hotloop/train/fault_injection.h"
 #include "hotloop/train/precision.h"
 #include "hotloop/train/run_state.h"
+#include "hotloop/train/sharded_state.h"
 
 namespace hotloop::train {
 
@@ -44,13 +46,19 @@ std::vector<std::string> differing_options(
 class Checkpointer {
  public:
   // Writes only on rank 0, into a run directory, with keep_checkpoints > 0.
-  Checkpointer(const RunState& s, const FaultInjection& faults);
+  // `sharded` (--shard): the optimizer state is gathered whole from every
+  // rank's shards to be saved, and cut into them again on resume.
+  Checkpointer(
+      const RunState& s,
+      const FaultInjection& faults,
+      std::shared_ptr<const ShardedOptimizerState> sharded = nullptr);
 
   bool writes() const {
     return writes_;
   }
   // Saves the run's state at s.step with `progress` (the summary so far)
   // and `last_eval`; returns the path, or "" where this process writes none.
+  // Sharded: every rank calls it (the state is gathered).
   std::string save(
       const RunState& s,
       const PrecisionMode& precision,
@@ -72,6 +80,7 @@ class Checkpointer {
   std::string dir_; // <run>/checkpoints
   bool writes_;
   const FaultInjection* faults_;
+  std::shared_ptr<const ShardedOptimizerState> sharded_;
 };
 
 } // namespace hotloop::train

@@ -80,6 +80,31 @@ void EagerStep::per_trained_token(const TargetCount& t, StepResult& r) const {
   }
 }
 
+// The update: clipping (the global norm), the optimizer, and under --shard
+// the gathered parameters; nothing when loss scaling skips the step.
+void EagerStep::update(const RunState& s, double lr, StepResult& r) {
+  const TrainerOptions& o = *s.options;
+  r.grad_norm = parts_.zero_norm;
+  if (!r.skipped) {
+    parts_.events->gradients(s);
+    if (o.clip_grad_value > 0) {
+      clip_gradient_values(parts_.params, o.clip_grad_value);
+    }
+    if (o.clip_grad_norm > 0) {
+      r.grad_norm = clip_gradients(
+          parts_.params,
+          o.clip_grad_norm,
+          parts_.zero_norm,
+          parts_.sum_over_ranks);
+    }
+    s.optimizer->step(lr);
+    if (parts_.sync != nullptr) {
+      parts_.sync->after_update(); // ZeRO: every rank's shard gathered
+    }
+    r.lr = lr;
+  }
+}
+
 StepResult EagerStep::run(const RunState& s, double lr) {
   const TrainerOptions& o = *s.options;
   Events& events = *parts_.events;
@@ -183,19 +208,7 @@ StepResult EagerStep::run(const RunState& s, double lr) {
         "lower the learning rate, add --clip-grad-norm or --warmup-steps, and check the data for bad labels",
         true);
   }
-  r.grad_norm = parts_.zero_norm;
-  if (!r.skipped) {
-    events.gradients(s);
-    if (o.clip_grad_value > 0) {
-      clip_gradient_values(parts_.params, o.clip_grad_value);
-    }
-    if (o.clip_grad_norm > 0) {
-      r.grad_norm =
-          clip_gradients(parts_.params, o.clip_grad_norm, parts_.zero_norm);
-    }
-    s.optimizer->step(lr);
-    r.lr = lr;
-  }
+  update(s, lr, r);
   check_devices_once(s, *first);
   s.optimizer->zero_grad();
   return r;

@@ -13,6 +13,7 @@
 // tokens give the gradient of the one large batch (transformers #34191).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,8 +37,12 @@ struct StepParts {
   Events* events = nullptr;
   StepSync* sync = nullptr; // null: one process
   const FaultInjection* faults = nullptr;
-  NamedParams params; // trainable, by name, in registration order
+  // Trainable, by name, in registration order; with --shard, this rank's
+  // shards (what the optimizer updates).
+  NamedParams params;
   std::vector<at::Tensor> tensors; // the same parameters (the scaler's list)
+  // --shard: sums a clipping norm's square over the ranks (in place).
+  std::function<void(at::Tensor&)> sum_over_ranks;
   at::Tensor zero_norm; // the gradient norm when clipping is off
 };
 
@@ -56,6 +61,8 @@ class EagerStep final : public Step {
   EagerStep(StepParts parts, std::string off_reason);
 
   StepResult run(const RunState& s, double lr) override;
+  // After the gradients are final: clip, step, gather (--shard).
+  void update(const RunState& s, double lr, StepResult& r);
   std::string graph_off_reason() const override {
     return off_reason_;
   }

@@ -6,6 +6,7 @@
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
@@ -37,13 +38,28 @@ void scale_gradients(const NamedParams& params, double factor) {
 at::Tensor clip_gradients(
     const NamedParams& params,
     double max_norm,
-    const at::Tensor& none) {
+    const at::Tensor& none,
+    const std::function<void(at::Tensor&)>& sum_over_ranks) {
   std::vector<at::Tensor> grads = gradients_of(params);
-  if (grads.empty()) {
+  at::Tensor total;
+  if (sum_over_ranks) {
+    // Every rank joins the sum, with or without gradients of its own.
+    at::Tensor squared = grads.empty() ? at::zeros({1}, none.options())
+                                       : at::stack(at::_foreach_norm(grads))
+                                             .to(at::kFloat)
+                                             .square()
+                                             .sum()
+                                             .reshape({1});
+    sum_over_ranks(squared);
+    total = squared.sqrt().reshape({});
+  } else if (grads.empty()) {
     return none;
+  } else {
+    total = at::stack(at::_foreach_norm(grads)).norm().to(at::kFloat);
   }
-  const at::Tensor total =
-      at::stack(at::_foreach_norm(grads)).norm().to(at::kFloat);
+  if (grads.empty()) {
+    return total;
+  }
   const at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
   at::_foreach_mul_(grads, coef);
   return total;

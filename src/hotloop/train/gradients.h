@@ -3,6 +3,7 @@
 // clipping their global norm on the device, and the first step's check that
 // everything the step touched is on the training device.
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,11 +24,14 @@ void scale_gradients(const NamedParams& params, double factor);
 // Scales the gradients of `params` to a global norm of at most `max_norm` on
 // the device, without a synchronization (as torch's foreach clip_grad_norm_
 // does); returns the norm before clipping (0-dim float32 on the device), or
-// `none` when no parameter has a gradient.
+// `none` when no parameter has a gradient. `sum_over_ranks` (ZeRO: each
+// rank holds a shard of the gradients): sums the squared norm over the ranks
+// in place, so that every rank clips by the global norm.
 at::Tensor clip_gradients(
     const NamedParams& params,
     double max_norm,
-    const at::Tensor& none);
+    const at::Tensor& none,
+    const std::function<void(at::Tensor&)>& sum_over_ranks = {});
 
 // Clamps each gradient element of `params` to [-limit, limit] in place (as
 // torch.nn.utils.clip_grad_value_), on the device.

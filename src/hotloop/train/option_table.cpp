@@ -674,6 +674,17 @@ std::vector<TrainerOption> parallel_options() {
           section,
           field(&O::overlap_allreduce),
           "Start each gradient bucket's all-reduce during backward as soon as its gradients are ready (false: all after backward)"),
+      number<O, int>(
+          "shard",
+          section,
+          field(&O::shard),
+          "ZeRO stage: 0 keeps the whole model, gradients and optimizer state on every rank; 1 shards the optimizer state over the ranks (each holds 1/N of it); 2 also reduce-scatters the gradients into each rank's shard (docs/parallel.md)",
+          [](const int& v) {
+            return v >= 0 && v <= 2
+                ? std::string()
+                : std::string(
+                      "must be 0, 1 or 2 (stage 3, parameters sharded too, is not built yet)");
+          }),
       number<O, double>(
           "bucket-mb",
           section,

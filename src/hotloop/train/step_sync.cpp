@@ -6,9 +6,8 @@ namespace hotloop::train {
 
 StepSync::StepSync(
     std::shared_ptr<parallel::ProcessGroup> group,
-    const std::vector<at::Tensor>& params,
-    const parallel::ReducerOptions& options)
-    : group_(group), reducer_(group, params, options) {}
+    std::unique_ptr<parallel::GradientSync> reducer)
+    : group_(std::move(group)), reducer_(std::move(reducer)) {}
 
 StepSync::Agreement StepSync::agree(
     bool out_of_memory,
@@ -17,7 +16,7 @@ StepSync::Agreement StepSync::agree(
   // Every rank starts every gradient bucket, OOM or not, so the collectives
   // line up; then one all-reduce shares what any rank saw (counts below
   // 2^53: exact in the doubles it sums).
-  reducer_.launch_rest();
+  reducer_->launch_rest();
   const std::vector<double> sum = group_->allreduce_sum(
       {out_of_memory ? 1.0 : 0.0,
        stop ? 1.0 : 0.0,

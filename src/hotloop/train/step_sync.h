@@ -1,10 +1,11 @@
 #pragma once
-// A data-parallel rank's part in each step (parallel/gradient_reducer.h's
+// A data-parallel rank's part in each step (parallel/gradient_sync.h's
 // protocol): the gradient buckets armed for the last micro-batch's backward,
 // every bucket started whatever happened, one all-reduce in which the ranks
 // agree on an out-of-memory and a stop request and add up the targets they
 // trained, then the mean gradients (or, after an OOM anywhere, nothing: the
-// step is redone on every rank).
+// step is redone on every rank), and after the update what the sharded
+// reducer does then (the parameters gathered).
 
 #include <cstdint>
 #include <memory>
@@ -12,7 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "hotloop/parallel/gradient_reducer.h"
+#include "hotloop/parallel/gradient_sync.h"
 
 namespace hotloop::parallel {
 class ProcessGroup;
@@ -24,12 +25,11 @@ class StepSync {
  public:
   StepSync(
       std::shared_ptr<parallel::ProcessGroup> group,
-      const std::vector<at::Tensor>& params,
-      const parallel::ReducerOptions& options);
+      std::unique_ptr<parallel::GradientSync> reducer);
 
   // Before the backward whose gradients are final.
   void arm() {
-    reducer_.arm();
+    reducer_->arm();
   }
   struct Agreement {
     bool out_of_memory = false; // on some rank
@@ -42,16 +42,23 @@ class StepSync {
   int world_size() const;
   // The mean gradients, written back.
   void finish() {
-    reducer_.finish();
+    reducer_->finish();
   }
   // An OOM somewhere: the buckets' results are dropped.
   void discard() {
-    reducer_.discard();
+    reducer_->discard();
+  }
+  // The optimizer has updated (or skipped) the step.
+  void after_update() {
+    reducer_->after_update();
+  }
+  const std::shared_ptr<parallel::ProcessGroup>& group() const {
+    return group_;
   }
 
  private:
   std::shared_ptr<parallel::ProcessGroup> group_;
-  parallel::GradientReducer reducer_;
+  std::unique_ptr<parallel::GradientSync> reducer_;
 };
 
 } // namespace hotloop::train

@@ -74,6 +74,8 @@ nlohmann::json TrainSummary::to_json() const {
        {{"allocated", peak_allocated_bytes},
         {"reserved", peak_reserved_bytes},
         {"rss", peak_rss_bytes}}},
+      {"model_state_bytes", model_state_bytes},
+      {"shard", shard},
       {"skipped_steps", skipped_steps},
       {"bad_samples", bad_samples},
       {"micro_batch", micro_batch},

@@ -15,6 +15,8 @@
 #include "hotloop/model/lm/lora.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/parallel/process_group.h"
+#include "hotloop/parallel/sharded_reducer.h"
 #include "hotloop/train/graph_step.h"
 #include "hotloop/train/run_figures.h"
 #include "hotloop/train/run_folder.h"
@@ -141,6 +143,11 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
   parts.tensors = tensors;
   parts.zero_norm =
       at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(s.device));
+  if (sharded != nullptr) {
+    parts.sum_over_ranks = [g = group](at::Tensor& t) {
+      g->allreduce_sum_(t, "gradient norm");
+    };
+  }
   step = make_step(s, std::move(parts), s.log);
   if (s.device.is_cuda()) {
     // The host only queues a GPU step: its speed is timed on the stream.
@@ -184,13 +191,19 @@ std::string Trainer::Impl::checkpoint() {
 
 void Trainer::Impl::fail(const StepFailure& f) {
   state.optimizer->zero_grad();
-  const std::string saved = checkpoint(); // the last good state
+  // The last good state; a sharded run's checkpoint is a collective, which
+  // a rank failing alone cannot start.
+  const std::string saved = sharded == nullptr ? checkpoint() : std::string();
   throw Error(
       f.name_checkpoint()
           ? fmt::format(
                 "{}; the last good state is in {}",
                 f.what(),
-                saved.empty() ? std::string("rank 0's checkpoint") : saved)
+                saved.empty()
+                    ? std::string(
+                          sharded == nullptr ? "rank 0's checkpoint"
+                                             : "the run's last checkpoint")
+                    : saved)
           : std::string(f.what()),
       f.fix());
 }
@@ -206,6 +219,34 @@ EvalResult Trainer::Impl::evaluate() {
     final_eval = r;
   }
   return r;
+}
+
+// What each rank holds of the model's training state at the update, by
+// kind: every parameter (frozen ones too; --shard: the flat buffers, padding
+// included), the gradients (one process: the parameters' own; plain data
+// parallel: those and the all-reduce buckets; --shard: the reducer's
+// buffers, the parameters' own freed) and the optimizer state.
+nlohmann::json Trainer::Impl::model_state_bytes() const {
+  std::uint64_t parameters = 0;
+  std::uint64_t trainable = 0;
+  for (const at::Tensor& p : model->parameters()) {
+    parameters += p.nbytes();
+    trainable += p.requires_grad() ? p.nbytes() : 0;
+  }
+  std::uint64_t gradients = group ? 2 * trainable : trainable;
+  if (sharded != nullptr) {
+    const parallel::ShardedBytes b = sharded->bytes();
+    parameters += b.parameters - trainable;
+    gradients = b.gradients;
+  }
+  std::uint64_t optimizer_state = 0;
+  for (const auto& [name, t] : optimizer->state()) {
+    optimizer_state += name == "steps" ? 0 : t.nbytes();
+  }
+  return {
+      {"parameters", parameters},
+      {"gradients", gradients},
+      {"optimizer", optimizer_state}};
 }
 
 TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
@@ -243,6 +284,8 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   }
   sum.peak_rss_bytes = peak_rss_bytes();
   sum.skipped_steps = precision->skipped_steps();
+  sum.shard = sharded != nullptr ? options.shard : 0;
+  sum.model_state_bytes = model_state_bytes();
   sum.micro_batch = s.micro_batch;
   sum.accum_steps = s.accum_steps;
   sum.oom_recoveries = recovery->recoveries();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <optional>
 
+#include "hotloop/parallel/gradient_buckets.h"
 #include "hotloop/train/checkpointer.h"
 #include "hotloop/train/evaluation.h"
 #include "hotloop/train/events.h"
@@ -23,6 +24,10 @@
 #include "hotloop/train/step_sync.h"
 #include "hotloop/train/step_times.h"
 #include "hotloop/train/trainer.h"
+
+namespace hotloop::parallel {
+class ShardedReducer;
+}
 
 namespace hotloop::train {
 
@@ -47,6 +52,10 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<PrecisionMode> precision;
   std::unique_ptr<StepSync> sync; // data parallel
+  // --shard: the reducer inside sync, and the optimizer's groups as they
+  // would be whole (the checkpoints' layout).
+  parallel::ShardedReducer* sharded = nullptr;
+  std::vector<ParamGroup> whole_groups;
   std::unique_ptr<data::EpochLoader> loader;
   std::size_t bad_samples_before = 0; // in loaders OOM recovery replaced
   std::unique_ptr<Evaluator> evaluator;
@@ -77,6 +86,9 @@ struct Trainer::Impl {
   void start_from_rank_zero();
   void store_frozen_base();
   void make_optimizer();
+  void shard_optimizer(
+      std::vector<ParamGroup> whole,
+      const parallel::BucketOptions& buckets);
   void size_run();
   void make_loop_parts();
   // The training loader for state.micro_batch; the old one (its threads and
@@ -97,6 +109,8 @@ struct Trainer::Impl {
   // A step failed: the last good state checkpointed, then an Error.
   [[noreturn]] void fail(const StepFailure& f);
   EvalResult evaluate();
+  // Bytes of parameters, gradients and optimizer state this rank holds.
+  nlohmann::json model_state_bytes() const;
   // After the last step (or a stop): the final evaluation a resumed run
   // still owes, on_fit_end, summary.json.
   TrainSummary finish(double wall_s, bool stopped_early);

@@ -22,12 +22,15 @@
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/script/exported.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/parallel/gradient_reducer.h"
 #include "hotloop/parallel/process_group.h"
+#include "hotloop/parallel/sharded_reducer.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
 #include "hotloop/train/device.h"
 #include "hotloop/train/mfu.h"
 #include "hotloop/train/model_for_data.h"
 #include "hotloop/train/run_folder.h"
+#include "hotloop/train/sharded_state.h"
 #include "hotloop/train/trainer_parts.h"
 
 namespace hotloop::train {
@@ -410,16 +413,111 @@ void Trainer::Impl::make_optimizer() {
       tensors.push_back(p.value());
     }
   }
-  optimizer = std::make_unique<Optimizer>(std::move(groups), options.optimizer);
-  state.optimizer = optimizer.get();
-  if (group) {
-    parallel::ReducerOptions ro;
-    ro.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024 * 1024);
-    ro.overlap = options.overlap_allreduce;
-    sync = std::make_unique<StepSync>(group, tensors, ro);
-  }
   precision =
       make_precision(options.precision, options.loss_scaling, state.device);
+  parallel::BucketOptions buckets;
+  buckets.bucket_bytes =
+      static_cast<std::size_t>(options.bucket_mb * 1024 * 1024);
+  buckets.overlap = options.overlap_allreduce;
+  if (!group && options.shard > 0) {
+    log(fmt::format(
+        "shard: --shard {} has nothing to shard over in one process; it trains unsharded",
+        options.shard));
+  }
+  if (group && options.shard > 0) {
+    shard_optimizer(std::move(groups), buckets);
+  } else {
+    optimizer =
+        std::make_unique<Optimizer>(std::move(groups), options.optimizer);
+    if (group) {
+      sync = std::make_unique<StepSync>(
+          group,
+          std::make_unique<parallel::GradientReducer>(group, tensors, buckets));
+    }
+  }
+  state.optimizer = optimizer.get();
+}
+
+namespace {
+
+std::int64_t count_elements(const std::vector<at::Tensor>& tensors) {
+  std::int64_t n = 0;
+  for (const at::Tensor& t : tensors) {
+    n += t.numel();
+  }
+  return n;
+}
+
+// The index of the group holding `t`; groups.size() for none (a trainable
+// parameter no group updates).
+int group_of(const std::vector<ParamGroup>& groups, const at::Tensor& t) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const at::Tensor& p : groups[g].params) {
+      if (p.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        return static_cast<int>(g);
+      }
+    }
+  }
+  return static_cast<int>(groups.size());
+}
+
+} // namespace
+
+// ZeRO stages 1 and 2: the parameters move into flat buckets each rank
+// owns a shard of; the optimizer updates the shards (its groups keep their
+// names, LRs and weight decay: a bucket never mixes groups), and the step's
+// scaling, clipping and checks see the shards instead of the parameters.
+void Trainer::Impl::shard_optimizer(
+    std::vector<ParamGroup> whole,
+    const parallel::BucketOptions& buckets) {
+  std::vector<int> partition;
+  for (const at::Tensor& t : tensors) {
+    partition.push_back(group_of(whole, t));
+  }
+  parallel::ShardOptions so;
+  so.stage = options.shard;
+  so.buckets = buckets;
+  so.agree_on_non_finite = precision->skips_overflow();
+  auto reducer =
+      std::make_unique<parallel::ShardedReducer>(group, tensors, partition, so);
+  const std::int64_t trainable = count_elements(tensors);
+  std::vector<ParamGroup> shards;
+  for (const ParamGroup& g : whole) {
+    shards.push_back({g.name, {}, g.lr_scale, g.decay});
+  }
+  params.clear();
+  tensors.clear();
+  for (std::size_t i = 0; i < reducer->shards().size(); ++i) {
+    const auto& sh = reducer->shards()[i];
+    if (sh.partition == static_cast<int>(shards.size())) {
+      continue; // reduced, never updated: as the whole optimizer does
+    }
+    ParamGroup& g = shards[static_cast<std::size_t>(sh.partition)];
+    params.emplace_back(
+        fmt::format("{} shard {}", g.name, g.params.size()), sh.tensor);
+    tensors.push_back(sh.tensor);
+    g.params.push_back(sh.tensor);
+  }
+  std::int64_t padding = 0;
+  std::int64_t held = 0;
+  for (std::size_t i = 0; i < reducer->buckets().size(); ++i) {
+    const parallel::ShardLayout& l = reducer->layout(i);
+    padding += l.padded - l.numel;
+    held += l.shard;
+  }
+  log(fmt::format(
+      "shard: ZeRO stage {} over {} ranks in {} bucket(s): this rank updates {} of the {} trainable parameters ({} of padding over the job); the optimizer state{} held by the rank it belongs to",
+      options.shard,
+      group->size(),
+      reducer->buckets().size(),
+      held,
+      trainable,
+      padding,
+      options.shard >= 2 ? " and the gradients are" : " is"));
+  sharded = reducer.get();
+  whole_groups = std::move(whole);
+  optimizer = std::make_unique<Optimizer>(std::move(shards), options.optimizer);
+  sync = std::make_unique<StepSync>(group, std::move(reducer));
 }
 
 // Steps per epoch from the loader, and the run's length.
@@ -456,7 +554,12 @@ void Trainer::Impl::make_loop_parts() {
       evaluation_batch(*model, s.micro_batch, options.precision),
       faults);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
-  checkpointer = std::make_unique<Checkpointer>(s, faults);
+  checkpointer = std::make_unique<Checkpointer>(
+      s,
+      faults,
+      sharded != nullptr ? std::make_shared<const ShardedOptimizerState>(
+                               *sharded, whole_groups, group)
+                         : nullptr);
 }
 
 void Trainer::Impl::make_loader() {

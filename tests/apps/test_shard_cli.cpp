@@ -1,0 +1,250 @@
+// ZeRO stages 1 and 2 (--shard) from the command line, with real processes
+// and Gloo over loopback (hotloop launch --nproc 2): each stage trains as
+// unsharded data parallel does with the same seed, data and global batch
+// (per-step losses and final weights), for a GPT (AdamW, clipping,
+// accumulation), a Llama (bf16 autocast) and a ResNet (SGD with momentum);
+// each rank holds its share of the optimizer state and gradients (the
+// summary's bytes); a sharded run's checkpoint resumes exactly, and resumes
+// unsharded too.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hotloop/train/checkpoint_file.h"
+#include "support/cli_process.h"
+#include "support/free_port.h"
+#include "support/temp_dir.h"
+
+namespace hotloop {
+namespace {
+
+std::string corpus(const test::TempDir& dir) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) {
+    text += i % 3 == 0 ? "to be or not to be.\n" : "that is the question.\n";
+  }
+  dir.write("corpus/a.txt", text);
+  return "text:" + (dir.path() / "corpus").string();
+}
+
+// `hotloop launch --nproc 2 -- train ARGS --out RUN`.
+test::CliResult launch(const std::string& args, const std::string& run) {
+  return test::run_cli(
+      "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
+      " -- train " + args +
+      " --threads 1 --workers 1 --device cpu --seed 3 --out " + run);
+}
+
+std::vector<double> losses(const std::string& run) {
+  std::vector<double> out;
+  std::ifstream metrics(run + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) {
+      out.push_back(j["loss"].get<double>());
+    }
+  }
+  return out;
+}
+
+nlohmann::json summary(const std::string& run) {
+  return nlohmann::json::parse(test::slurp(run + "/summary.json"));
+}
+
+train::Checkpoint last_checkpoint(const std::string& run, int step) {
+  return train::load_checkpoint(
+      fmt::format("{}/checkpoints/step-{:08d}.safetensors", run, step));
+}
+
+// Per-step losses within `rtol` and the final weights and optimizer state
+// within rtol (relative) / atol; rtol 0: bit for bit.
+void expect_same_training(
+    const std::string& a,
+    const std::string& b,
+    int steps,
+    double rtol,
+    double atol) {
+  const auto la = losses(a);
+  const auto lb = losses(b);
+  ASSERT_EQ(la.size(), static_cast<std::size_t>(steps));
+  ASSERT_EQ(lb.size(), la.size());
+  for (std::size_t i = 0; i < la.size(); ++i) {
+    if (rtol == 0) {
+      EXPECT_EQ(lb[i], la[i]) << "step " << i + 1;
+    } else {
+      EXPECT_NEAR(lb[i], la[i], rtol * std::abs(la[i])) << "step " << i + 1;
+    }
+  }
+  const auto ca = last_checkpoint(a, steps);
+  const auto cb = last_checkpoint(b, steps);
+  ASSERT_EQ(ca.model.size(), cb.model.size());
+  for (std::size_t i = 0; i < ca.model.size(); ++i) {
+    EXPECT_EQ(ca.model[i].first, cb.model[i].first);
+    EXPECT_TRUE(
+        rtol == 0
+            ? at::equal(ca.model[i].second, cb.model[i].second)
+            : at::allclose(ca.model[i].second, cb.model[i].second, rtol, atol))
+        << ca.model[i].first;
+  }
+  // The sharded run's checkpoint holds the optimizer state whole, named as
+  // the unsharded one's.
+  ASSERT_EQ(ca.optimizer.size(), cb.optimizer.size());
+  for (std::size_t i = 0; i < ca.optimizer.size(); ++i) {
+    EXPECT_EQ(ca.optimizer[i].first, cb.optimizer[i].first);
+    EXPECT_TRUE(
+        rtol == 0
+            ? at::equal(ca.optimizer[i].second, cb.optimizer[i].second)
+            : at::allclose(
+                  ca.optimizer[i].second, cb.optimizer[i].second, rtol, atol))
+        << ca.optimizer[i].first;
+  }
+}
+
+std::string gpt_args(const test::TempDir& dir, int steps) {
+  return "--model gpt-nano --layers 2 --width 32 --context 16 --data " +
+      corpus(dir) + " --steps " + std::to_string(steps) +
+      " --batch 16 --micro-batch 4 --clip-grad-norm 0.5 --lr 0.003 --log-every 1";
+}
+
+} // namespace
+
+TEST(ShardCli, EachStageTrainsAGptAsUnshardedDataParallelDoes) {
+  test::TempDir dir;
+  const int steps = 6;
+  std::vector<std::string> runs;
+  for (int stage : {0, 1, 2}) {
+    const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
+    const auto r =
+        launch(gpt_args(dir, steps) + " --shard " + std::to_string(stage), run);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    if (stage > 0) {
+      // Two buckets (decayed and exempt), each cut in half.
+      EXPECT_NE(
+          r.out.find(fmt::format(
+              "shard: ZeRO stage {} over 2 ranks in 2 bucket(s): this rank updates 17088 of the 34176 trainable parameters",
+              stage)),
+          std::string::npos)
+          << r.out;
+    }
+    runs.push_back(run);
+  }
+  // Two ranks sum in either order alike; the global norm's sum of squares
+  // is the one thing taken in another order (float32 rounding: the weights
+  // differ by at most 6e-8 after 6 steps here).
+  expect_same_training(runs[0], runs[1], steps, 1e-6, 1e-7);
+  expect_same_training(runs[0], runs[2], steps, 1e-6, 1e-7);
+
+  // Each rank's share: the optimizer state halves at stage 1 (plus
+  // padding), the gradients at stage 2 are half the parameters (DDP keeps
+  // the parameters' own and its buckets: twice).
+  const auto whole = summary(runs[0])["model_state_bytes"];
+  const auto one = summary(runs[1])["model_state_bytes"];
+  const auto two = summary(runs[2])["model_state_bytes"];
+  const double p = whole["parameters"].get<double>();
+  EXPECT_EQ(summary(runs[2])["shard"], 2);
+  EXPECT_DOUBLE_EQ(whole["optimizer"].get<double>(), 2 * p); // AdamW
+  EXPECT_DOUBLE_EQ(whole["gradients"].get<double>(), 2 * p);
+  const double padding = 64.0 * 4; // at most one element a bucket
+  EXPECT_LE(one["optimizer"].get<double>(), p + padding);
+  EXPECT_GE(one["optimizer"].get<double>(), p);
+  EXPECT_LE(one["gradients"].get<double>(), p + 2 * padding);
+  EXPECT_LE(two["optimizer"].get<double>(), p + padding);
+  EXPECT_LE(two["gradients"].get<double>(), p / 2 + padding);
+  EXPECT_GE(two["gradients"].get<double>(), p / 2);
+}
+
+TEST(ShardCli, Stage2TrainsALlamaInBf16AsUnshardedDataParallelDoes) {
+  test::TempDir dir;
+  const int steps = 4;
+  const std::string args =
+      "--model llama-nano --layers 2 --width 32 --context 16 --data " +
+      corpus(dir) +
+      " --steps 4 --batch 8 --precision bf16 --clip-grad-norm 0 --log-every 1";
+  const std::string whole = (dir.path() / "whole").string();
+  const std::string sharded = (dir.path() / "sharded").string();
+  const auto a = launch(args, whole);
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  const auto b = launch(args + " --shard 2", sharded);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  // The same float32 master weights and updates; autocast's bf16 compute
+  // is the same on both; no clipping: bit for bit.
+  expect_same_training(whole, sharded, steps, 0, 0);
+}
+
+TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
+  test::TempDir dir;
+  const int steps = 3;
+  const std::string args =
+      "--model resnet18-small --data synthetic:256x3x32x32 --augment none --steps 3 --batch 16 --optimizer sgd --momentum 0.9 --lr 0.05 --log-every 1";
+  std::vector<std::string> runs;
+  for (int stage : {0, 1, 2}) {
+    const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
+    const auto r = launch(args + " --shard " + std::to_string(stage), run);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    runs.push_back(run);
+  }
+  expect_same_training(runs[0], runs[1], steps, 0, 0);
+  expect_same_training(runs[0], runs[2], steps, 0, 0);
+}
+
+TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
+  test::TempDir dir;
+  const std::string straight = (dir.path() / "straight").string();
+  const auto a = launch(gpt_args(dir, 8) + " --shard 2", straight);
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+
+  // 4 steps, then 4 more from its checkpoint: the same 8 steps exactly.
+  const std::string halves = (dir.path() / "halves").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", halves).exit_code, 0);
+  const auto b = launch(gpt_args(dir, 8) + " --shard 2 --resume auto", halves);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  const auto ca = last_checkpoint(straight, 8);
+  const auto cb = last_checkpoint(halves, 8);
+  ASSERT_EQ(ca.model.size(), cb.model.size());
+  for (std::size_t i = 0; i < ca.model.size(); ++i) {
+    EXPECT_TRUE(at::equal(ca.model[i].second, cb.model[i].second))
+        << ca.model[i].first;
+  }
+  for (std::size_t i = 0; i < ca.optimizer.size(); ++i) {
+    EXPECT_TRUE(at::equal(ca.optimizer[i].second, cb.optimizer[i].second))
+        << ca.optimizer[i].first;
+  }
+
+  // The same checkpoint resumed unsharded: the state is whole in it.
+  const std::string unsharded = (dir.path() / "unsharded").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", unsharded).exit_code, 0);
+  const auto c = launch(gpt_args(dir, 8) + " --resume auto", unsharded);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  const auto cc = last_checkpoint(unsharded, 8);
+  for (std::size_t i = 0; i < ca.model.size(); ++i) {
+    EXPECT_TRUE(
+        at::allclose(ca.model[i].second, cc.model[i].second, 1e-6, 1e-7))
+        << ca.model[i].first;
+  }
+}
+
+TEST(ShardCli, OneProcessSaysItHasNothingToShardAndTrains) {
+  test::TempDir dir;
+  const auto r = test::run_cli(
+      "train " + gpt_args(dir, 2) +
+      " --shard 2 --threads 1 --device cpu --out " +
+      (dir.path() / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("--shard 2 has nothing to shard over in one process"),
+      std::string::npos)
+      << r.out;
+}
+
+TEST(ShardCli, StageThreeIsRefusedAsNotBuiltYet) {
+  const auto r = test::run_cli("train --shard 3 --steps 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("stage 3"), std::string::npos) << r.out;
+}
+
+} // namespace hotloop
