@@ -43,15 +43,26 @@ at::Tensor clip_gradients(
   std::vector<at::Tensor> grads = gradients_of(params);
   at::Tensor total;
   if (sum_over_ranks) {
-    // Every rank joins the sum, with or without gradients of its own.
-    at::Tensor squared = grads.empty() ? at::zeros({1}, none.options())
-                                       : at::stack(at::_foreach_norm(grads))
-                                             .to(at::kFloat)
-                                             .square()
-                                             .sum()
-                                             .reshape({1});
+    // A shard is a whole bucket of parameters: its norm is taken over
+    // pieces of 64 Ki elements (a float32 accumulation over millions of
+    // elements drifts: 3e-4 relative on resnet18-small's 11M), the pieces'
+    // squares summed in float64 and over the ranks (every rank joins, with
+    // or without gradients of its own).
+    std::vector<at::Tensor> pieces;
+    for (const at::Tensor& g : grads) {
+      for (at::Tensor& piece : g.reshape({-1}).split(1 << 16)) {
+        pieces.push_back(std::move(piece));
+      }
+    }
+    at::Tensor squared = pieces.empty()
+        ? at::zeros({1}, none.options().dtype(at::kDouble))
+        : at::stack(at::_foreach_norm(pieces))
+              .to(at::kDouble)
+              .square()
+              .sum()
+              .reshape({1});
     sum_over_ranks(squared);
-    total = squared.sqrt().reshape({});
+    total = squared.sqrt().to(at::kFloat).reshape({});
   } else if (grads.empty()) {
     return none;
   } else {
