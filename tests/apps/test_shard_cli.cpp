@@ -5,7 +5,7 @@
 // accumulation), a Llama (bf16 autocast) and a ResNet (SGD with momentum);
 // each rank holds its share of the optimizer state and gradients (the
 // summary's bytes); a sharded run's checkpoint resumes exactly, and resumes
-// unsharded too.
+// unsharded too; a checkpoint resumes at another number of ranks.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -225,6 +225,52 @@ TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
     EXPECT_TRUE(
         at::allclose(ca.model[i].second, cc.model[i].second, 1e-6, 1e-7))
         << ca.model[i].first;
+  }
+}
+
+TEST(
+    ShardCli,
+    ACheckpointResumesAtAnotherNumberOfRanksAndEndsAsTheUninterruptedRun) {
+  test::TempDir dir;
+  const std::string straight = (dir.path() / "straight").string();
+  ASSERT_EQ(launch(gpt_args(dir, 8) + " --shard 2", straight).exit_code, 0);
+  auto single = [&](const std::string& args, const std::string& run) {
+    return test::run_cli(
+        "train " + args +
+        " --threads 1 --workers 1 --device cpu --seed 3 --out " + run);
+  };
+  // 2 ranks -> 1, and 1 -> 2 ranks sharded: the same global batches, so
+  // the run goes on as the uninterrupted one (float32: a mean of two
+  // half-batch means is not one mean bit for bit).
+  const std::string down = (dir.path() / "down").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", down).exit_code, 0);
+  const auto d = single(gpt_args(dir, 8) + " --resume auto", down);
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_NE(
+      d.out.find(
+          "resume: the checkpoint was written by 2 rank(s), this run has 1"),
+      std::string::npos)
+      << d.out;
+  const std::string up = (dir.path() / "up").string();
+  ASSERT_EQ(single(gpt_args(dir, 4), up).exit_code, 0);
+  const auto u = launch(gpt_args(dir, 8) + " --shard 1 --resume auto", up);
+  ASSERT_EQ(u.exit_code, 0) << u.out;
+  EXPECT_NE(u.out.find("(the optimizer state too)"), std::string::npos)
+      << u.out;
+  // Each step's logged loss is rank 0's share's, so the runs are compared
+  // where they are the job's: the final weights (here within 9e-8) and the
+  // validation loss.
+  const auto ca = last_checkpoint(straight, 8);
+  const double val = summary(straight)["val_loss"].get<double>();
+  for (const std::string& run : {down, up}) {
+    const auto cb = last_checkpoint(run, 8);
+    ASSERT_EQ(ca.model.size(), cb.model.size());
+    for (std::size_t i = 0; i < ca.model.size(); ++i) {
+      EXPECT_TRUE(
+          at::allclose(ca.model[i].second, cb.model[i].second, 1e-5, 5e-7))
+          << run << " " << ca.model[i].first;
+    }
+    EXPECT_NEAR(summary(run)["val_loss"].get<double>(), val, 1e-6 * val);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/rank_status.h"
 #include "support/free_port.h"
+#include "support/rank_gradients.h"
 #include "support/wait_until.h"
 
 namespace hotloop::parallel {
@@ -77,34 +78,9 @@ std::function<const char*(const char*)> env_of(
   };
 }
 
-// Leaf parameters of the shapes the tests use.
-std::vector<at::Tensor> make_params() {
-  return {
-      at::zeros({10}).requires_grad_(),
-      at::zeros({5, 6}).requires_grad_(),
-      at::zeros({3}).requires_grad_()};
-}
-
-// What rank r's gradients are in these tests: (r + 1) * [0, 1, 2, ...] for
-// the first two, r for the third; the means are 1.5x and 0.5.
-std::vector<at::Tensor> rank_grads(int r) {
-  return {
-      at::arange(10, at::kFloat) * (r + 1),
-      at::arange(30, at::kFloat).reshape({5, 6}) * (r + 1),
-      at::full({3}, static_cast<float>(r))};
-}
-
-// A loss whose gradient with respect to params[i] is `scale` * grads[i].
-at::Tensor loss_for(
-    const std::vector<at::Tensor>& params,
-    const std::vector<at::Tensor>& grads,
-    double scale) {
-  at::Tensor loss = (params[0] * grads[0]).sum() * scale;
-  for (std::size_t i = 1; i < params.size(); ++i) {
-    loss = loss + (params[i] * grads[i]).sum() * scale;
-  }
-  return loss;
-}
+using test::loss_for;
+using test::make_params;
+using test::rank_grads;
 
 void expect_means(const std::vector<at::Tensor>& params) {
   EXPECT_TRUE(at::allclose(params[0].grad(), at::arange(10, at::kFloat) * 1.5));

@@ -6,7 +6,6 @@
 // non-finite gradient, and the bytes each rank holds.
 #include <gtest/gtest.h>
 
-#include <future>
 #include <limits>
 
 #include <ATen/TensorOperators.h>
@@ -24,49 +23,22 @@
 #include "hotloop/parallel/sharded_reducer.h"
 #include "support/free_port.h"
 #include "support/loopback_group.h"
+#include "support/rank_gradients.h"
 
 namespace hotloop::parallel {
 namespace {
 
-// Runs `body(rank, group)` on two ranks (threads) and waits for both.
 template <typename F>
 void two_ranks(F body) {
-  const int port = test::free_port();
-  auto run = [&](int r) { body(r, test::loopback_group(r, 2, port)); };
-  auto f0 = std::async(std::launch::async, run, 0);
-  auto f1 = std::async(std::launch::async, run, 1);
-  f0.get();
-  f1.get();
+  test::two_loopback_ranks(test::free_port(), body);
 }
 
-// 43 elements: with 64-byte buckets, {params[2], params[1]} (33 elements,
-// a shard of 17 with 1 of padding) and {params[0]} (10, shards of 5).
-std::vector<at::Tensor> make_params() {
-  return {
-      at::zeros({10}).requires_grad_(),
-      at::zeros({5, 6}).requires_grad_(),
-      at::zeros({3}).requires_grad_()};
-}
-
-// Rank r's gradients: (r + 1) * [0, 1, ...] for the first two, r for the
-// third; the means are 1.5x and 0.5.
-std::vector<at::Tensor> rank_grads(int r) {
-  return {
-      at::arange(10, at::kFloat) * (r + 1),
-      at::arange(30, at::kFloat).reshape({5, 6}) * (r + 1),
-      at::full({3}, static_cast<float>(r))};
-}
-
-at::Tensor loss_for(
-    const std::vector<at::Tensor>& params,
-    const std::vector<at::Tensor>& grads,
-    double scale) {
-  at::Tensor loss = (params[0] * grads[0]).sum() * scale;
-  for (std::size_t i = 1; i < params.size(); ++i) {
-    loss = loss + (params[i] * grads[i]).sum() * scale;
-  }
-  return loss;
-}
+// make_params' 43 elements: with 64-byte buckets, {params[2], params[1]}
+// (33 elements, a shard of 17 with 1 of padding) and {params[0]} (10,
+// shards of 5).
+using test::loss_for;
+using test::make_params;
+using test::rank_grads;
 
 // Each bucket's mean gradient, flat in bucket order and padded.
 std::vector<at::Tensor> whole_means() {

@@ -5,7 +5,6 @@
 // the shards exactly.
 #include <gtest/gtest.h>
 
-#include <future>
 #include <map>
 
 #include <ATen/TensorOperators.h>
@@ -28,12 +27,7 @@ namespace {
 
 template <typename F>
 void two_ranks(F body) {
-  const int port = test::free_port();
-  auto run = [&](int r) { body(r, test::loopback_group(r, 2, port)); };
-  auto f0 = std::async(std::launch::async, run, 0);
-  auto f1 = std::async(std::launch::async, run, 1);
-  f0.get();
-  f1.get();
+  test::two_loopback_ranks(test::free_port(), body);
 }
 
 std::vector<at::Tensor> make_params() {

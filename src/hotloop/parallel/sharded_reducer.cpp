@@ -23,17 +23,15 @@ constexpr const char* kReduce = "gradient reduce-scatter";
 constexpr const char* kAllReduce = "gradient all-reduce";
 constexpr const char* kGather = "parameter all-gather";
 
-// `flat`'s elements [offset, offset + p.numel()) seen as `p` is laid out in
-// memory (its sizes and strides: a channels-last weight stays so).
-at::Tensor slot_like(
+} // namespace
+
+at::Tensor laid_out_as(
     const at::Tensor& flat,
     std::int64_t offset,
     const at::Tensor& p) {
   return flat.as_strided(
       p.sizes(), p.strides(), flat.storage_offset() + offset);
 }
-
-} // namespace
 
 struct ShardedReducer::Impl {
   std::shared_ptr<ProcessGroup> group;
@@ -59,7 +57,7 @@ struct ShardedReducer::Impl {
     at::NoGradGuard no_grad;
     for (std::size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor p = params[b.members[j]];
-      slot_like(flat, b.offsets[j], p).copy_(p);
+      laid_out_as(flat, b.offsets[j], p).copy_(p);
       p.set_(
           flat.storage(),
           flat.storage_offset() + b.offsets[j],
@@ -81,7 +79,7 @@ struct ShardedReducer::Impl {
     }
     for (std::size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor p = params[b.members[j]];
-      at::Tensor slot = slot_like(into, b.offsets[j], p);
+      at::Tensor slot = laid_out_as(into, b.offsets[j], p);
       const at::Tensor& g = p.grad();
       if (g.defined()) {
         slot.copy_(g);

@@ -52,6 +52,14 @@ struct ShardedBytes {
   std::uint64_t gradients = 0; // stage 1: whole flat; stage 2: the shards
 };
 
+// `flat`'s elements [offset, offset + p.numel()) seen as `p` is laid out in
+// memory (its sizes and strides: a channels-last weight stays so): where a
+// parameter, its gradient or its optimizer state lives in a flat bucket.
+at::Tensor laid_out_as(
+    const at::Tensor& flat,
+    std::int64_t offset,
+    const at::Tensor& p);
+
 class ShardedReducer : public GradientSync {
  public:
   // `params`: the trainable parameters in registration order; `partition`:

@@ -25,8 +25,10 @@ namespace fs = std::filesystem;
 // (option_table.cpp) and two facts derived from the options and the data,
 // the model as built and the number of ranks; a checkpoint resumes exactly
 // only under the same ones. The rest may change on resume: the run's length
-// (--steps, --epochs: a longer run continues), the micro-batch (the position
-// is converted through samples), and what only changes speed or output
+// (--steps, --epochs: a longer run continues), the micro-batch and the
+// number of ranks (the position is converted through the global samples
+// done), the ZeRO stage (the checkpoint's optimizer state is whole), and
+// what only changes speed or output
 // (threads, workers, CUDA graphs, readback, logging, checkpoints).
 std::vector<std::string> differing_options(
     const nlohmann::json& saved,
@@ -51,9 +53,9 @@ std::vector<std::string> differing_options(
           now["options"][option.name]);
     }
   }
-  for (const char* derived : {"model", "world_size"}) {
-    compare(derived, saved.value(derived, nlohmann::json()), now[derived]);
-  }
+  // The number of ranks may change: --batch is the global batch, and the
+  // data's order does not depend on how many ranks share it out.
+  compare("model", saved.value("model", nlohmann::json()), now["model"]);
   if (options.model.lora.enabled()) {
     // The checkpoint holds the adapters; the base they adapt is --init's.
     compare(
@@ -248,8 +250,21 @@ std::optional<Resumed> Checkpointer::resume(
   // samples. A checkpoint is taken between steps, so both divide it.
   const auto saved_micro =
       c.meta.value("micro_batch", static_cast<std::size_t>(s.micro_batch));
-  r.next_batch = c.meta.at("next_batch").get<std::size_t>() * saved_micro /
-      static_cast<std::size_t>(s.micro_batch);
+  const nlohmann::json config =
+      c.meta.value("config", nlohmann::json::object());
+  const auto saved_world =
+      config.value("world_size", static_cast<std::size_t>(s.world_size));
+  const auto world = static_cast<std::size_t>(s.world_size);
+  r.next_batch = c.meta.at("next_batch").get<std::size_t>() * saved_micro *
+      saved_world / (static_cast<std::size_t>(s.micro_batch) * world);
+  if (saved_world != world) {
+    log(fmt::format(
+        "resume: the checkpoint was written by {} rank(s), this run has {}: the same global batch of {} and data order, each rank's share cut anew{}",
+        saved_world,
+        world,
+        s.options->batch,
+        sharded_ ? " (the optimizer state too)" : ""));
+  }
   r.progress = c.meta.value("progress", nlohmann::json::object());
   r.last_eval = c.meta.value("last_eval", nlohmann::json());
   return r;

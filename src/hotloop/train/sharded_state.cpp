@@ -17,15 +17,6 @@ namespace {
 
 constexpr const char* kKinds[] = {"momentum", "exp_avg", "exp_avg_sq"};
 
-// `flat`'s elements from `offset` seen as `p` is laid out in memory.
-at::Tensor slot_like(
-    const at::Tensor& flat,
-    std::int64_t offset,
-    const at::Tensor& p) {
-  return flat.as_strided(
-      p.sizes(), p.strides(), flat.storage_offset() + offset);
-}
-
 // `t` in `p`'s memory order as one flat run of elements.
 at::Tensor flat_as(const at::Tensor& t, const at::Tensor& p) {
   at::Tensor laid = at::empty_strided(p.sizes(), p.strides(), t.options());
@@ -110,7 +101,7 @@ NamedTensors ShardedOptimizerState::gather(const Optimizer& shards, bool keep)
         const at::Tensor& p = reducer_->params()[bucket.members[j]];
         gathered.emplace(
             member_name(b, j, kind),
-            slot_like(full, bucket.offsets[j], p).contiguous());
+            parallel::laid_out_as(full, bucket.offsets[j], p).contiguous());
       }
     }
   }
