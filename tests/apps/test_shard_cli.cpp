@@ -5,7 +5,8 @@
 // accumulation), a Llama (bf16 autocast) and a ResNet (SGD with momentum);
 // each rank holds its share of the optimizer state and gradients (the
 // summary's bytes); a sharded run's checkpoint resumes exactly, and resumes
-// unsharded too; a checkpoint resumes at another number of ranks.
+// unsharded too; a checkpoint resumes at another number of ranks; the
+// optimizer offloaded to the host trains as on the device.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -272,6 +273,29 @@ TEST(
     }
     EXPECT_NEAR(summary(run)["val_loss"].get<double>(), val, 1e-6 * val);
   }
+}
+
+TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {
+  test::TempDir dir;
+  const std::string device = (dir.path() / "device").string();
+  const std::string host = (dir.path() / "host").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", device).exit_code, 0);
+  const auto r =
+      launch(gpt_args(dir, 4) + " --shard 2 --offload optimizer", host);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find(
+          "offload: the optimizer's state and its float32 copies of the 17088 parameters it updates live in host memory"),
+      std::string::npos)
+      << r.out;
+  // The same arithmetic on the CPU: bit for bit, the checkpoint included.
+  expect_same_training(device, host, 4, 0, 0);
+  const auto bytes = summary(host)["model_state_bytes"];
+  EXPECT_EQ(bytes["optimizer"], 0);
+  // AdamW's two moments plus the copies and their gradients: 4 x the shard.
+  EXPECT_EQ(
+      bytes["host"].get<double>(),
+      2 * summary(device)["model_state_bytes"]["optimizer"].get<double>());
 }
 
 TEST(ShardCli, OneProcessSaysItHasNothingToShardAndTrains) {

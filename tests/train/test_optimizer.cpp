@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
 #include <ATen/ops/randn.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -193,6 +194,51 @@ TEST(Optimizer, TheDeviceScalarStepNeedsItsScalarsFirst) {
   Optimizer o({{"all", t.ours, 1.0}}, OptimizerOptions{});
   t.set_grads(0);
   EXPECT_THROW(o.step_on_device(), Error);
+}
+
+// --offload optimizer: the update runs on host copies of the parameters,
+// whose state lives there too; on the CPU it is the same arithmetic, so
+// the parameters and state equal the optimizer's on the device bit for bit.
+TEST(Optimizer, AnOffloadedUpdateIsTheSameUpdateWithItsStateOnTheHost) {
+  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+    torch::manual_seed(4);
+    std::vector<at::Tensor> a = {at::randn({7, 5}), at::randn({3})};
+    std::vector<at::Tensor> b = {a[0].clone(), a[1].clone()};
+    OptimizerOptions o;
+    o.kind = kind;
+    o.weight_decay = 0.01;
+    Optimizer plain({{"all", a, 1.0, true}}, o);
+    Optimizer offloaded({{"all", b, 1.0, true}}, o);
+    offloaded.offload_to_host();
+    EXPECT_TRUE(offloaded.offloaded());
+    // The update's parameters are copies, not the model's tensors.
+    EXPECT_NE(
+        offloaded.groups()[0].params[0].unsafeGetTensorImpl(),
+        b[0].unsafeGetTensorImpl());
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const at::Tensor g = at::randn(a[i].sizes());
+        a[i].mutable_grad() = g;
+        b[i].mutable_grad() = g.clone();
+      }
+      plain.step(0.01);
+      offloaded.step(0.01);
+      plain.zero_grad();
+      offloaded.zero_grad();
+      EXPECT_FALSE(b[0].grad().defined());
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(at::equal(a[i], b[i])) << i; // written back each step
+    }
+    const auto sa = plain.state();
+    const auto sb = offloaded.state();
+    ASSERT_EQ(sa.size(), sb.size());
+    for (std::size_t i = 0; i < sa.size(); ++i) {
+      EXPECT_EQ(sa[i].first, sb[i].first);
+      EXPECT_TRUE(at::equal(sa[i].second, sb[i].second)) << sa[i].first;
+      EXPECT_EQ(sb[i].second.device(), at::Device(at::kCPU));
+    }
+  }
 }
 
 } // namespace hotloop::train

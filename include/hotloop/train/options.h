@@ -95,6 +95,9 @@ struct TrainerOptions {
   // parallel); 1 shards the optimizer state over the ranks; 2 also
   // reduce-scatters the gradients into each rank's shard.
   int shard = 0;
+  // "optimizer": the optimizer's state and update in host memory
+  // (ZeRO-Offload); "none": on the training device.
+  std::string offload = "none";
 
   Precision precision = Precision::Fp32;
   LossScaling loss_scaling = LossScaling::Auto;

@@ -39,6 +39,11 @@ void Optimizer::zero_grad() {
       p.mutable_grad() = at::Tensor();
     }
   }
+  for (auto& params : device_params_) {
+    for (auto& p : params) {
+      p.mutable_grad() = at::Tensor();
+    }
+  }
 }
 
 void Optimizer::ensure_state() {
@@ -69,12 +74,61 @@ void Optimizer::step(double lr) {
   ensure_state();
   ++steps_;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (offloaded()) {
+      gradients_to_host(g);
+    }
     const double group_lr = lr * groups_[g].lr_scale;
     if (options_.kind == OptimizerKind::Sgd) {
       sgd_step(groups_[g], state_[g], group_lr);
     } else {
       adamw_step(groups_[g], state_[g], group_lr);
     }
+    if (offloaded()) {
+      parameters_to_device(g);
+    }
+  }
+}
+
+void Optimizer::offload_to_host() {
+  if (offloaded() || steps_ > 0) {
+    return;
+  }
+  at::NoGradGuard no_grad;
+  for (ParamGroup& g : groups_) {
+    device_params_.push_back(g.params);
+    for (at::Tensor& p : g.params) {
+      at::Tensor host = at::empty_strided(
+          p.sizes(),
+          p.strides(),
+          p.options().device(at::kCPU).pinned_memory(p.is_cuda()));
+      host.copy_(p);
+      p = host;
+    }
+  }
+}
+
+// The device's gradients into the host copies' (the copy waits for them).
+void Optimizer::gradients_to_host(std::size_t g) {
+  auto& host = groups_[g].params;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const at::Tensor& d = device_params_[g][i].grad();
+    if (!d.defined()) {
+      host[i].mutable_grad() = at::Tensor();
+      continue;
+    }
+    if (!host[i].grad().defined()) {
+      host[i].mutable_grad() = at::empty_like(host[i]);
+    }
+    host[i].mutable_grad().copy_(d);
+  }
+}
+
+// The updated host copies back into the parameters (from pinned memory:
+// asynchronous on a GPU, in the order of the stream's later work).
+void Optimizer::parameters_to_device(std::size_t g) {
+  const auto& host = groups_[g].params;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    device_params_[g][i].copy_(host[i], /*non_blocking=*/true);
   }
 }
 

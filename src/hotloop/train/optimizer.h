@@ -32,6 +32,16 @@ class Optimizer {
   // Sets every gradient to None (frees the memory until the next backward).
   void zero_grad();
 
+  // ZeRO-Offload (--offload optimizer): the update runs on the host, on
+  // float32 copies of the parameters (pinned where they live on a GPU), and
+  // the state lives there too, so the device holds none of it. Each step
+  // copies the gradients to the host, updates the copies there and copies
+  // them back into the parameters. Call before the first step.
+  void offload_to_host();
+  bool offloaded() const {
+    return !device_params_.empty();
+  }
+
   // The same update for CUDA graphs: the learning rate and the step count
   // (AdamW's bias correction) come from 0-dim tensors on the parameters'
   // device, so that one capture serves every step. set_device_scalars(lr)
@@ -65,6 +75,8 @@ class Optimizer {
     std::vector<at::Tensor> exp_avg_sq; // AdamW
   };
   void ensure_state();
+  void gradients_to_host(std::size_t g);
+  void parameters_to_device(std::size_t g);
   // The options with the group's exceptions (no weight decay).
   OptimizerOptions group_options(const ParamGroup& group) const;
   void sgd_step(ParamGroup& group, GroupState& state, double lr);
@@ -73,6 +85,9 @@ class Optimizer {
   void adamw_step_on_device(ParamGroup& group, GroupState& state);
 
   std::vector<ParamGroup> groups_;
+  // Offloaded: the parameters on their device, per group (groups_ then
+  // holds their host copies).
+  std::vector<std::vector<at::Tensor>> device_params_;
   std::vector<GroupState> state_;
   OptimizerOptions options_;
   std::int64_t steps_ = 0;

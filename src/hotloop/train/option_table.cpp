@@ -685,6 +685,16 @@ std::vector<TrainerOption> parallel_options() {
                 : std::string(
                       "must be 0, 1 or 2 (stage 3, parameters sharded too, is not built yet)");
           }),
+      text<O>(
+          "offload",
+          section,
+          field(&O::offload),
+          "optimizer: keep the optimizer's state and do its update in host memory (pinned), the device holding neither (ZeRO-Offload; with --shard, each rank its shard's); none: on the training device",
+          [](const std::string& v) {
+            return v == "none" || v == "optimizer"
+                ? std::string()
+                : std::string("must be none or optimizer");
+          }),
       number<O, double>(
           "bucket-mb",
           section,

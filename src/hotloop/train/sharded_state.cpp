@@ -92,8 +92,12 @@ NamedTensors ShardedOptimizerState::gather(const Optimizer& shards, bool keep)
       if (it == mine.end()) {
         continue; // this optimizer keeps no such state (alike on every rank)
       }
-      at::Tensor full = at::empty({l.padded}, it->second.options());
-      group_->start_allgather(it->second, full, "optimizer state gather")();
+      // On the parameters' device (an offloaded state is in host memory,
+      // which NCCL cannot gather).
+      const at::Tensor& first = reducer_->params()[bucket.members.front()];
+      const at::Tensor shard = it->second.to(first.device());
+      at::Tensor full = at::empty({l.padded}, shard.options());
+      group_->start_allgather(shard, full, "optimizer state gather")();
       if (!keep) {
         continue;
       }

@@ -225,7 +225,8 @@ EvalResult Trainer::Impl::evaluate() {
 // kind: every parameter (frozen ones too; --shard: the flat buffers, padding
 // included), the gradients (one process: the parameters' own; plain data
 // parallel: those and the all-reduce buckets; --shard: the reducer's
-// buffers, the parameters' own freed) and the optimizer state.
+// buffers, the parameters' own freed) and the optimizer state (offloaded:
+// none on the device; "host" what it keeps in host memory instead).
 nlohmann::json Trainer::Impl::model_state_bytes() const {
   std::uint64_t parameters = 0;
   std::uint64_t trainable = 0;
@@ -243,10 +244,25 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
   for (const auto& [name, t] : optimizer->state()) {
     optimizer_state += name == "steps" ? 0 : t.nbytes();
   }
+  if (!optimizer->offloaded()) {
+    return {
+        {"parameters", parameters},
+        {"gradients", gradients},
+        {"optimizer", optimizer_state}};
+  }
+  // --offload optimizer: the state and the update's parameter copies (and
+  // their gradients) are in host memory.
+  std::uint64_t copies = 0;
+  for (const ParamGroup& g : optimizer->groups()) {
+    for (const at::Tensor& p : g.params) {
+      copies += 2 * p.nbytes();
+    }
+  }
   return {
       {"parameters", parameters},
       {"gradients", gradients},
-      {"optimizer", optimizer_state}};
+      {"optimizer", 0},
+      {"host", optimizer_state + copies}};
 }
 
 TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {

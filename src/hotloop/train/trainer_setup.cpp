@@ -378,6 +378,31 @@ void Trainer::Impl::store_frozen_base() {
   }
 }
 
+namespace {
+
+std::int64_t count_elements(const std::vector<at::Tensor>& tensors) {
+  std::int64_t n = 0;
+  for (const at::Tensor& t : tensors) {
+    n += t.numel();
+  }
+  return n;
+}
+
+// The index of the group holding `t`; groups.size() for none (a trainable
+// parameter no group updates).
+int group_of(const std::vector<ParamGroup>& groups, const at::Tensor& t) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const at::Tensor& p : groups[g].params) {
+      if (p.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        return static_cast<int>(g);
+      }
+    }
+  }
+  return static_cast<int>(groups.size());
+}
+
+} // namespace
+
 // The optimizer over its parameter groups, data parallel's gradient sync, the
 // precision mode.
 void Trainer::Impl::make_optimizer() {
@@ -435,33 +460,17 @@ void Trainer::Impl::make_optimizer() {
           std::make_unique<parallel::GradientReducer>(group, tensors, buckets));
     }
   }
+  if (options.offload == "optimizer") {
+    optimizer->offload_to_host();
+    log(fmt::format(
+        "offload: the optimizer's state and its float32 copies of the {} parameters it updates live in host memory{}; each step copies the gradients there and the update back",
+        count_elements(tensors),
+        state.device.is_cuda()
+            ? " (pinned)"
+            : " (training runs on the CPU: this moves nothing)"));
+  }
   state.optimizer = optimizer.get();
 }
-
-namespace {
-
-std::int64_t count_elements(const std::vector<at::Tensor>& tensors) {
-  std::int64_t n = 0;
-  for (const at::Tensor& t : tensors) {
-    n += t.numel();
-  }
-  return n;
-}
-
-// The index of the group holding `t`; groups.size() for none (a trainable
-// parameter no group updates).
-int group_of(const std::vector<ParamGroup>& groups, const at::Tensor& t) {
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    for (const at::Tensor& p : groups[g].params) {
-      if (p.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
-        return static_cast<int>(g);
-      }
-    }
-  }
-  return static_cast<int>(groups.size());
-}
-
-} // namespace
 
 // ZeRO stages 1 and 2: the parameters move into flat buckets each rank
 // owns a shard of; the optimizer updates the shards (its groups keep their
