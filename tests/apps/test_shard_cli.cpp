@@ -2,7 +2,8 @@
 // and Gloo over loopback (hotloop launch --nproc 2): each stage trains as
 // unsharded data parallel does with the same seed, data and global batch
 // (per-step losses and final weights), for a GPT (AdamW, clipping,
-// accumulation), a Llama (bf16 autocast) and a ResNet (SGD with momentum);
+// accumulation), a Llama (bf16 autocast), LoRA on a Qwen2 folder and a
+// ResNet (SGD with momentum);
 // each rank holds its share of the optimizer state and gradients (the
 // summary's bytes); a sharded run's checkpoint resumes exactly, and resumes
 // unsharded too; a checkpoint resumes at another number of ranks; the
@@ -193,6 +194,39 @@ TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
   expect_same_training(runs[0], runs[2], steps, 0, 0);
 }
 
+TEST(ShardCli, Stage2TrainsLoraOnAQwen2FolderAsUnshardedDataParallelDoes) {
+  // A Qwen2-shaped Hugging Face folder (attention biases, grouped heads),
+  // small: one step of qwen2.5-0.5b's shape cut down, exported.
+  test::TempDir dir;
+  const std::string base = (dir.path() / "base").string();
+  const auto made = test::run_cli(
+      "train --model qwen2.5-0.5b --layers 2 --width 64 --heads 4 --context 16 --vocab 256 --data " +
+      corpus(dir) + " --steps 1 --batch 8 --threads 1 --device cpu --out " +
+      base);
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  const std::string folder = (dir.path() / "qwen2").string();
+  const auto exported = test::run_cli(
+      "weights export-hf " + base + "/model.safetensors " + folder);
+  ASSERT_EQ(exported.exit_code, 0) << exported.out;
+  ASSERT_NE(
+      test::slurp(folder + "/config.json").find("Qwen2ForCausalLM"),
+      std::string::npos);
+  // The frozen base, the adapters sharded: bit for bit (no clipping).
+  const std::string args = "--init " + folder +
+      " --context 16 --lora-rank 4 --data " + corpus(dir) +
+      " --steps 4 --batch 8 --lr 0.01 --clip-grad-norm 0 --log-every 1";
+  const std::string whole = (dir.path() / "whole").string();
+  const std::string sharded = (dir.path() / "sharded").string();
+  ASSERT_EQ(launch(args, whole).exit_code, 0);
+  const auto r = launch(args + " --shard 2", sharded);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("this rank updates 4864 of the 9728 trainable parameters"),
+      std::string::npos)
+      << r.out;
+  expect_same_training(whole, sharded, 4, 0, 0);
+}
+
 TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
   test::TempDir dir;
   const std::string straight = (dir.path() / "straight").string();
@@ -296,6 +330,50 @@ TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {
   EXPECT_EQ(
       bytes["host"].get<double>(),
       2 * summary(device)["model_state_bytes"]["optimizer"].get<double>());
+}
+
+// Rank 1 alone runs out of memory above 2 samples: both ranks discard the
+// step's shards, shrink the micro-batch and redo it, as unsharded ranks do.
+TEST(ShardCli, AnOutOfMemoryOnOneRankIsRecoveredShardedAsUnsharded) {
+  test::TempDir dir;
+  const std::string args =
+      "--model gpt-nano --layers 2 --width 32 --context 16 --data " +
+      corpus(dir) +
+      " --steps 4 --batch 16 --micro-batch 4 --clip-grad-norm 0 --log-every 1";
+  auto run = [&](const std::string& name, int stage) {
+    const std::string out = (dir.path() / name).string();
+    const auto r = test::run_cli(
+        "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
+            " -- train " + args + " --shard " + std::to_string(stage) +
+            " --threads 1 --workers 1 --device cpu --seed 3 --out " + out,
+        "HOTLOOP_INJECT_OOM_ABOVE=2 HOTLOOP_INJECT_OOM_RANK=1");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return out;
+  };
+  const std::string whole = run("whole", 0);
+  const std::string sharded = run("sharded", 2);
+  EXPECT_EQ(summary(sharded)["oom_recoveries"], 1);
+  EXPECT_EQ(summary(sharded)["micro_batch"], 2);
+  expect_same_training(whole, sharded, 4, 0, 0);
+}
+
+// The batch finder under data parallelism (each rank finds alone, unsharded,
+// and the ranks agree on the smallest); it was refused before a trial ran
+// ("batch: 1 is not divisible by micro-batch 0 x 2 rank(s)").
+TEST(ShardCli, BatchAutoIsFoundOverTwoRanksAndTrainsSharded) {
+  test::TempDir dir;
+  const std::string run = (dir.path() / "run").string();
+  const auto r = launch(
+      "--model gpt-nano --layers 2 --width 32 --context 16 --data " +
+          corpus(dir) + " --steps 2 --batch auto --shard 2",
+      run);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("batch auto: "), std::string::npos) << r.out;
+  const auto config = nlohmann::json::parse(test::slurp(run + "/config.json"));
+  const std::int64_t batch = config["options"]["batch"].get<std::int64_t>();
+  EXPECT_GE(batch, 2);
+  EXPECT_EQ(batch % 2, 0); // the finding a rank, times the 2 ranks
+  EXPECT_EQ(summary(run)["shard"], 2);
 }
 
 TEST(ShardCli, OneProcessSaysItHasNothingToShardAndTrains) {

@@ -1,5 +1,6 @@
 #include "hotloop/train/resolve_run.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "hotloop/model/lm/hf_checkpoint.h"
@@ -60,7 +61,9 @@ ResolvedRun resolve_run(RunOptions& run, const ResolveContext& context) {
       .gpu_precision = context.gpu_precision(o.device)};
   apply_recipe(recipe_for(what), o, given);
   if (run.batch_auto) {
-    o.batch = 1; // until the finder decides
+    // Until the finder decides: one sample a rank (a placeholder of 1 was
+    // refused under data parallelism as not divisible by the ranks).
+    o.batch = std::max(1, o.world_size);
   }
   if (run.micro_batch_auto) {
     o.micro_batch = 0;
