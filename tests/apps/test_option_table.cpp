@@ -54,7 +54,7 @@ std::string another_value(
     }
     case train::OptionKind::Text:
       // --device takes only device names, --document-mask off, eos or an id,
-      // --chat-template a template's name.
+      // --chat-template a template's name, --offload none or optimizer.
       if (o.name == "device") {
         return "cpu";
       }
@@ -63,6 +63,9 @@ std::string another_value(
       }
       if (o.name == "chat-template") {
         return "chatml";
+      }
+      if (o.name == "offload") {
+        return "optimizer";
       }
       return v.get<std::string>() + "-changed";
   }
