@@ -3,7 +3,7 @@
 // unsharded data parallel does with the same seed, data and global batch
 // (per-step losses and final weights), for a GPT (AdamW, clipping,
 // accumulation), a Llama (bf16 autocast), LoRA on a Qwen2 folder and a
-// ResNet (SGD with momentum);
+// ResNet (SGD with momentum, activation checkpointing);
 // each rank holds its share of the optimizer state and gradients (the
 // summary's bytes); a sharded run's checkpoint resumes exactly, and resumes
 // unsharded too; a checkpoint resumes at another number of ranks; the
@@ -178,11 +178,13 @@ TEST(ShardCli, Stage2TrainsALlamaInBf16AsUnshardedDataParallelDoes) {
   expect_same_training(whole, sharded, steps, 0, 0);
 }
 
+// With activation checkpointing: the stages' forward recomputed in backward
+// (the gradient hooks fire as the recomputed stages' backward runs).
 TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
   test::TempDir dir;
   const int steps = 3;
   const std::string args =
-      "--model resnet18-small --data synthetic:256x3x32x32 --augment none --steps 3 --batch 16 --optimizer sgd --momentum 0.9 --lr 0.05 --log-every 1";
+      "--model resnet18-small --data synthetic:256x3x32x32 --augment none --steps 3 --batch 16 --optimizer sgd --momentum 0.9 --lr 0.05 --activation-checkpointing stages --log-every 1";
   std::vector<std::string> runs;
   for (int stage : {0, 1, 2}) {
     const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
