@@ -13,7 +13,8 @@ examples/bring_your_own/export.py and checks:
     gives the logits PyTorch gives with them;
   - fine-tuning: a 100-class head is replaced for 10 classes (--head) and --freeze by name globs leaves the
     frozen parameters as exported;
-  - data parallel: 2 Gloo ranks (`hotloop launch`) end with the weights of 1 rank with the same global batch;
+  - data parallel: 2 Gloo ranks (`hotloop launch`) end with the weights of 1 rank with the same global batch
+    (and with `--shard 2`, ZeRO stage 2, with the unsharded 2 ranks' weights bit for bit);
     kill -9 mid-run + `--resume auto` ends with the uninterrupted run's weights, bit for bit;
   - bad exports (a state_dict, safetensors, garbage, a torch.export package, no forward, a tuple, a wrong
     shape, a batch size frozen by tracing, a forward that cannot take the data) fail with the cause and the
@@ -240,6 +241,12 @@ def main():
     worst = max(rel(w2[k], w1[k]) for k in w1)
     check("1 x 16 micro-batch(es) x 2 ranks" in r.stdout + r.stderr and worst <= TOLERANCE,
           f"2 Gloo ranks end within {worst:.2e} relative L2 of 1 rank's weights (<= {TOLERANCE:g})")
+    sharded = os.path.join(tmp, "sharded")
+    r = must(hotloop("launch", "--nproc", "2", "--master-port", str(free_port()), "--", *common, "--shard", "2",
+                     "--out", sharded), "2 ranks, --shard 2")
+    ws = load_weights(os.path.join(sharded, "model.safetensors"))
+    check("shard: ZeRO stage 2 over 2 ranks" in r.stdout + r.stderr and all(torch.equal(ws[k], w2[k]) for k in w2),
+          "ZeRO stage 2 over the exported module's parameters ends with the unsharded 2 ranks' weights, bit for bit")
     killed = os.path.join(tmp, "killed")
     env = dict(os.environ, HOTLOOP_INJECT_KILL="step:7")
     r = hotloop(*common, "--out", killed, env=env)
