@@ -63,6 +63,23 @@ train::Checkpoint last_checkpoint(const std::string& run, int step) {
       fmt::format("{}/checkpoints/step-{:08d}.safetensors", run, step));
 }
 
+// The same names in the same order, the values within rtol (relative) /
+// atol; rtol 0: bit for bit.
+void expect_same_tensors(
+    const model::StateDict& a,
+    const model::StateDict& b,
+    double rtol,
+    double atol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(
+        rtol == 0 ? at::equal(a[i].second, b[i].second)
+                  : at::allclose(a[i].second, b[i].second, rtol, atol))
+        << a[i].first;
+  }
+}
+
 // Per-step losses within `rtol` and the final weights and optimizer state
 // within rtol (relative) / atol; rtol 0: bit for bit.
 void expect_same_training(
@@ -84,27 +101,10 @@ void expect_same_training(
   }
   const auto ca = last_checkpoint(a, steps);
   const auto cb = last_checkpoint(b, steps);
-  ASSERT_EQ(ca.model.size(), cb.model.size());
-  for (std::size_t i = 0; i < ca.model.size(); ++i) {
-    EXPECT_EQ(ca.model[i].first, cb.model[i].first);
-    EXPECT_TRUE(
-        rtol == 0
-            ? at::equal(ca.model[i].second, cb.model[i].second)
-            : at::allclose(ca.model[i].second, cb.model[i].second, rtol, atol))
-        << ca.model[i].first;
-  }
+  expect_same_tensors(ca.model, cb.model, rtol, atol);
   // The sharded run's checkpoint holds the optimizer state whole, named as
   // the unsharded one's.
-  ASSERT_EQ(ca.optimizer.size(), cb.optimizer.size());
-  for (std::size_t i = 0; i < ca.optimizer.size(); ++i) {
-    EXPECT_EQ(ca.optimizer[i].first, cb.optimizer[i].first);
-    EXPECT_TRUE(
-        rtol == 0
-            ? at::equal(ca.optimizer[i].second, cb.optimizer[i].second)
-            : at::allclose(
-                  ca.optimizer[i].second, cb.optimizer[i].second, rtol, atol))
-        << ca.optimizer[i].first;
-  }
+  expect_same_tensors(ca.optimizer, cb.optimizer, rtol, atol);
 }
 
 std::string gpt_args(const test::TempDir& dir, int steps) {
@@ -242,15 +242,8 @@ TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
   ASSERT_EQ(b.exit_code, 0) << b.out;
   const auto ca = last_checkpoint(straight, 8);
   const auto cb = last_checkpoint(halves, 8);
-  ASSERT_EQ(ca.model.size(), cb.model.size());
-  for (std::size_t i = 0; i < ca.model.size(); ++i) {
-    EXPECT_TRUE(at::equal(ca.model[i].second, cb.model[i].second))
-        << ca.model[i].first;
-  }
-  for (std::size_t i = 0; i < ca.optimizer.size(); ++i) {
-    EXPECT_TRUE(at::equal(ca.optimizer[i].second, cb.optimizer[i].second))
-        << ca.optimizer[i].first;
-  }
+  expect_same_tensors(ca.model, cb.model, 0, 0);
+  expect_same_tensors(ca.optimizer, cb.optimizer, 0, 0);
 
   // The same checkpoint resumed unsharded: the state is whole in it.
   const std::string unsharded = (dir.path() / "unsharded").string();
@@ -258,11 +251,7 @@ TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
   const auto c = launch(gpt_args(dir, 8) + " --resume auto", unsharded);
   ASSERT_EQ(c.exit_code, 0) << c.out;
   const auto cc = last_checkpoint(unsharded, 8);
-  for (std::size_t i = 0; i < ca.model.size(); ++i) {
-    EXPECT_TRUE(
-        at::allclose(ca.model[i].second, cc.model[i].second, 1e-6, 1e-7))
-        << ca.model[i].first;
-  }
+  expect_same_tensors(ca.model, cc.model, 1e-6, 1e-7);
 }
 
 TEST(
@@ -301,12 +290,8 @@ TEST(
   const double val = summary(straight)["val_loss"].get<double>();
   for (const std::string& run : {down, up}) {
     const auto cb = last_checkpoint(run, 8);
-    ASSERT_EQ(ca.model.size(), cb.model.size());
-    for (std::size_t i = 0; i < ca.model.size(); ++i) {
-      EXPECT_TRUE(
-          at::allclose(ca.model[i].second, cb.model[i].second, 1e-5, 5e-7))
-          << run << " " << ca.model[i].first;
-    }
+    SCOPED_TRACE(run);
+    expect_same_tensors(ca.model, cb.model, 1e-5, 5e-7);
     EXPECT_NEAR(summary(run)["val_loss"].get<double>(), val, 1e-6 * val);
   }
 }

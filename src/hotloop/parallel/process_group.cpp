@@ -109,6 +109,17 @@ struct ProcessGroup::Impl {
               at::TensorOptions().dtype(at::kLong).device(at::kCUDA))
         : at::tensor({value}, at::kLong);
   }
+
+  // Starts the collective `launch` returns (guarded) and returns its wait
+  // (guarded, Wait::Stream): what every start_* collective hands back.
+  template <typename F>
+  std::function<void()> started(const std::string& phase, F&& launch) {
+    c10::intrusive_ptr<c10d::Work> work;
+    guarded(phase, [&] { work = launch(); });
+    return [this, work, phase] {
+      guarded(phase, [&] { wait(work, Wait::Stream); });
+    };
+  }
 };
 
 std::chrono::milliseconds nccl_watchdog_timeout(
@@ -207,41 +218,29 @@ std::function<void()> ProcessGroup::start_allreduce_sum(
     at::Tensor tensor,
     const std::string& phase) {
   std::vector<at::Tensor> t = {std::move(tensor)};
-  c10::intrusive_ptr<c10d::Work> work;
-  impl_->guarded(phase, [&] {
-    work = impl_->backend->allreduce(t, c10d::AllreduceOptions{});
+  return impl_->started(phase, [&] {
+    return impl_->backend->allreduce(t, c10d::AllreduceOptions{});
   });
-  return [this, work, phase] {
-    impl_->guarded(phase, [&] { impl_->wait(work, Impl::Wait::Stream); });
-  };
 }
 
 std::function<void()> ProcessGroup::start_reduce_scatter_sum(
     at::Tensor input,
     at::Tensor output,
     const std::string& phase) {
-  c10::intrusive_ptr<c10d::Work> work;
-  impl_->guarded(phase, [&] {
-    work = impl_->backend->_reduce_scatter_base(
+  return impl_->started(phase, [&] {
+    return impl_->backend->_reduce_scatter_base(
         output, input, c10d::ReduceScatterOptions{});
   });
-  return [this, work, phase] {
-    impl_->guarded(phase, [&] { impl_->wait(work, Impl::Wait::Stream); });
-  };
 }
 
 std::function<void()> ProcessGroup::start_allgather(
     at::Tensor input,
     at::Tensor output,
     const std::string& phase) {
-  c10::intrusive_ptr<c10d::Work> work;
-  impl_->guarded(phase, [&] {
-    work = impl_->backend->_allgather_base(
+  return impl_->started(phase, [&] {
+    return impl_->backend->_allgather_base(
         output, input, c10d::AllgatherOptions{});
   });
-  return [this, work, phase] {
-    impl_->guarded(phase, [&] { impl_->wait(work, Impl::Wait::Stream); });
-  };
 }
 
 void ProcessGroup::allreduce_sum_(

@@ -52,14 +52,17 @@ ShardedOptimizerState::ShardedOptimizerState(
   }
 }
 
+bool ShardedOptimizerState::updated(std::size_t bucket) const {
+  return static_cast<std::size_t>(reducer_->buckets()[bucket].partition) <
+      whole_.size();
+}
+
 std::string ShardedOptimizerState::shard_name(
     std::size_t bucket,
     const char* kind) const {
   const auto g =
       static_cast<std::size_t>(reducer_->buckets()[bucket].partition);
-  return g < whole_.size()
-      ? fmt::format("{}.{}.{}", whole_[g].name, shard_index_[bucket], kind)
-      : std::string();
+  return fmt::format("{}.{}.{}", whole_[g].name, shard_index_[bucket], kind);
 }
 
 std::string ShardedOptimizerState::member_name(
@@ -85,6 +88,9 @@ NamedTensors ShardedOptimizerState::gather(const Optimizer& shards, bool keep)
   }
   // Bucket by bucket, in the same order on every rank.
   for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (!updated(b)) {
+      continue;
+    }
     const parallel::Bucket& bucket = reducer_->buckets()[b];
     const parallel::ShardLayout& l = reducer_->layout(b);
     for (const char* kind : kKinds) {
@@ -133,12 +139,11 @@ void ShardedOptimizerState::scatter(
   }
   const int rank = reducer_->rank();
   for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (!updated(b)) {
+      continue;
+    }
     const parallel::Bucket& bucket = reducer_->buckets()[b];
     const parallel::ShardLayout& l = reducer_->layout(b);
-    const std::string name0 = shard_name(b, "");
-    if (name0.empty()) {
-      continue; // no group updates this bucket
-    }
     for (const char* kind : kKinds) {
       std::vector<std::int64_t> numels;
       std::size_t present = 0;

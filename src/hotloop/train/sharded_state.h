@@ -42,6 +42,9 @@ class ShardedOptimizerState {
   void scatter(const NamedTensors& whole, Optimizer& shards) const;
 
  private:
+  // Bucket b belongs to one of the optimizer's groups (else it is reduced
+  // but never updated, and has no state).
+  bool updated(std::size_t bucket) const;
   // Bucket b's shard name and its members' whole names, for state `kind`.
   std::string shard_name(std::size_t bucket, const char* kind) const;
   std::string member_name(std::size_t bucket, std::size_t j, const char* kind)
