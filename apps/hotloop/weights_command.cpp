@@ -1,6 +1,7 @@
-// `hotloop weights show|convert|export-hf|merge-lora`: look inside a weight
-// file, convert between safetensors and torch.save() zip files, write a
-// language model as a Hugging Face folder, with its LoRA adapters merged.
+// `hotloop weights show|convert|export-hf|merge-lora|consolidate`: look
+// inside a weight file, convert between safetensors and torch.save() zip
+// files, write a language model as a Hugging Face folder, with its LoRA
+// adapters merged, and put a sharded checkpoint back into one file.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +17,8 @@
 #include "hotloop/model/lm/lora.h"
 #include "hotloop/model/model_kind.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/train/checkpoint_shards.h"
+#include "hotloop/train/run_folder.h"
 #include "lm_options.h"
 #include "option_sources.h"
 
@@ -193,6 +196,75 @@ void add_merge_lora(CLI::App* cmd, Action& action) {
       });
 }
 
+// A checkpoint file, or a run folder's newest checkpoint that loads.
+std::string checkpoint_of(const std::string& in) {
+  if (!std::filesystem::is_directory(in)) {
+    return in;
+  }
+  const std::string dir = train::RunFolder(in).checkpoints();
+  const auto found = train::newest_valid_checkpoint(
+      dir,
+      [](const std::string& w) { fmt::print(stderr, "warning: {}\n", w); });
+  if (!found) {
+    throw UsageError(
+        fmt::format("{} holds no checkpoint that loads", dir),
+        "name a checkpoint file (RUN/checkpoints/step-N.safetensors)");
+  }
+  return found->first;
+}
+
+// `weights consolidate IN OUT`: a checkpoint whose optimizer state is in
+// per-rank shard files (--shard) as one file, or its language model as a
+// Hugging Face folder.
+void add_consolidate(CLI::App* cmd, Action& action) {
+  auto f = std::make_shared<ExportHf>();
+  CLI::App* sub = cmd->add_subcommand(
+      "consolidate",
+      "Put a checkpoint back into one file: a sharded run's (--shard: the optimizer state in one file per rank) as a whole checkpoint, which resumes at any number of ranks sharded or not, loads with --init and needs no shard files; OUT a folder: the language model as a Hugging Face folder");
+  sub->add_option(
+         "IN",
+         f->in,
+         "A checkpoint (RUN/checkpoints/step-N.safetensors) or a run folder (its newest checkpoint)")
+      ->required();
+  sub->add_option(
+         "OUT",
+         f->out,
+         "OUT.safetensors: the whole checkpoint (written atomically); else the folder for a Hugging Face model")
+      ->required();
+  sub->callback([f, &action] {
+    action = [f] {
+      const std::string in = checkpoint_of(f->in);
+      if (!f->out.ends_with(".safetensors")) {
+        const model::ModelOptions options =
+            resolve_lm(model::ModelOptions{}, in, {});
+        const auto lm = load_lm(options, in);
+        const std::string weights = model::write_hf_folder(f->out, *lm);
+        fmt::print(
+            "{} ({}) -> {}, {}/config.json\n",
+            in,
+            options.name,
+            weights,
+            f->out);
+        return 0;
+      }
+      const train::Checkpoint c = train::load_whole_checkpoint(in);
+      train::write_checkpoint(f->out, c);
+      std::size_t bytes = 0;
+      for (const auto& [name, t] : c.optimizer) {
+        bytes += t.nbytes();
+      }
+      fmt::print(
+          "{} (step {}) -> {}: the model and the whole optimizer state ({} optimizer tensors, {})\n",
+          in,
+          c.meta.at("step").get<std::int64_t>(),
+          f->out,
+          c.optimizer.size(),
+          format_bytes(bytes));
+      return 0;
+    };
+  });
+}
+
 } // namespace
 
 void add_weights_command(CLI::App& app, Action& action) {
@@ -205,6 +277,7 @@ void add_weights_command(CLI::App& app, Action& action) {
   add_convert(cmd, action);
   add_export_hf(cmd, action);
   add_merge_lora(cmd, action);
+  add_consolidate(cmd, action);
 }
 
 } // namespace hotloop::cli

@@ -5,12 +5,16 @@
 // accumulation), a Llama (bf16 autocast), LoRA on a Qwen2 folder and a
 // ResNet (SGD with momentum, activation checkpointing);
 // each rank holds its share of the optimizer state and gradients (the
-// summary's bytes); a sharded run's checkpoint resumes exactly, and resumes
-// unsharded too; a checkpoint resumes at another number of ranks; the
+// summary's bytes); a sharded run's checkpoint (a file a rank beside it)
+// resumes exactly, and resumes unsharded too, after a kill during its save
+// too; a missing shard file is refused by name; consolidated into one file
+// it resumes exactly; a checkpoint resumes at another number of ranks; the
 // optimizer offloaded to the host trains as on the device.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
@@ -18,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hotloop/train/checkpoint_file.h"
+#include "hotloop/train/checkpoint_shards.h"
 #include "support/cli_process.h"
 #include "support/free_port.h"
 #include "support/temp_dir.h"
@@ -35,11 +40,16 @@ std::string corpus(const test::TempDir& dir) {
 }
 
 // `hotloop launch --nproc 2 -- train ARGS --out RUN`.
-test::CliResult launch(const std::string& args, const std::string& run) {
+// `env`: VAR=value pairs for the job.
+test::CliResult launch(
+    const std::string& args,
+    const std::string& run,
+    const std::string& env = {}) {
   return test::run_cli(
       "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
-      " -- train " + args +
-      " --threads 1 --workers 1 --device cpu --seed 3 --out " + run);
+          " -- train " + args +
+          " --threads 1 --workers 1 --device cpu --seed 3 --out " + run,
+      env);
 }
 
 std::vector<double> losses(const std::string& run) {
@@ -58,9 +68,14 @@ nlohmann::json summary(const std::string& run) {
   return nlohmann::json::parse(test::slurp(run + "/summary.json"));
 }
 
+std::string checkpoint_path(const std::string& run, int step) {
+  return fmt::format("{}/checkpoints/step-{:08d}.safetensors", run, step);
+}
+
+// The checkpoint with its optimizer state whole (a sharded run's put back
+// together from its shard files).
 train::Checkpoint last_checkpoint(const std::string& run, int step) {
-  return train::load_checkpoint(
-      fmt::format("{}/checkpoints/step-{:08d}.safetensors", run, step));
+  return train::load_whole_checkpoint(checkpoint_path(run, step));
 }
 
 // The same names in the same order, the values within rtol (relative) /
@@ -102,8 +117,8 @@ void expect_same_training(
   const auto ca = last_checkpoint(a, steps);
   const auto cb = last_checkpoint(b, steps);
   expect_same_tensors(ca.model, cb.model, rtol, atol);
-  // The sharded run's checkpoint holds the optimizer state whole, named as
-  // the unsharded one's.
+  // The sharded run's shard files put back together: the optimizer state
+  // named as the unsharded one's.
   expect_same_tensors(ca.optimizer, cb.optimizer, rtol, atol);
 }
 
@@ -245,7 +260,7 @@ TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
   expect_same_tensors(ca.model, cb.model, 0, 0);
   expect_same_tensors(ca.optimizer, cb.optimizer, 0, 0);
 
-  // The same checkpoint resumed unsharded: the state is whole in it.
+  // The same checkpoint resumed unsharded: the state put back together.
   const std::string unsharded = (dir.path() / "unsharded").string();
   ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", unsharded).exit_code, 0);
   const auto c = launch(gpt_args(dir, 8) + " --resume auto", unsharded);
@@ -294,6 +309,104 @@ TEST(
     expect_same_tensors(ca.model, cb.model, 1e-5, 5e-7);
     EXPECT_NEAR(summary(run)["val_loss"].get<double>(), val, 1e-6 * val);
   }
+}
+
+TEST(ShardCli, EachRankSavesItsShardAndAKilledSaveResumesFromTheLastOne) {
+  test::TempDir dir;
+  const std::string args =
+      gpt_args(dir, 8) + " --shard 2 --checkpoint-every 2 --keep-checkpoints 2";
+  const std::string straight = (dir.path() / "straight").string();
+  ASSERT_EQ(launch(args, straight).exit_code, 0);
+  // The last two checkpoints, each with one file a rank, and nothing else:
+  // the older ones' shard files went with them.
+  std::set<std::string> files;
+  for (const auto& e :
+       std::filesystem::directory_iterator(straight + "/checkpoints")) {
+    files.insert(e.path().filename().string());
+  }
+  EXPECT_EQ(
+      files,
+      (std::set<std::string>{
+          "step-00000006.safetensors",
+          "step-00000006.rank-0-of-2.safetensors",
+          "step-00000006.rank-1-of-2.safetensors",
+          "step-00000008.safetensors",
+          "step-00000008.rank-0-of-2.safetensors",
+          "step-00000008.rank-1-of-2.safetensors"}));
+  // The checkpoint itself keeps of the optimizer only its step count.
+  const auto head = train::load_checkpoint(checkpoint_path(straight, 8));
+  ASSERT_EQ(head.optimizer.size(), 1u);
+  EXPECT_EQ(head.optimizer[0].first, "steps");
+
+  // Killed as rank 0 writes step 6's checkpoint, every rank's shard file
+  // already in place: resumed from step 4, step 6's files are removed and
+  // the run ends where the uninterrupted one does, bit for bit.
+  const std::string killed = (dir.path() / "killed").string();
+  EXPECT_NE(
+      launch(args, killed, "HOTLOOP_INJECT_KILL=checkpoint:6").exit_code, 0);
+  const std::string ckpts = killed + "/checkpoints";
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_path(killed, 6)));
+  ASSERT_TRUE(std::filesystem::exists(train::shard_file_path(ckpts, 6, 1, 2)));
+  const auto r = launch(args + " --resume auto", killed);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("removed " + train::shard_file_path(ckpts, 6, 0, 2)),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resumed"), std::string::npos) << r.out;
+  const auto a = last_checkpoint(straight, 8);
+  const auto b = last_checkpoint(killed, 8);
+  expect_same_tensors(a.model, b.model, 0, 0);
+  expect_same_tensors(a.optimizer, b.optimizer, 0, 0);
+}
+
+TEST(ShardCli, AMissingShardIsRefusedByNameAndConsolidateWritesOneFile) {
+  test::TempDir dir;
+  const std::string run = (dir.path() / "run").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", run).exit_code, 0);
+  const std::string ckpts = run + "/checkpoints";
+  const std::string rank1 = train::shard_file_path(ckpts, 4, 1, 2);
+
+  // Rank 1's file gone: the resume is refused, naming it.
+  const std::string aside = (dir.path() / "aside.safetensors").string();
+  std::filesystem::rename(rank1, aside);
+  const auto refused = launch(
+      gpt_args(dir, 8) + " --shard 2 --resume " + checkpoint_path(run, 4), run);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(
+      refused.out.find("1 of its shard files is missing: " + rank1),
+      std::string::npos)
+      << refused.out;
+  std::filesystem::rename(aside, rank1);
+
+  // Consolidated: one file with the whole state, which resumes with no
+  // shard files beside it exactly as the sharded checkpoint does.
+  const std::string whole = (dir.path() / "whole.safetensors").string();
+  const auto c = test::run_cli("weights consolidate " + run + " " + whole);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("(step 4) -> " + whole), std::string::npos) << c.out;
+  const auto one = train::load_checkpoint(whole);
+  EXPECT_FALSE(one.meta.contains(train::kShardIndexKey));
+  expect_same_tensors(one.optimizer, last_checkpoint(run, 4).optimizer, 0, 0);
+
+  const std::string from_shards = (dir.path() / "from-shards").string();
+  const std::string from_whole = (dir.path() / "from-whole").string();
+  const std::string resume = gpt_args(dir, 8) + " --shard 2 --resume ";
+  ASSERT_EQ(launch(resume + checkpoint_path(run, 4), from_shards).exit_code, 0);
+  std::filesystem::remove_all(ckpts);
+  const auto w = launch(resume + whole, from_whole);
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  const auto a = last_checkpoint(from_shards, 8);
+  const auto b = last_checkpoint(from_whole, 8);
+  expect_same_tensors(a.model, b.model, 0, 0);
+  expect_same_tensors(a.optimizer, b.optimizer, 0, 0);
+
+  // Into a folder: the language model as a Hugging Face folder.
+  const std::string hf = (dir.path() / "hf").string();
+  const auto h = test::run_cli("weights consolidate " + from_whole + " " + hf);
+  ASSERT_EQ(h.exit_code, 0) << h.out;
+  EXPECT_TRUE(std::filesystem::exists(hf + "/config.json")) << h.out;
+  EXPECT_TRUE(std::filesystem::exists(hf + "/model.safetensors")) << h.out;
 }
 
 TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {

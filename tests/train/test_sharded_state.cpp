@@ -1,10 +1,13 @@
 // The optimizer over ZeRO shards (two Gloo ranks, threads of this process):
 // AdamW stepping each rank's shard of the mean gradient ends where AdamW on
-// the whole parameters ends, the state gathered from the shards is the
-// whole optimizer's (names and values), and a whole state is cut back into
-// the shards exactly.
+// the whole parameters ends; the shard files each rank saves put back
+// together are the whole optimizer's state (names and values); a whole
+// state is cut into the shards exactly; a save by two ranks is cut again for
+// one rank and for two; a file of another
+// save is refused by name, and a missing one is named.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 
 #include <ATen/TensorOperators.h>
@@ -15,12 +18,15 @@
 #include <ATen/ops/sin.h>
 #include <ATen/ops/zeros.h>
 
+#include "hotloop/errors.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/sharded_reducer.h"
+#include "hotloop/train/checkpoint_shards.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/sharded_state.h"
 #include "support/free_port.h"
 #include "support/loopback_group.h"
+#include "support/temp_dir.h"
 
 namespace hotloop::train {
 namespace {
@@ -77,6 +83,17 @@ struct Sharded {
   std::unique_ptr<ShardedOptimizerState> state;
 };
 
+// The whole state's tensors but the step count, by name.
+std::map<std::string, at::Tensor> by_name(const NamedTensors& state) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : state) {
+    if (name != "steps") {
+      out.emplace(name, t);
+    }
+  }
+  return out;
+}
+
 Sharded shard(
     std::vector<at::Tensor>& params,
     std::shared_ptr<parallel::ProcessGroup> g) {
@@ -103,6 +120,8 @@ TEST(ShardedOptimizerState, AdamwOnShardsEndsWhereTheWholeOptimizerEnds) {
   std::vector<at::Tensor> expected = make_params();
   const Optimizer whole = whole_run(expected);
   const auto whole_state = whole.state();
+  test::TempDir tmp;
+  const auto dir = tmp.path() / "checkpoints";
   two_ranks([&](int r, std::shared_ptr<parallel::ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
     Sharded s = shard(params, g);
@@ -122,17 +141,19 @@ TEST(ShardedOptimizerState, AdamwOnShardsEndsWhereTheWholeOptimizerEnds) {
     for (std::size_t i = 0; i < params.size(); ++i) {
       EXPECT_TRUE(at::allclose(params[i], expected[i], 1e-6, 1e-7)) << i;
     }
-    // Gathered: the whole optimizer's names and values (rank 0 keeps them).
-    const NamedTensors got = s.state->gather(*s.optimizer, r == 0);
-    if (r == 0) {
-      ASSERT_EQ(got.size(), whole_state.size());
-      std::map<std::string, at::Tensor> by_name(got.begin(), got.end());
-      for (const auto& [name, t] : whole_state) {
-        ASSERT_TRUE(by_name.contains(name)) << name;
-        EXPECT_TRUE(at::allclose(by_name[name], t, 1e-6, 1e-9)) << name;
+    // Saved, each rank its file: put back together, the whole optimizer's
+    // names (in its order) and values.
+    const ShardIndex index = s.state->save(dir.string(), 2, *s.optimizer, {});
+    const NamedTensors got = whole_tensors(dir.string(), 2, index);
+    const auto expected_state = by_name(whole_state);
+    ASSERT_EQ(got.size(), expected_state.size());
+    std::size_t i = 0;
+    for (const auto& [name, t] : whole_state) {
+      if (name == "steps") {
+        continue;
       }
-    } else {
-      EXPECT_EQ(got.size(), 1u); // the step count only
+      EXPECT_EQ(got[i].first, name);
+      EXPECT_TRUE(at::allclose(got[i++].second, t, 1e-6, 1e-9)) << name;
     }
   });
 }
@@ -141,19 +162,113 @@ TEST(ShardedOptimizerState, AWholeStateIsCutIntoEachRanksShardsExactly) {
   std::vector<at::Tensor> expected = make_params();
   const Optimizer whole = whole_run(expected);
   const auto whole_state = whole.state();
+  test::TempDir tmp;
+  const auto dir = tmp.path() / "checkpoints";
   two_ranks([&](int r, std::shared_ptr<parallel::ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
     Sharded s = shard(params, g);
     s.state->scatter(whole_state, *s.optimizer);
     EXPECT_EQ(s.optimizer->steps(), 2);
-    // Gathered back, it is the state it was cut from, bit for bit.
-    const NamedTensors back = s.state->gather(*s.optimizer, true);
-    std::map<std::string, at::Tensor> by_name(back.begin(), back.end());
-    for (const auto& [name, t] : whole_state) {
-      ASSERT_TRUE(by_name.contains(name)) << name << " rank " << r;
-      EXPECT_TRUE(at::equal(by_name[name], t)) << name;
+    // Saved and put back together, it is the state it was cut from, bit for
+    // bit.
+    const ShardIndex index = s.state->save(dir.string(), 2, *s.optimizer, {});
+    const auto back = by_name(whole_tensors(dir.string(), 2, index));
+    ASSERT_EQ(back.size(), by_name(whole_state).size());
+    for (const auto& [name, t] : by_name(whole_state)) {
+      ASSERT_TRUE(back.contains(name)) << name << " rank " << r;
+      EXPECT_TRUE(at::equal(back.at(name), t)) << name;
     }
   });
+}
+
+TEST(ShardedOptimizerState, ASaveByTwoRanksIsCutAgainForOneRankAndForTwo) {
+  std::vector<at::Tensor> expected = make_params();
+  const Optimizer whole = whole_run(expected);
+  const auto whole_state = whole.state();
+  test::TempDir tmp;
+  const std::string dir = (tmp.path() / "checkpoints").string();
+  std::vector<NamedTensors> saved_shards(2);
+  ShardIndex index;
+  two_ranks([&](int r, std::shared_ptr<parallel::ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    Sharded s = shard(params, g);
+    s.state->scatter(whole_state, *s.optimizer);
+    saved_shards[static_cast<std::size_t>(r)] = s.optimizer->state();
+    const ShardIndex i = s.state->save(dir, 7, *s.optimizer, {});
+    if (r == 0) {
+      index = i;
+    }
+  });
+  const NamedTensors head = {{"steps", whole_state.front().second}};
+  ASSERT_EQ(whole_state.front().first, "steps");
+  // Two ranks again: each its own shards, bit for bit.
+  two_ranks([&](int r, std::shared_ptr<parallel::ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    Sharded s = shard(params, g);
+    s.state->load(dir, 7, index, head, *s.optimizer);
+    const auto want = saved_shards[static_cast<std::size_t>(r)];
+    const auto got = s.optimizer->state();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first, want[i].first);
+      EXPECT_TRUE(at::equal(got[i].second, want[i].second)) << got[i].first;
+    }
+  });
+  // One rank: its one shard is the whole state.
+  const auto g = test::loopback_group(0, 1, test::free_port());
+  std::vector<at::Tensor> params = make_params();
+  Sharded one = shard(params, g);
+  one.state->load(dir, 7, index, head, *one.optimizer);
+  const ShardIndex again =
+      one.state->save((tmp.path() / "again").string(), 7, *one.optimizer, {});
+  const auto back =
+      by_name(whole_tensors((tmp.path() / "again").string(), 7, again));
+  for (const auto& [name, t] : by_name(whole_state)) {
+    ASSERT_TRUE(back.contains(name)) << name;
+    EXPECT_TRUE(at::equal(back.at(name), t)) << name;
+  }
+}
+
+TEST(ShardedOptimizerState, AShardFileOfAnotherSaveIsRefusedByName) {
+  std::vector<at::Tensor> expected = make_params();
+  const Optimizer whole = whole_run(expected);
+  const auto whole_state = whole.state();
+  test::TempDir tmp;
+  const std::string a = (tmp.path() / "a").string();
+  const std::string b = (tmp.path() / "b").string();
+  std::vector<ShardIndex> indexes(2);
+  two_ranks([&](int r, std::shared_ptr<parallel::ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    Sharded s = shard(params, g);
+    s.state->scatter(whole_state, *s.optimizer);
+    const ShardIndex ia = s.state->save(a, 3, *s.optimizer, {});
+    const ShardIndex ib = s.state->save(b, 3, *s.optimizer, {});
+    if (r == 0) {
+      indexes = {ia, ib};
+    }
+  });
+  EXPECT_NE(indexes[0].id, indexes[1].id);
+  // b's rank-1 file, the same names and sizes, in a's place.
+  std::filesystem::copy_file(
+      shard_file_path(b, 3, 1, 2),
+      shard_file_path(a, 3, 1, 2),
+      std::filesystem::copy_options::overwrite_existing);
+  try {
+    whole_tensors(a, 3, indexes[0]);
+    FAIL() << "a shard file of another save was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            shard_file_path(a, 3, 1, 2) +
+            " does not belong to this checkpoint"),
+        std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(shard_file_path(a, 3, 1, 2));
+  EXPECT_EQ(
+      missing_shard_files(
+          a, {{"step", 3}, {kShardIndexKey, indexes[0].to_json()}}),
+      std::vector<std::string>{shard_file_path(a, 3, 1, 2)});
 }
 
 } // namespace hotloop::train

@@ -7,7 +7,9 @@
 //   summary.json       the run's figures (written last)
 //   report.html        summary.json and metrics.jsonl as a page
 //   model.safetensors  the final weights under the model's own names
-//   checkpoints/       step-N.safetensors, the newest K
+//   checkpoints/       step-N.safetensors, the newest K (--shard: with
+//                      step-N.rank-R-of-W.safetensors, each rank's part of
+//                      the optimizer state: train/checkpoint_shards.h)
 //   adapter/           LoRA's adapters as PEFT saves them
 //   tokenizer/         the token data's tokenizer, for generate and predict
 // TensorBoard's event files lie in the folder itself.

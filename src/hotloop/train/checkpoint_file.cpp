@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hotloop/errors.h"
+#include "hotloop/train/checkpoint_shards.h"
 
 namespace hotloop::train {
 
@@ -28,31 +29,50 @@ void add(
 
 } // namespace
 
-std::string save_checkpoint(
-    const std::string& dir,
-    std::int64_t step,
-    const Checkpoint& c,
-    int keep,
-    const std::function<void()>& before_commit) {
+void create_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
     throw DataError(fmt::format(
         "cannot create the checkpoint folder {}: {}", dir, ec.message()));
   }
+}
+
+void write_checkpoint(
+    const std::string& path,
+    const Checkpoint& c,
+    const std::function<void()>& before_commit) {
   model::StateDict all;
   add(all, "model/", c.model);
   add(all, "optimizer/", c.optimizer);
   add(all, "scaler/", c.scaler);
   add(all, "rng/", c.rng);
+  model::write_weights(path, all, {{kMetaKey, c.meta.dump()}}, before_commit);
+}
+
+std::string save_checkpoint(
+    const std::string& dir,
+    std::int64_t step,
+    const Checkpoint& c,
+    int keep,
+    const std::function<void()>& before_commit) {
+  create_checkpoint_dir(dir);
   const std::string path =
       (fs::path(dir) / fmt::format("step-{:08d}.safetensors", step)).string();
-  model::write_weights(path, all, {{kMetaKey, c.meta.dump()}}, before_commit);
+  write_checkpoint(path, c, before_commit);
+  std::error_code ec;
   const auto existing = list_checkpoints(dir);
   for (std::size_t i = static_cast<std::size_t>(keep); i < existing.size();
        ++i) {
     fs::remove(existing[i], ec);
   }
+  // The shard files of the checkpoints just removed, and of this step's
+  // earlier save by another number of ranks.
+  remove_orphan_shards(
+      dir,
+      step,
+      c.meta.contains(kShardIndexKey) ? c.meta[kShardIndexKey].value("ranks", 0)
+                                      : 0);
   return path;
 }
 
@@ -86,6 +106,18 @@ Checkpoint load_checkpoint(const std::string& path) {
     } else {
       throw DataError(fmt::format("{}: unexpected tensor {}", path, name));
     }
+  }
+  const auto missing =
+      missing_shard_files(fs::path(path).parent_path().string(), c.meta);
+  if (!missing.empty()) {
+    throw DataError(
+        fmt::format(
+            "{}: its optimizer state is sharded and {} of its shard files {} missing: {}",
+            path,
+            missing.size(),
+            missing.size() == 1 ? "is" : "are",
+            missing.front()),
+        "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)");
   }
   return c;
 }

@@ -23,9 +23,19 @@ struct Checkpoint {
   model::StateDict rng; // "cpu", "cuda"
 };
 
-// Writes `checkpoint` as <dir>/step-<step>.safetensors (creating `dir`), then
-// deletes all but the newest `keep`. Returns the path. `before_commit` (may
+// Creates the folder checkpoints go into; throws DataError where it cannot.
+void create_checkpoint_dir(const std::string& dir);
+
+// Writes `checkpoint` as the file `path`, atomically. `before_commit` (may
 // be empty): see write_weights.
+void write_checkpoint(
+    const std::string& path,
+    const Checkpoint& checkpoint,
+    const std::function<void()>& before_commit = {});
+
+// Writes `checkpoint` as <dir>/step-<step>.safetensors (creating `dir`), then
+// deletes all but the newest `keep` (and their shard files:
+// checkpoint_shards.h). Returns the path. `before_commit`: as above.
 std::string save_checkpoint(
     const std::string& dir,
     std::int64_t step,
@@ -33,8 +43,10 @@ std::string save_checkpoint(
     int keep,
     const std::function<void()>& before_commit = {});
 
-// Reads and verifies one checkpoint. Throws DataError naming the file when it
-// is corrupt (checksum, truncation) or not a hotloop checkpoint.
+// Reads and verifies one checkpoint (a sharded one's optimizer state stays
+// in its shard files: load_whole_checkpoint). Throws DataError naming the
+// file when it is corrupt (checksum, truncation), not a hotloop checkpoint,
+// or sharded with a shard file missing.
 Checkpoint load_checkpoint(const std::string& path);
 
 // The checkpoints in `dir`, newest (highest step) first.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "hotloop/cuda/build_info.h"
 #include "hotloop/errors.h"
 #include "hotloop/model/weights.h"
+#include "hotloop/train/checkpoint_shards.h"
 #include "hotloop/train/optimizer.h"
 #include "hotloop/train/option_table.h"
 #include "hotloop/train/options.h"
@@ -112,8 +114,8 @@ Checkpointer::Checkpointer(
     : dir_(
           s.run_dir.empty() ? std::string()
                             : RunFolder(s.run_dir).checkpoints()),
-      writes_(
-          s.rank == 0 && !s.run_dir.empty() && s.options->keep_checkpoints > 0),
+      saves_(!s.run_dir.empty() && s.options->keep_checkpoints > 0),
+      writes_(saves_ && s.rank == 0),
       faults_(&faults),
       sharded_(std::move(sharded)) {}
 
@@ -122,10 +124,12 @@ std::string Checkpointer::save(
     const PrecisionMode& precision,
     const nlohmann::json& progress,
     const nlohmann::json& last_eval) const {
-  // Sharded: every rank gives its shards, rank 0 keeps them whole.
-  std::optional<model::StateDict> gathered;
-  if (sharded_) {
-    gathered = sharded_->gather(*s.optimizer, writes_);
+  auto kill = [this, &s] { faults_->kill_at(KillPoint::Checkpoint, s.step); };
+  // Sharded: every rank writes its part of the optimizer state into its own
+  // file first; the checkpoint, which indexes them, comes last.
+  std::optional<ShardIndex> shards;
+  if (sharded_ && saves_) {
+    shards = sharded_->save(dir_, s.step, *s.optimizer, {});
   }
   if (!writes_) {
     return {};
@@ -147,13 +151,44 @@ std::string Checkpointer::save(
     // the same way on resume.
     c.model = trainable_only(*s.model, c.model);
   }
-  c.optimizer = gathered ? std::move(*gathered) : s.optimizer->state();
+  if (shards) {
+    c.meta[kShardIndexKey] = shards->to_json();
+    for (auto& [name, t] : s.optimizer->state()) {
+      if (name == "steps") {
+        c.optimizer.emplace_back(name, t);
+      }
+    }
+  } else {
+    c.optimizer = s.optimizer->state();
+  }
   c.scaler = precision.state();
   c.rng = rng_state(s.device);
-  return save_checkpoint(
-      dir_, s.step, c, s.options->keep_checkpoints, [this, &s] {
-        faults_->kill_at(KillPoint::Checkpoint, s.step);
-      });
+  return save_checkpoint(dir_, s.step, c, s.options->keep_checkpoints, kill);
+}
+
+void Checkpointer::load_optimizer(
+    const std::string& path,
+    const Checkpoint& c,
+    const RunState& s) const {
+  if (!c.meta.contains(kShardIndexKey)) {
+    if (sharded_) {
+      sharded_->scatter(c.optimizer, *s.optimizer);
+    } else {
+      s.optimizer->load_state(c.optimizer);
+    }
+    return;
+  }
+  const ShardIndex index = ShardIndex::from_json(c.meta[kShardIndexKey], path);
+  const std::string dir = fs::path(path).parent_path().string();
+  const auto step = c.meta.at("step").get<std::int64_t>();
+  if (sharded_) {
+    sharded_->load(dir, step, index, c.optimizer, *s.optimizer);
+    return;
+  }
+  model::StateDict whole = c.optimizer;
+  const model::StateDict pieces = whole_tensors(dir, step, index);
+  whole.insert(whole.end(), pieces.begin(), pieces.end());
+  s.optimizer->load_state(whole);
 }
 
 std::optional<Resumed> Checkpointer::resume(
@@ -188,6 +223,10 @@ std::optional<Resumed> Checkpointer::resume(
           "removed {}: an unfinished checkpoint (the run was stopped while writing it)",
           e.path().string()));
     }
+  }
+  if (writes_) {
+    remove_orphan_shards(
+        dir_, std::numeric_limits<std::int64_t>::max(), 0, log);
   }
   std::optional<std::pair<std::string, Checkpoint>> found;
   if (resume == "auto") {
@@ -233,11 +272,7 @@ std::optional<Resumed> Checkpointer::resume(
       *s.model,
       s.options->model.lora.enabled() ? over_model(*s.model, c.model) : c.model,
       lo);
-  if (sharded_) {
-    sharded_->scatter(c.optimizer, *s.optimizer);
-  } else {
-    s.optimizer->load_state(c.optimizer);
-  }
+  load_optimizer(path, c, s);
   precision.load_state(c.scaler);
   set_rng_state(c.rng, s.device);
 

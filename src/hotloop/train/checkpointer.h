@@ -46,8 +46,9 @@ std::vector<std::string> differing_options(
 class Checkpointer {
  public:
   // Writes only on rank 0, into a run directory, with keep_checkpoints > 0.
-  // `sharded` (--shard): the optimizer state is gathered whole from every
-  // rank's shards to be saved, and cut into them again on resume.
+  // `sharded` (--shard): each rank writes its part of the optimizer state
+  // into its own shard file beside the checkpoint (checkpoint_shards.h),
+  // and cuts its shards from any checkpoint on resume.
   Checkpointer(
       const RunState& s,
       const FaultInjection& faults,
@@ -58,7 +59,7 @@ class Checkpointer {
   }
   // Saves the run's state at s.step with `progress` (the summary so far)
   // and `last_eval`; returns the path, or "" where this process writes none.
-  // Sharded: every rank calls it (the state is gathered).
+  // Sharded: every rank calls it (each writes its shard file).
   std::string save(
       const RunState& s,
       const PrecisionMode& precision,
@@ -77,8 +78,16 @@ class Checkpointer {
       const std::function<void(const std::string&)>& log) const;
 
  private:
+  // The optimizer state from checkpoint `c` (at `path`), whole or sharded,
+  // into the run's optimizer, whole or sharded.
+  void load_optimizer(
+      const std::string& path,
+      const Checkpoint& c,
+      const RunState& s) const;
+
   std::string dir_; // <run>/checkpoints
-  bool writes_;
+  bool saves_; // this run checkpoints (every rank)
+  bool writes_; // ... and this process writes the checkpoint (rank 0)
   const FaultInjection* faults_;
   std::shared_ptr<const ShardedOptimizerState> sharded_;
 };

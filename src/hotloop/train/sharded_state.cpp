@@ -1,6 +1,9 @@
 #include "hotloop/train/sharded_state.h"
 
+#include <algorithm>
 #include <map>
+#include <random>
+#include <set>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -10,6 +13,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/sharded_reducer.h"
+#include "hotloop/train/checkpoint_shards.h"
 
 namespace hotloop::train {
 
@@ -74,59 +78,247 @@ std::string ShardedOptimizerState::member_name(
   return fmt::format("{}.{}.{}", whole_[g].name, whole_index_[bucket][j], kind);
 }
 
-NamedTensors ShardedOptimizerState::gather(const Optimizer& shards, bool keep)
-    const {
-  std::map<std::string, at::Tensor> mine;
-  std::map<std::string, at::Tensor> gathered;
-  NamedTensors out;
-  for (auto& [name, t] : shards.state()) {
-    if (name == "steps") {
-      out.emplace_back(name, t);
-    } else {
-      mine.emplace(name, t);
-    }
-  }
-  // Bucket by bucket, in the same order on every rank.
+template <typename F>
+void ShardedOptimizerState::for_each_piece(
+    const std::set<std::string>& kinds,
+    int rank,
+    F&& f) const {
   for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
     if (!updated(b)) {
       continue;
     }
     const parallel::Bucket& bucket = reducer_->buckets()[b];
-    const parallel::ShardLayout& l = reducer_->layout(b);
+    std::vector<std::int64_t> numels;
+    for (std::size_t m : bucket.members) {
+      numels.push_back(reducer_->params()[m].numel());
+    }
     for (const char* kind : kKinds) {
-      const auto it = mine.find(shard_name(b, kind));
-      if (it == mine.end()) {
+      if (!kinds.contains(shard_name(b, kind))) {
         continue; // this optimizer keeps no such state (alike on every rank)
       }
-      // On the parameters' device (an offloaded state is in host memory,
-      // which NCCL cannot gather).
-      const at::Tensor& first = reducer_->params()[bucket.members.front()];
-      const at::Tensor shard = it->second.to(first.device());
-      at::Tensor full = at::empty({l.padded}, shard.options());
-      group_->start_allgather(shard, full, "optimizer state gather")();
-      if (!keep) {
-        continue;
-      }
-      for (std::size_t j = 0; j < bucket.members.size(); ++j) {
-        const at::Tensor& p = reducer_->params()[bucket.members[j]];
-        gathered.emplace(
-            member_name(b, j, kind),
-            parallel::laid_out_as(full, bucket.offsets[j], p).contiguous());
+      for (const auto& piece :
+           reducer_->layout(b).pieces(bucket.offsets, numels, rank)) {
+        f(b, kind, piece);
       }
     }
   }
+}
+
+ShardIndex ShardedOptimizerState::index(const Optimizer& shards) const {
+  std::set<std::string> kinds;
+  for (const auto& [name, t] : shards.state()) {
+    kinds.insert(name);
+  }
+  std::map<std::string, ShardedTensor> tensors;
+  for (int r = 0; r < group_->size(); ++r) {
+    for_each_piece(kinds, r, [&](std::size_t b, const char* kind, auto piece) {
+      const at::Tensor& p =
+          reducer_->params()[reducer_->buckets()[b].members[piece.member]];
+      ShardedTensor& t = tensors[member_name(b, piece.member, kind)];
+      t.shape = p.sizes().vec();
+      t.strides = p.strides().vec();
+      t.pieces.push_back({r, piece.from, piece.count});
+    });
+  }
   // In the whole optimizer's order: group by group, kind by kind.
+  ShardIndex index;
+  index.ranks = group_->size();
   for (const ParamGroup& g : whole_) {
     for (const char* kind : kKinds) {
       for (std::size_t i = 0; i < g.params.size(); ++i) {
-        const auto it = gathered.find(fmt::format("{}.{}.{}", g.name, i, kind));
-        if (it != gathered.end()) {
-          out.emplace_back(it->first, it->second);
+        const std::string name = fmt::format("{}.{}.{}", g.name, i, kind);
+        if (const auto it = tensors.find(name); it != tensors.end()) {
+          it->second.name = name;
+          index.tensors.push_back(std::move(it->second));
         }
       }
     }
   }
+  return index;
+}
+
+NamedTensors ShardedOptimizerState::pieces(const Optimizer& shards) const {
+  std::map<std::string, at::Tensor> mine;
+  for (const auto& [name, t] : shards.state()) {
+    mine.emplace(name, t);
+  }
+  std::set<std::string> kinds;
+  for (const auto& [name, t] : mine) {
+    kinds.insert(name);
+  }
+  NamedTensors out;
+  for_each_piece(
+      kinds,
+      reducer_->rank(),
+      [&](std::size_t b, const char* kind, auto piece) {
+        out.emplace_back(
+            member_name(b, piece.member, kind),
+            mine.at(shard_name(b, kind)).narrow(0, piece.at, piece.count));
+      });
   return out;
+}
+
+ShardIndex ShardedOptimizerState::save(
+    const std::string& dir,
+    std::int64_t step,
+    const Optimizer& shards,
+    const std::function<void()>& before_commit) const {
+  ShardIndex index = this->index(shards);
+  // One id a save, rank 0's: each file carries it, so a file of another
+  // save (or run) is told apart from this one's.
+  std::int64_t id = 0;
+  if (reducer_->rank() == 0) {
+    std::random_device device;
+    id = static_cast<std::int64_t>(
+        ((static_cast<std::uint64_t>(device()) << 32) | device()) >> 1);
+  }
+  index.id =
+      fmt::format("{:016x}", group_->allreduce_max(id, "checkpoint shard id"));
+  // Every rank writes its file, then all learn whether every rank did.
+  std::exception_ptr failed;
+  try {
+    create_checkpoint_dir(dir);
+    write_shard_file(
+        dir, step, index, reducer_->rank(), pieces(shards), before_commit);
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  std::vector<double> failures(static_cast<std::size_t>(group_->size()));
+  failures[static_cast<std::size_t>(reducer_->rank())] = failed ? 1 : 0;
+  failures = group_->allreduce_sum(failures, "checkpoint shards written");
+  if (failed) {
+    std::rethrow_exception(failed);
+  }
+  for (std::size_t r = 0; r < failures.size(); ++r) {
+    if (failures[r] > 0) {
+      throw DataError(
+          fmt::format(
+              "the checkpoint of step {}: rank {} could not write its shard file {} (its own error says why)",
+              step,
+              r,
+              shard_file_path(dir, step, static_cast<int>(r), index.ranks)),
+          "free space in or fix the permissions of " + dir);
+    }
+  }
+  return index;
+}
+
+void ShardedOptimizerState::load(
+    const std::string& dir,
+    std::int64_t step,
+    const ShardIndex& index,
+    const NamedTensors& head,
+    Optimizer& shards) const {
+  std::map<std::string, const ShardedTensor*> saved;
+  for (const ShardedTensor& t : index.tensors) {
+    saved.emplace(t.name, &t);
+  }
+  struct Copy {
+    int rank;
+    std::string name;
+    std::int64_t from; // in the saved piece
+    at::Tensor to;
+  };
+  std::vector<Copy> copies;
+  NamedTensors out;
+  for (const auto& [name, t] : head) {
+    if (name == "steps") {
+      out.emplace_back(name, t);
+    }
+  }
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (!updated(b)) {
+      continue;
+    }
+    const parallel::Bucket& bucket = reducer_->buckets()[b];
+    std::vector<std::int64_t> numels;
+    for (std::size_t j = 0; j < bucket.members.size(); ++j) {
+      numels.push_back(reducer_->params()[bucket.members[j]].numel());
+    }
+    for (const char* kind : kKinds) {
+      std::size_t present = 0;
+      for (std::size_t j = 0; j < bucket.members.size(); ++j) {
+        present += saved.count(member_name(b, j, kind));
+      }
+      if (present == 0) {
+        continue;
+      }
+      check_complete(b, kind, present);
+      const at::Tensor& first = reducer_->params()[bucket.members.front()];
+      at::Tensor shard =
+          at::zeros({reducer_->layout(b).shard}, first.options());
+      for (const auto& piece : reducer_->layout(b).pieces(
+               bucket.offsets, numels, reducer_->rank())) {
+        const std::string name = member_name(b, piece.member, kind);
+        const ShardedTensor& t = *saved.at(name);
+        const at::Tensor& p = reducer_->params()[bucket.members[piece.member]];
+        if (t.shape != p.sizes().vec() || t.strides != p.strides().vec()) {
+          // Saved in another shape or memory layout: from the whole state,
+          // which scatter lays out as the parameter is now.
+          NamedTensors whole = head;
+          const auto all = whole_tensors(dir, step, index);
+          whole.insert(whole.end(), all.begin(), all.end());
+          scatter(whole, shards);
+          return;
+        }
+        for (const ShardPiece& s : t.pieces) {
+          const std::int64_t lo = std::max(s.from, piece.from);
+          const std::int64_t hi =
+              std::min(s.from + s.count, piece.from + piece.count);
+          if (lo < hi) {
+            copies.push_back(
+                {s.rank,
+                 name,
+                 lo - s.from,
+                 shard.narrow(0, piece.at + (lo - piece.from), hi - lo)});
+          }
+        }
+      }
+      out.emplace_back(shard_name(b, kind), shard);
+    }
+  }
+  // Each saved rank's file that holds a part of this rank's shards, once.
+  for (int r = 0; r < index.ranks; ++r) {
+    if (std::none_of(copies.begin(), copies.end(), [r](const Copy& c) {
+          return c.rank == r;
+        })) {
+      continue;
+    }
+    const NamedTensors file = read_shard_file(dir, step, index, r);
+    const std::map<std::string, at::Tensor> pieces(file.begin(), file.end());
+    for (const Copy& c : copies) {
+      if (c.rank != r) {
+        continue;
+      }
+      const auto it = pieces.find(c.name);
+      if (it == pieces.end() || c.from + c.to.numel() > it->second.numel()) {
+        throw DataError(
+            fmt::format(
+                "{}: its piece of {} is not the one the index names",
+                shard_file_path(dir, step, r, index.ranks),
+                c.name),
+            "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)");
+      }
+      c.to.copy_(it->second.narrow(0, c.from, c.to.numel()));
+    }
+  }
+  shards.load_state(out);
+}
+
+void ShardedOptimizerState::check_complete(
+    std::size_t bucket,
+    const char* kind,
+    std::size_t present) const {
+  const std::size_t members = reducer_->buckets()[bucket].members.size();
+  if (present != members) {
+    throw DataError(
+        fmt::format(
+            "optimizer state {}: {} of the {} parameters of its bucket have it",
+            shard_name(bucket, kind),
+            present,
+            members),
+        "the checkpoint was written with another model or optimizer");
+  }
 }
 
 void ShardedOptimizerState::scatter(
@@ -154,15 +346,7 @@ void ShardedOptimizerState::scatter(
       if (present == 0) {
         continue;
       }
-      if (present != bucket.members.size()) {
-        throw DataError(
-            fmt::format(
-                "optimizer state {}: {} of the {} parameters of its bucket have it",
-                shard_name(b, kind),
-                present,
-                bucket.members.size()),
-            "the checkpoint was written with another model or optimizer");
-      }
+      check_complete(b, kind, present);
       const at::Tensor& first = reducer_->params()[bucket.members.front()];
       at::Tensor shard = at::zeros({l.shard}, first.options());
       for (const auto& piece : l.pieces(bucket.offsets, numels, rank)) {

@@ -515,7 +515,7 @@ void Trainer::Impl::shard_optimizer(
     held += l.shard;
   }
   log(fmt::format(
-      "shard: ZeRO stage {} over {} ranks in {} bucket(s): this rank updates {} of the {} trainable parameters ({} of padding over the job); the optimizer state{} held by the rank it belongs to",
+      "shard: ZeRO stage {} over {} ranks in {} bucket(s): this rank updates {} of the {} trainable parameters ({} of padding over the job); the optimizer state{} held by the rank it belongs to; each rank saves its part of the optimizer state in its own file beside each checkpoint",
       options.shard,
       group->size(),
       reducer->buckets().size(),
