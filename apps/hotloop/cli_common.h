@@ -32,6 +32,7 @@ void add_generate_command(CLI::App& app, Action& action);
 void add_weights_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
 void add_tune_command(CLI::App& app, Action& action);
+void add_plan_command(CLI::App& app, Action& action);
 void add_monitor_command(CLI::App& app, Action& action);
 void add_watch_command(CLI::App& app, Action& action);
 void add_launch_command(CLI::App& app, Action& action);

@@ -16,6 +16,7 @@
 #include "host_allocator.h"
 #include "hotloop/cuda/build_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/train/host_memory.h"
 
 namespace {
 
@@ -33,6 +34,7 @@ void print_error(const hotloop::Error& e) {
 
 int main(int argc, char** argv) {
   hotloop::cli::configure_host_allocator();
+  hotloop::train::count_host_memory_if_asked();
   CLI::App app{
       "hotloop: get neural-network training onto NVIDIA GPUs and keep it fast",
       "hotloop"};
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   hotloop::cli::add_pack_command(app, action);
   hotloop::cli::add_train_command(app, action);
   hotloop::cli::add_tune_command(app, action);
+  hotloop::cli::add_plan_command(app, action);
   hotloop::cli::add_monitor_command(app, action);
   hotloop::cli::add_watch_command(app, action);
   hotloop::cli::add_launch_command(app, action);

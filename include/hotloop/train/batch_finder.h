@@ -48,7 +48,8 @@ struct BatchTrial {
   bool ok = false; // false: out of memory
   double images_per_s = 0; // median of the steps after warm-up
   double tokens_per_s = 0; // language models: images_per_s x tokens/sample
-  std::uint64_t peak_allocated_bytes = 0; // CUDA
+  // CUDA; on the CPU where host memory is counted (train/host_memory.h)
+  std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0; // CUDA
   double seconds = 0; // the trial's wall time
   std::string note; // why it did not fit, when the error alone does not say
@@ -107,6 +108,15 @@ BatchFinderResult find_batch_size(
     std::shared_ptr<const data::Dataset> train,
     const BatchFinderOptions& options,
     const TrialCallback& on_trial = {});
+
+// One trial at micro-batch = batch = `size`: options.trial_steps steps in
+// one process, unsharded, everything built afresh and released after, with
+// its peak memory from the model's construction on.
+BatchTrial run_batch_trial(
+    std::int64_t size,
+    const ModelFactory& make_model,
+    const std::shared_ptr<const data::Dataset>& train,
+    const BatchFinderOptions& options);
 
 // Sets r.recommended and r.reason from r's trials, max_batch and memory
 // budget: among the sizes that ran and keep the margin, the smallest that no

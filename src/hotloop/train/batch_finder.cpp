@@ -14,6 +14,7 @@
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/lm/lora.h"
 #include "hotloop/parallel/process_group.h"
+#include "hotloop/train/host_memory.h"
 #include "hotloop/train/trainer.h"
 
 namespace hotloop::train {
@@ -37,6 +38,13 @@ void release(int cuda) {
     cuda::empty_cache();
     cuda::reset_peak_memory(cuda);
   }
+  reset_host_memory_peak(); // where it is counted (host_memory.h)
+}
+
+int cuda_of(const std::string& device) {
+  const bool on_cuda = device.starts_with("cuda") ||
+      (device == "auto" && !cuda::state().devices.empty());
+  return on_cuda ? cuda_index(device) : -1;
 }
 
 // One trial: `trial_steps` real training steps at micro-batch = batch =
@@ -94,6 +102,8 @@ BatchTrial run_trial(
       const cuda::MemoryStats m = cuda::memory_stats(cuda);
       t.peak_allocated_bytes = m.peak_allocated;
       t.peak_reserved_bytes = m.peak_reserved;
+    } else {
+      t.peak_allocated_bytes = host_memory_stats().peak_allocated;
     }
   }
   t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -234,6 +244,15 @@ std::string ModelState::describe(const std::string& optimizer) const {
   return out;
 }
 
+BatchTrial run_batch_trial(
+    std::int64_t size,
+    const ModelFactory& make_model,
+    const std::shared_ptr<const data::Dataset>& train,
+    const BatchFinderOptions& options) {
+  return run_trial(
+      size, make_model, train, options, cuda_of(options.trainer.device));
+}
+
 ModelState model_state(model::Model& model, const TrainerOptions& o) {
   if (o.model.lora.enabled()) {
     if (auto* lm = dynamic_cast<model::LanguageModel*>(&model)) {
@@ -290,10 +309,8 @@ BatchFinderResult find_batch_size(
     throw UsageError(
         fmt::format("margin: {} must be in [0, 1)", options.margin));
   }
-  const std::string& device = options.trainer.device;
-  const bool on_cuda = device.starts_with("cuda") ||
-      (device == "auto" && !cuda::state().devices.empty());
-  const int cuda = on_cuda ? cuda_index(device) : -1;
+  const int cuda = cuda_of(options.trainer.device);
+  const bool on_cuda = cuda >= 0;
 
   BatchFinderResult r;
   r.device = on_cuda ? fmt::format("cuda:{}", cuda) : "cpu";

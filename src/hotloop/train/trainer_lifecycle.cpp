@@ -18,6 +18,7 @@
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/sharded_reducer.h"
 #include "hotloop/train/graph_step.h"
+#include "hotloop/train/host_memory.h"
 #include "hotloop/train/run_figures.h"
 #include "hotloop/train/run_folder.h"
 #include "hotloop/train/run_report.h"
@@ -297,6 +298,8 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
     const cuda::MemoryStats m = cuda::memory_stats(s.device.index());
     sum.peak_allocated_bytes = m.peak_allocated;
     sum.peak_reserved_bytes = m.peak_reserved;
+  } else if (host_memory_counted()) {
+    sum.peak_allocated_bytes = host_memory_stats().peak_allocated;
   }
   sum.peak_rss_bytes = peak_rss_bytes();
   sum.skipped_steps = precision->skipped_steps();

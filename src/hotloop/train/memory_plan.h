@@ -1,0 +1,82 @@
+#pragma once
+// `hotloop plan`'s arithmetic: what each rank of a data-parallel job holds in
+// device memory for a configuration (ranks, ZeRO stage, optimizer offload,
+// micro-batch), by kind, counted as the trainer counts its own
+// (summary.json's model_state_bytes), with the activations extrapolated
+// from two measured micro-batches; and the configurations to try, cheapest
+// first, when the one asked for does not fit.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hotloop/train/batch_finder.h"
+
+namespace hotloop::train {
+
+struct PlanConfig {
+  int ranks = 1;
+  int shard = 0; // ZeRO stage, 0-2
+  bool offload = false; // --offload optimizer
+  std::int64_t micro_batch = 1;
+  std::uint64_t bucket_bytes = 25ULL << 20; // --bucket-mb
+  // "--shard 2 --micro-batch 8"
+  std::string flags() const;
+};
+
+// The activations (and the step's other transient memory) a process holds
+// above its model state, measured at two micro-batches; a straight line
+// through them for any other.
+struct ActivationFit {
+  std::int64_t batch1 = 1;
+  std::int64_t batch2 = 2;
+  std::uint64_t bytes1 = 0;
+  std::uint64_t bytes2 = 0;
+  std::uint64_t at(std::int64_t micro_batch) const;
+};
+
+struct RankMemory {
+  std::uint64_t parameters = 0;
+  std::uint64_t gradients = 0;
+  std::uint64_t optimizer = 0;
+  std::uint64_t activations = 0;
+  std::uint64_t host = 0; // offloaded: the optimizer's, in host memory
+  std::uint64_t device() const {
+    return parameters + gradients + optimizer + activations;
+  }
+  nlohmann::json to_json() const;
+};
+
+// One rank's memory for `c`: the parameters whole (stages 0-2); the
+// gradients twice over under plain data parallel (the parameters' own and
+// the all-reduce buckets), once at stage 1 (the buckets), 1/N at stage 2
+// plus one bucket whole while its reduce-scatter runs;
+// the optimizer state whole, 1/N from stage 1, none on the device when
+// offloaded (then in `host`, with the float32 copies it updates and their
+// gradients).
+RankMemory rank_memory(
+    const ModelState& state,
+    const PlanConfig& c,
+    const ActivationFit& activations);
+
+struct PlanCandidate {
+  PlanConfig config;
+  RankMemory memory;
+  bool fits = false;
+};
+
+// `asked`, then what saves memory at the least cost in speed, in that
+// order: each higher ZeRO stage (more communication), then halving the
+// micro-batch with gradient accumulation keeping the batch (smaller
+// kernels), then the optimizer offloaded to the host (the update on the
+// CPU, the gradients and weights over PCIe each step) at each micro-batch.
+// `budget`: the device memory one rank may use.
+std::vector<PlanCandidate> plan_candidates(
+    const ModelState& state,
+    const PlanConfig& asked,
+    const ActivationFit& activations,
+    std::uint64_t budget);
+
+} // namespace hotloop::train

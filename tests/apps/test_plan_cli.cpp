@@ -1,0 +1,93 @@
+// `hotloop plan` against what runs allocate: for gpt-nano over two Gloo
+// ranks (hotloop launch) at ZeRO stages 0 and 2, the plan's bytes per rank
+// (the model state counted, the activations measured at two micro-batches
+// and extrapolated) within 10% of the peak the run's rank 0 allocated
+// (host memory counted: HOTLOOP_COUNT_HOST_MEMORY=1; no evaluation, which
+// the plan leaves out); and the cheapest configuration that fits a budget.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_process.h"
+#include "support/free_port.h"
+#include "support/temp_dir.h"
+
+namespace hotloop {
+namespace {
+
+std::string model_args(const test::TempDir& dir) {
+  std::string text;
+  for (int i = 0; i < 2000; ++i) {
+    text += i % 3 == 0 ? "to be or not to be.\n" : "that is the question.\n";
+  }
+  dir.write("corpus/a.txt", text);
+  return "--model gpt-nano --layers 2 --width 64 --context 64 --data text:" +
+      (dir.path() / "corpus").string() + " --threads 1 --device cpu";
+}
+
+nlohmann::json plan(const std::string& args) {
+  const auto r = test::run_cli("plan " + args + " --json", {}, false);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  return nlohmann::json::parse(r.out);
+}
+
+} // namespace
+
+TEST(PlanCli, TheBytesPerRankAreWithinTenPercentOfWhatTheRunAllocates) {
+  test::TempDir dir;
+  const std::string args = model_args(dir);
+  for (const int stage : {0, 2}) {
+    SCOPED_TRACE(stage);
+    const auto p = plan(
+        args + " --ranks 2 --micro-batch 8 --shard " + std::to_string(stage));
+    const auto planned = p["candidates"][0]["memory"]["device"].get<double>();
+    const std::string run =
+        (dir.path() / ("run" + std::to_string(stage))).string();
+    const auto r = test::run_cli(
+        "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
+            " -- train " + args +
+            " --batch 16 --micro-batch 8 --steps 4 --eval false --shard " +
+            std::to_string(stage) + " --out " + run,
+        "HOTLOOP_COUNT_HOST_MEMORY=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto summary =
+        nlohmann::json::parse(test::slurp(run + "/summary.json"));
+    const auto peak = summary["peak_memory_bytes"]["allocated"].get<double>();
+    ASSERT_GT(peak, 0);
+    EXPECT_LT(std::abs(planned - peak), 0.10 * peak)
+        << "planned " << planned << ", allocated " << peak;
+    // The model state as the run counted it.
+    const auto& state = summary["model_state_bytes"];
+    const auto& mem = p["candidates"][0]["memory"];
+    EXPECT_EQ(mem["parameters"], state["parameters"]);
+    EXPECT_EQ(mem["optimizer"], state["optimizer"]);
+  }
+}
+
+TEST(PlanCli, TheCheapestConfigurationThatFitsIsNamedAndNoneIsAFailure) {
+  test::TempDir dir;
+  const std::string args = model_args(dir) + " --ranks 2 --micro-batch 8";
+  const auto all = plan(args);
+  const auto& c = all["candidates"];
+  ASSERT_GE(c.size(), 3u);
+  // A budget between stage 0's and stage 1's bytes: stage 1 is named.
+  const auto s0 = c[0]["memory"]["device"].get<std::uint64_t>();
+  const auto s1 = c[1]["memory"]["device"].get<std::uint64_t>();
+  ASSERT_LT(s1, s0);
+  const auto mid = plan(args + " --memory " + std::to_string((s0 + s1) / 2));
+  EXPECT_FALSE(mid["fits"].get<bool>());
+  EXPECT_EQ(mid["cheapest"], "--shard 1 --micro-batch 8");
+  const auto text = test::run_cli(
+      "plan " + args + " --memory " + std::to_string((s0 + s1) / 2));
+  EXPECT_NE(
+      text.out.find("train with: --shard 1 --micro-batch 8"), std::string::npos)
+      << text.out;
+  // Nothing fits 1 KiB: exit 1, saying what else there is.
+  const auto none = test::run_cli("plan " + args + " --memory 1KiB");
+  EXPECT_EQ(none.exit_code, 1) << none.out;
+  EXPECT_NE(none.out.find("nothing here fits"), std::string::npos) << none.out;
+}
+
+} // namespace hotloop

@@ -1,0 +1,94 @@
+// hotloop plan's arithmetic: each rank's bytes by kind at each ZeRO stage
+// and with the optimizer offloaded, as the trainer counts its own; the
+// activations on a straight line through two measurements; the
+// configurations in the order of their cost, the first that fits marked.
+#include <gtest/gtest.h>
+
+#include "hotloop/train/memory_plan.h"
+
+namespace hotloop::train {
+namespace {
+
+// 1000 float32 parameters, all trained with AdamW.
+ModelState adamw_state() {
+  ModelState s;
+  s.parameters = s.trainable = 1000;
+  s.weight_bytes = s.gradient_bytes = 4000;
+  s.optimizer_bytes = 8000;
+  return s;
+}
+
+const ActivationFit kFlat{2, 4, 100, 100};
+
+} // namespace
+
+TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
+  PlanConfig c;
+  c.ranks = 4;
+  c.bucket_bytes = 1000;
+  RankMemory m = rank_memory(adamw_state(), c, kFlat);
+  EXPECT_EQ(m.parameters, 4000u);
+  EXPECT_EQ(m.gradients, 8000u); // the parameters' own and the buckets
+  EXPECT_EQ(m.optimizer, 8000u);
+  c.shard = 1;
+  m = rank_memory(adamw_state(), c, kFlat);
+  EXPECT_EQ(m.gradients, 4000u);
+  EXPECT_EQ(m.optimizer, 2000u);
+  c.shard = 2;
+  m = rank_memory(adamw_state(), c, kFlat);
+  EXPECT_EQ(m.gradients, 1000u + 1000u); // 1/N, and one bucket in flight
+  EXPECT_EQ(m.optimizer, 2000u);
+  c.offload = true;
+  m = rank_memory(adamw_state(), c, kFlat);
+  EXPECT_EQ(m.optimizer, 0u);
+  EXPECT_EQ(m.host, 2000u + 2 * 1000u); // the state, the copies, their grads
+  EXPECT_EQ(m.device(), 4000u + 2000u + 100u);
+  // One process: one set of gradients.
+  PlanConfig one;
+  EXPECT_EQ(rank_memory(adamw_state(), one, kFlat).gradients, 4000u);
+}
+
+TEST(MemoryPlan, ActivationsFollowTheLineThroughTwoMeasurements) {
+  const ActivationFit fit{2, 4, 300, 500};
+  EXPECT_EQ(fit.at(2), 300u);
+  EXPECT_EQ(fit.at(8), 900u);
+  EXPECT_EQ(fit.at(1), 200u);
+  EXPECT_EQ((ActivationFit{2, 4, 500, 100}).at(16), 0u); // never below 0
+}
+
+TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
+  PlanConfig asked;
+  asked.ranks = 2;
+  asked.micro_batch = 4;
+  asked.bucket_bytes = 1000;
+  const ActivationFit fit{2, 4, 1000, 2000};
+  const auto c = plan_candidates(adamw_state(), asked, fit, 12500);
+  std::vector<std::string> flags;
+  for (const auto& p : c) {
+    flags.push_back(p.config.flags());
+  }
+  EXPECT_EQ(
+      flags,
+      (std::vector<std::string>{
+          "--shard 0 --micro-batch 4",
+          "--shard 1 --micro-batch 4",
+          "--shard 2 --micro-batch 4",
+          "--shard 2 --micro-batch 2",
+          "--shard 2 --micro-batch 1",
+          "--shard 2 --offload optimizer --micro-batch 4",
+          "--shard 2 --offload optimizer --micro-batch 2",
+          "--shard 2 --offload optimizer --micro-batch 1"}));
+  // Stage 2 at micro-batch 4 holds 13000 (weights 4000, gradients 2000 +
+  // a bucket 1000, AdamW 4000, activations 2000): the first under 12500 is
+  // micro-batch 2.
+  std::vector<bool> fits;
+  for (const auto& p : c) {
+    fits.push_back(p.fits);
+  }
+  EXPECT_EQ(
+      fits,
+      (std::vector<bool>{false, false, false, true, true, true, true, true}));
+  EXPECT_EQ(c[3].memory.device(), 4000u + 3000u + 4000u + 1000u);
+}
+
+} // namespace hotloop::train
