@@ -134,12 +134,20 @@ TEST(ShardCli, EachStageTrainsAGptAsUnshardedDataParallelDoes) {
   test::TempDir dir;
   const int steps = 6;
   std::vector<std::string> runs;
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
     const auto r =
         launch(gpt_args(dir, steps) + " --shard " + std::to_string(stage), run);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    if (stage > 0) {
+    if (stage == 3) {
+      // Each block's buckets its own: two decayed and exempt pairs, and the
+      // embeddings' and final norm's.
+      EXPECT_NE(
+          r.out.find(
+              "shard: stage 3: the parameters of the model's 2 units (its blocks) are sharded too"),
+          std::string::npos)
+          << r.out;
+    } else if (stage > 0) {
       // Two buckets (decayed and exempt), each cut in half.
       EXPECT_NE(
           r.out.find(fmt::format(
@@ -155,6 +163,7 @@ TEST(ShardCli, EachStageTrainsAGptAsUnshardedDataParallelDoes) {
   // differ by at most 6e-8 after 6 steps here).
   expect_same_training(runs[0], runs[1], steps, 1e-6, 1e-7);
   expect_same_training(runs[0], runs[2], steps, 1e-6, 1e-7);
+  expect_same_training(runs[0], runs[3], steps, 1e-6, 1e-7);
 
   // Each rank's share: the optimizer state halves at stage 1 (plus
   // padding), the gradients at stage 2 are half the parameters (DDP keeps
@@ -173,9 +182,20 @@ TEST(ShardCli, EachStageTrainsAGptAsUnshardedDataParallelDoes) {
   EXPECT_LE(two["optimizer"].get<double>(), p + padding);
   EXPECT_LE(two["gradients"].get<double>(), p / 2 + padding);
   EXPECT_GE(two["gradients"].get<double>(), p / 2);
+  // Stage 3: the blocks' parameters halve too (the embeddings, a third of
+  // gpt-nano here, stay whole), and at most two blocks were whole at once
+  // (the one running, the next one being gathered).
+  const auto three = summary(runs[3])["model_state_bytes"];
+  EXPECT_LT(three["parameters"].get<double>(), 0.7 * p);
+  EXPECT_GE(three["parameters"].get<double>(), p / 2);
+  EXPECT_LE(three["gradients"].get<double>(), p / 2 + 6 * padding);
+  EXPECT_GT(three["units"]["largest"].get<double>(), 0);
+  const double largest = three["units"]["largest"].get<double>();
+  EXPECT_LE(three["units"]["peak_whole"].get<double>(), 2 * largest);
+  EXPECT_GE(three["units"]["peak_whole"].get<double>(), largest);
 }
 
-TEST(ShardCli, Stage2TrainsALlamaInBf16AsUnshardedDataParallelDoes) {
+TEST(ShardCli, Stages2And3TrainALlamaInBf16AsUnshardedDataParallelDoes) {
   test::TempDir dir;
   const int steps = 4;
   const std::string args =
@@ -191,6 +211,10 @@ TEST(ShardCli, Stage2TrainsALlamaInBf16AsUnshardedDataParallelDoes) {
   // The same float32 master weights and updates; autocast's bf16 compute
   // is the same on both; no clipping: bit for bit.
   expect_same_training(whole, sharded, steps, 0, 0);
+  const std::string three = (dir.path() / "three").string();
+  const auto c = launch(args + " --shard 3", three);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  expect_same_training(whole, three, steps, 0, 0);
 }
 
 // With activation checkpointing: the stages' forward recomputed in backward
@@ -201,7 +225,7 @@ TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
   const std::string args =
       "--model resnet18-small --data synthetic:256x3x32x32 --augment none --steps 3 --batch 16 --optimizer sgd --momentum 0.9 --lr 0.05 --activation-checkpointing stages --log-every 1";
   std::vector<std::string> runs;
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
     const auto r = launch(args + " --shard " + std::to_string(stage), run);
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -209,9 +233,11 @@ TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
   }
   expect_same_training(runs[0], runs[1], steps, 0, 0);
   expect_same_training(runs[0], runs[2], steps, 0, 0);
+  // Stage 3: each stage gathered again before its recompute and backward.
+  expect_same_training(runs[0], runs[3], steps, 0, 0);
 }
 
-TEST(ShardCli, Stage2TrainsLoraOnAQwen2FolderAsUnshardedDataParallelDoes) {
+TEST(ShardCli, Stages2And3TrainLoraOnAQwen2FolderAsUnshardedDataParallelDoes) {
   // A Qwen2-shaped Hugging Face folder (attention biases, grouped heads),
   // small: one step of qwen2.5-0.5b's shape cut down, exported.
   test::TempDir dir;
@@ -242,6 +268,11 @@ TEST(ShardCli, Stage2TrainsLoraOnAQwen2FolderAsUnshardedDataParallelDoes) {
       std::string::npos)
       << r.out;
   expect_same_training(whole, sharded, 4, 0, 0);
+  // Stage 3: the adapters of each block gathered, the frozen base whole.
+  const std::string three = (dir.path() / "three").string();
+  const auto t = launch(args + " --shard 3", three);
+  ASSERT_EQ(t.exit_code, 0) << t.out;
+  expect_same_training(whole, three, 4, 0, 0);
 }
 
 TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
@@ -489,10 +520,34 @@ TEST(ShardCli, OneProcessSaysItHasNothingToShardAndTrains) {
       << r.out;
 }
 
-TEST(ShardCli, StageThreeIsRefusedAsNotBuiltYet) {
-  const auto r = test::run_cli("train --shard 3 --steps 1");
+TEST(ShardCli, AStageAboveThreeIsRefused) {
+  const auto r = test::run_cli("train --shard 4 --steps 1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(r.out.find("stage 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("must be 0, 1, 2 or 3"), std::string::npos) << r.out;
+}
+
+// Stage 3's checkpoint (the model gathered whole for it, the optimizer's
+// shards in their files): resumed at stage 3 it ends as the run straight
+// through, bit for bit, and it resumes at stage 2 too.
+TEST(ShardCli, AStage3CheckpointResumesExactlyAndAtStage2) {
+  test::TempDir dir;
+  const std::string straight = (dir.path() / "straight").string();
+  ASSERT_EQ(launch(gpt_args(dir, 8) + " --shard 3", straight).exit_code, 0);
+  const std::string halves = (dir.path() / "halves").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 3", halves).exit_code, 0);
+  const auto b = launch(gpt_args(dir, 8) + " --shard 3 --resume auto", halves);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  const auto ca = last_checkpoint(straight, 8);
+  const auto cb = last_checkpoint(halves, 8);
+  expect_same_tensors(ca.model, cb.model, 0, 0);
+  expect_same_tensors(ca.optimizer, cb.optimizer, 0, 0);
+  EXPECT_EQ(summary(straight)["val_loss"], summary(halves)["val_loss"]);
+
+  const std::string two = (dir.path() / "two").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 3", two).exit_code, 0);
+  const auto c = launch(gpt_args(dir, 8) + " --shard 2 --resume auto", two);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  expect_same_tensors(ca.model, last_checkpoint(two, 8).model, 1e-6, 1e-7);
 }
 
 } // namespace hotloop

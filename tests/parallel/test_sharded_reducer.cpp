@@ -251,4 +251,95 @@ TEST(ShardedReducer, BucketsNeverMixTheOptimizersGroups) {
   });
 }
 
+// Stage 3: two units and a parameter outside them. The units' parameters
+// hold no memory until gathered, come back with their values, are freed
+// again after the step; the shard's gradient is the mean's; the updated
+// shards reach the parameters when next gathered; parameters written while
+// whole become the shards.
+TEST(ShardedReducer, Stage3GathersEachUnitOnlyWhileItIsUsed) {
+  two_ranks([](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    {
+      at::NoGradGuard no_grad;
+      params[0].copy_(at::arange(10, at::kFloat));
+      params[1].copy_(at::arange(30, at::kFloat).reshape({5, 6}) * 0.5);
+      params[2].fill_(0.25f);
+    }
+    const std::vector<at::Tensor> before = {
+        params[0].detach().clone(),
+        params[1].detach().clone(),
+        params[2].detach().clone()};
+    ShardOptions o = options(3, true);
+    o.buckets.bucket_bytes = 1u << 20;
+    o.units = {0, 1, -1};
+    ShardedReducer reducer(g, params, {}, o);
+    ASSERT_EQ(reducer.unit_count(), 2u);
+    EXPECT_EQ(params[0].storage().nbytes(), 0u);
+    EXPECT_EQ(params[1].storage().nbytes(), 0u);
+    EXPECT_TRUE(at::equal(params[2], before[2])); // outside: whole
+    reducer.gather_unit(1);
+    EXPECT_TRUE(at::equal(params[1], before[1]));
+    reducer.release_unit(1);
+    EXPECT_EQ(params[1].storage().nbytes(), 0u);
+    // Prefetched: released before anyone waited (the gather is waited for
+    // first), and prefetched again then gathered.
+    reducer.prefetch_unit(1);
+    reducer.release_unit(1);
+    EXPECT_EQ(params[1].storage().nbytes(), 0u);
+    reducer.prefetch_unit(1);
+    reducer.gather_unit(1);
+    EXPECT_TRUE(at::equal(params[1], before[1]));
+    reducer.release_unit(1);
+
+    // A step with both units whole: the mean gradient's shard; freed after.
+    reducer.gather_unit(0);
+    reducer.gather_unit(1);
+    reducer.arm();
+    test::loss_for(params, rank_grads(r), 1.0).backward();
+    reducer.launch_rest();
+    reducer.finish();
+    EXPECT_EQ(params[0].storage().nbytes(), 0u);
+    const ShardedBytes bytes = reducer.bytes();
+    EXPECT_EQ(bytes.largest_unit, 30u * 4);
+    EXPECT_EQ(bytes.peak_units, (30u + 10u) * 4);
+    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
+      const Bucket& bucket = reducer.buckets()[b];
+      ASSERT_EQ(bucket.members.size(), 1u); // a unit never shares a bucket
+      const std::size_t i = bucket.members.front();
+      const ShardLayout& l = reducer.layout(b);
+      const at::Tensor mean =
+          (rank_grads(0)[i] + rank_grads(1)[i]).reshape({-1}) * 0.5;
+      const std::int64_t n = std::min(l.shard, mean.numel() - l.begin(r));
+      EXPECT_TRUE(at::equal(
+          reducer.shards()[b].tensor.grad().narrow(0, 0, n),
+          mean.narrow(0, l.begin(r), n)))
+          << "bucket " << b;
+    }
+
+    // Each rank's "update" reaches every rank's parameters.
+    {
+      at::NoGradGuard no_grad;
+      for (const auto& s : reducer.shards()) {
+        s.tensor.fill_(static_cast<float>(r + 1));
+      }
+    }
+    reducer.after_update();
+    reducer.set_whole(true);
+    EXPECT_TRUE(at::equal(params[0].narrow(0, 0, 5), at::full({5}, 1.0f)));
+    EXPECT_TRUE(at::equal(params[0].narrow(0, 5, 5), at::full({5}, 2.0f)));
+    EXPECT_TRUE(at::equal(params[2].narrow(0, 0, 2), at::full({2}, 1.0f)));
+    reducer.release_unit(0); // kept whole: nothing happens
+    EXPECT_EQ(params[0].storage().nbytes(), 10u * 4);
+    // Written while whole (a checkpoint loaded): the shards follow.
+    {
+      at::NoGradGuard no_grad;
+      params[0].fill_(7.0f);
+    }
+    reducer.set_whole(false, /*written=*/true);
+    EXPECT_EQ(params[0].storage().nbytes(), 0u);
+    reducer.gather_unit(0);
+    EXPECT_TRUE(at::equal(params[0], at::full({10}, 7.0f)));
+  });
+}
+
 } // namespace hotloop::parallel

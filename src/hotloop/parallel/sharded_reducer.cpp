@@ -1,5 +1,6 @@
 #include "hotloop/parallel/sharded_reducer.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <ATen/TensorOperators.h>
@@ -9,6 +10,7 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/StorageImpl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -41,10 +43,43 @@ struct ShardedReducer::Impl {
   std::unique_ptr<GradientBuckets> buckets;
   std::vector<ShardLayout> layouts; // per bucket
   std::vector<at::Tensor> flat_params; // per bucket: the parameters' storage
-  std::vector<Shard> shards; // per bucket: views into flat_params
+  std::vector<Shard> shards; // per bucket: views into flat_params (stage 3
+                             // units: tensors of their own)
+  std::vector<int> group_of; // per bucket: its optimizer group
   std::vector<at::Tensor> flat_grads; // stage 1: whole; stage 2: the shard
   std::vector<at::Tensor> sending; // stage 2: whole, while reduce-scattered
   std::vector<std::function<void()>> wait; // per bucket, set once started
+  // Stage 3: per bucket, its unit (-1: kept whole) and whether its flat
+  // parameters hold memory now; per unit, its buckets.
+  std::vector<int> unit_of;
+  std::vector<char> whole;
+  std::vector<std::vector<std::size_t>> unit_buckets;
+  std::vector<std::function<void()>> pending; // per unit: a gather to wait
+  bool keep_whole = false;
+  std::uint64_t units_whole_bytes = 0; // now, outside keep_whole
+  std::uint64_t peak_units = 0;
+
+  std::uint64_t flat_bytes(std::size_t i) const {
+    return static_cast<std::uint64_t>(layouts[i].padded) *
+        flat_params[i].element_size();
+  }
+
+  // Bucket i's flat parameters lose their memory (the views keep their
+  // shape and the storage object, which autograd's saved tensors hold)...
+  void free_flat(std::size_t i) {
+    c10::StorageImpl* s = flat_params[i].storage().unsafeGetStorageImpl();
+    s->set_data_ptr_noswap(c10::DataPtr(nullptr, flat_params[i].device()));
+    s->set_nbytes(0);
+    whole[i] = 0;
+  }
+  // ... and get it back, holding whatever was there.
+  void allocate_flat(std::size_t i) {
+    c10::StorageImpl* s = flat_params[i].storage().unsafeGetStorageImpl();
+    const std::size_t n = flat_bytes(i);
+    s->set_data_ptr_noswap(s->allocator()->allocate(n));
+    s->set_nbytes(n);
+    whole[i] = 1;
+  }
 
   // Moves bucket i's parameters into one flat buffer they then view.
   void flatten(std::size_t i) {
@@ -64,8 +99,14 @@ struct ShardedReducer::Impl {
           p.sizes(),
           p.strides());
     }
-    shards.push_back({flat.narrow(0, l.begin(rank), l.shard), b.partition});
+    at::Tensor shard = flat.narrow(0, l.begin(rank), l.shard);
+    const bool unit = unit_of[i] >= 0;
+    shards.push_back({unit ? shard.clone() : shard, group_of[i]});
     flat_params.push_back(std::move(flat));
+    whole.push_back(1);
+    if (unit) {
+      free_flat(i);
+    }
   }
 
   // The bucket's gradients, in the parameters' memory order, into `into`
@@ -87,6 +128,64 @@ struct ShardedReducer::Impl {
       } else {
         slot.zero_(); // no gradient here (the step is discarded, or unused)
       }
+    }
+  }
+
+  // Starts gathering unit u's parameters (their memory allocated now).
+  void start_gather(std::size_t unit) {
+    if (pending[unit]) {
+      return;
+    }
+    std::vector<std::function<void()>> waits;
+    at::NoGradGuard no_grad;
+    for (std::size_t i : unit_buckets[unit]) {
+      if (!whole[i]) {
+        allocate_flat(i);
+        units_whole_bytes += keep_whole ? 0 : flat_bytes(i);
+        waits.push_back(
+            group->start_allgather(shards[i].tensor, flat_params[i], kGather));
+      }
+    }
+    peak_units = std::max(peak_units, units_whole_bytes);
+    if (!waits.empty()) {
+      pending[unit] = [waits = std::move(waits)] {
+        for (const auto& w : waits) {
+          w();
+        }
+      };
+    }
+  }
+
+  // Unit u's parameters whole: gathered now, or the prefetch waited for.
+  void gather(std::size_t unit) {
+    start_gather(unit);
+    finish_gather(unit);
+  }
+
+  void finish_gather(std::size_t unit) {
+    if (pending[unit]) {
+      auto wait = std::move(pending[unit]);
+      pending[unit] = nullptr;
+      wait();
+    }
+  }
+
+  void release(std::size_t unit) {
+    finish_gather(unit); // no collective may write into freed memory
+    for (std::size_t i : unit_buckets[unit]) {
+      if (whole[i]) {
+        free_flat(i);
+        units_whole_bytes -= flat_bytes(i);
+      }
+    }
+  }
+
+  void release_all() {
+    if (keep_whole) {
+      return;
+    }
+    for (std::size_t u = 0; u < unit_buckets.size(); ++u) {
+      release(u);
     }
   }
 
@@ -153,9 +252,15 @@ ShardedReducer::ShardedReducer(
     const ShardOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  if (options.stage < 1 || options.stage > 2) {
+  if (options.stage < 1 || options.stage > 3) {
     throw Error(
-        fmt::format("sharded reducer: stage {} (1 or 2)", options.stage));
+        fmt::format("sharded reducer: stage {} (1, 2 or 3)", options.stage));
+  }
+  if (!options.units.empty() && options.units.size() != params.size()) {
+    throw Error(fmt::format(
+        "sharded reducer: {} units for {} parameters",
+        options.units.size(),
+        params.size()));
   }
   for (const auto& p : params) {
     if (!p.is_non_overlapping_and_dense()) {
@@ -170,9 +275,31 @@ ShardedReducer::ShardedReducer(
   m.options = options;
   m.rank = m.group->rank();
   m.ranks = m.group->size();
+  // Stage 3: a bucket never mixes units either (nor a unit with what stays
+  // whole): the buckets are planned over (unit, group) pairs.
+  const bool units = options.stage == 3 && !options.units.empty();
+  const int groups = partition.empty()
+      ? 1
+      : 1 + *std::max_element(partition.begin(), partition.end());
+  std::vector<int> key(params.size(), 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    key[i] = (units ? options.units[i] + 1 : 0) * groups +
+        (partition.empty() ? 0 : partition[i]);
+  }
   m.buckets = std::make_unique<GradientBuckets>(
-      params, partition, options.buckets, [&m](std::size_t i) { m.start(i); });
+      params, key, options.buckets, [&m](std::size_t i) { m.start(i); });
   const std::size_t n = m.buckets->buckets().size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const int k = m.buckets->buckets()[i].partition;
+    m.group_of.push_back(k % groups);
+    m.unit_of.push_back(k / groups - 1);
+    if (m.unit_of.back() >= 0) {
+      const auto u = static_cast<std::size_t>(m.unit_of.back());
+      m.unit_buckets.resize(std::max(m.unit_buckets.size(), u + 1));
+      m.unit_buckets[u].push_back(i);
+    }
+  }
+  m.pending.resize(m.unit_buckets.size());
   for (std::size_t i = 0; i < n; ++i) {
     m.flatten(i);
   }
@@ -209,9 +336,22 @@ int ShardedReducer::rank() const {
 
 ShardedBytes ShardedReducer::bytes() const {
   ShardedBytes b;
-  for (const auto& t : impl_->flat_params) {
-    b.parameters += t.nbytes();
+  const Impl& m = *impl_;
+  for (std::size_t i = 0; i < m.flat_params.size(); ++i) {
+    if (m.unit_of[i] >= 0) {
+      b.parameters += m.shards[i].tensor.nbytes();
+    } else {
+      b.parameters += m.flat_bytes(i);
+    }
   }
+  for (const auto& unit : m.unit_buckets) {
+    std::uint64_t bytes = 0;
+    for (std::size_t i : unit) {
+      bytes += m.flat_bytes(i);
+    }
+    b.largest_unit = std::max(b.largest_unit, bytes);
+  }
+  b.peak_units = m.peak_units;
   for (const auto& t : impl_->flat_grads) {
     if (t.defined()) {
       b.gradients += t.nbytes();
@@ -244,6 +384,7 @@ void ShardedReducer::finish() {
     m.agree_on_non_finite(grads);
   }
   m.buckets->reset();
+  m.release_all(); // the units backward gathered last
 }
 
 void ShardedReducer::discard() {
@@ -253,6 +394,7 @@ void ShardedReducer::discard() {
     p.mutable_grad().reset();
   }
   m.buckets->reset();
+  m.release_all();
 }
 
 void ShardedReducer::after_update() {
@@ -261,6 +403,15 @@ void ShardedReducer::after_update() {
   std::vector<std::function<void()>> waits;
   at::NoGradGuard no_grad;
   for (std::size_t i = 0; i < m.shards.size(); ++i) {
+    if (m.unit_of[i] >= 0) {
+      // Stage 3: a unit's flat parameters are gathered from its updated
+      // shard when it next runs; kept whole, they are gathered now.
+      if (m.whole[i]) {
+        waits.push_back(m.group->start_allgather(
+            m.shards[i].tensor, m.flat_params[i], kGather));
+      }
+      continue;
+    }
     // NCCL gathers in place (the input is the output's own part); Gloo is
     // given a copy of it, as its in-place behaviour is not documented.
     const at::Tensor& shard = m.shards[i].tensor;
@@ -269,6 +420,55 @@ void ShardedReducer::after_update() {
   }
   for (auto& w : waits) {
     w();
+  }
+}
+
+std::size_t ShardedReducer::unit_count() const {
+  return impl_->unit_buckets.size();
+}
+
+void ShardedReducer::gather_unit(std::size_t unit) {
+  if (unit < impl_->unit_buckets.size()) {
+    impl_->gather(unit);
+  }
+}
+
+void ShardedReducer::prefetch_unit(std::size_t unit) {
+  if (unit < impl_->unit_buckets.size()) {
+    impl_->start_gather(unit);
+  }
+}
+
+void ShardedReducer::release_unit(std::size_t unit) {
+  if (unit < impl_->unit_buckets.size() && !impl_->keep_whole) {
+    impl_->release(unit);
+  }
+}
+
+void ShardedReducer::set_whole(bool whole, bool written) {
+  Impl& m = *impl_;
+  if (whole) {
+    m.release_all(); // counted as units whole no more
+    m.keep_whole = true;
+    for (std::size_t u = 0; u < m.unit_buckets.size(); ++u) {
+      m.gather(u);
+    }
+    return;
+  }
+  m.keep_whole = false;
+  for (std::size_t u = 0; u < m.unit_buckets.size(); ++u) {
+    m.finish_gather(u);
+  }
+  at::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < m.flat_params.size(); ++i) {
+    if (m.unit_of[i] < 0 || !m.whole[i]) {
+      continue;
+    }
+    if (written) {
+      m.shards[i].tensor.copy_(m.flat_params[i].narrow(
+          0, m.layouts[i].begin(m.rank), m.layouts[i].shard));
+    }
+    m.free_flat(i);
   }
 }
 

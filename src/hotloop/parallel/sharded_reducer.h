@@ -1,7 +1,8 @@
 #pragma once
-// ZeRO stages 1 and 2 on the data-parallel path (Rajbhandari et al. 2020):
+// ZeRO stages 1 to 3 on the data-parallel path (Rajbhandari et al. 2020):
 // each rank updates only its shard of the parameters, so the optimizer
-// state, and at stage 2 the gradients, are held once over the job instead of
+// state, at stage 2 the gradients too, and at stage 3 the parameters of the
+// model's units (its blocks) as well, are held once over the job instead of
 // once per rank.
 //
 // At construction the trainable parameters move into flat buffers, one per
@@ -23,6 +24,16 @@
 // non-finite on every rank (all ranks skip together). After the optimizer
 // updated the shards, after_update() all-gathers each bucket's shards into
 // its flat parameters: every rank's model holds the updated weights.
+//
+// Stage 3: the parameters of each unit (ShardOptions::units: a transformer
+// block, a ResNet stage) fill buckets of their own, whose shard is a tensor
+// of its own and whose flat parameters hold no memory between uses:
+// gather_unit() allocates them and all-gathers the shards into them just
+// before the unit runs (forward, and again before its backward; the next
+// unit's gather is started while one computes: prefetch_unit()), and
+// release_unit() frees them after. The parameters outside the units stay
+// whole, as at stage 2. set_whole() keeps every unit whole while the model
+// is read as a whole (a checkpoint, the evaluation, after training).
 
 #include <cstddef>
 #include <cstdint>
@@ -40,7 +51,10 @@ namespace hotloop::parallel {
 class ProcessGroup;
 
 struct ShardOptions {
-  int stage = 1; // 1: optimizer state; 2: + gradients
+  int stage = 1; // 1: optimizer state; 2: + gradients; 3: + parameters
+  // Stage 3: each parameter's unit (0, 1, ... in the order forward runs
+  // them), -1 for one outside every unit (kept whole); empty: none.
+  std::vector<int> units;
   BucketOptions buckets;
   // Loss scaling: a non-finite gradient anywhere is seen on every rank.
   bool agree_on_non_finite = false;
@@ -48,8 +62,15 @@ struct ShardOptions {
 
 // What a rank holds of the model's training state between steps, in bytes.
 struct ShardedBytes {
-  std::uint64_t parameters = 0; // the flat buffers (whole, with padding)
+  // Between steps: the flat buffers (whole, with padding); stage 3: the
+  // units' shards instead of theirs.
+  std::uint64_t parameters = 0;
   std::uint64_t gradients = 0; // stage 1: whole flat; stage 2: the shards
+  // Stage 3: the largest unit's flat parameters, and the most the units
+  // held whole at once (outside set_whole: the one running and the next
+  // one being gathered) since construction.
+  std::uint64_t largest_unit = 0;
+  std::uint64_t peak_units = 0;
 };
 
 // `flat`'s elements [offset, offset + p.numel()) seen as `p` is laid out in
@@ -63,8 +84,9 @@ at::Tensor laid_out_as(
 class ShardedReducer : public GradientSync {
  public:
   // `params`: the trainable parameters in registration order; `partition`:
-  // each one's optimizer group. Throws Error for a parameter that is not
-  // dense in memory (it cannot be a view into a flat buffer).
+  // each one's optimizer group (a bucket's shard has its group's number).
+  // Throws Error for a parameter that is not dense in memory (it cannot be
+  // a view into a flat buffer).
   ShardedReducer(
       std::shared_ptr<ProcessGroup> group,
       const std::vector<at::Tensor>& params,
@@ -87,6 +109,20 @@ class ShardedReducer : public GradientSync {
   int stage() const;
   int rank() const;
   ShardedBytes bytes() const;
+  // Stage 3: the units that have buckets (0 when nothing is sharded so).
+  std::size_t unit_count() const;
+
+  // Stage 3 (collectives: every rank calls them in the same order). Unit
+  // u's parameters whole (a no-op when they are; waits for a prefetch);
+  // their gather started without waiting (the next unit's, while this one
+  // computes); freed again (after any gather into them is done).
+  void gather_unit(std::size_t unit);
+  void prefetch_unit(std::size_t unit);
+  void release_unit(std::size_t unit);
+  // true: every unit whole until set_whole(false), release_unit doing
+  // nothing. false: each unit freed; `written`: the parameters were written
+  // while whole (a checkpoint loaded), so each shard is taken from them.
+  void set_whole(bool whole, bool written = false);
 
   void arm() override;
   void launch_rest() override;

@@ -678,12 +678,10 @@ std::vector<TrainerOption> parallel_options() {
           "shard",
           section,
           field(&O::shard),
-          "ZeRO stage: 0 keeps the whole model, gradients and optimizer state on every rank; 1 shards the optimizer state over the ranks (each holds 1/N of it); 2 also reduce-scatters the gradients into each rank's shard (docs/parallel.md)",
+          "ZeRO stage: 0 keeps the whole model, gradients and optimizer state on every rank; 1 shards the optimizer state over the ranks (each holds 1/N of it); 2 also reduce-scatters the gradients into each rank's shard; 3 also shards the parameters of each block, gathered just before it runs (docs/parallel.md)",
           [](const int& v) {
-            return v >= 0 && v <= 2
-                ? std::string()
-                : std::string(
-                      "must be 0, 1 or 2 (stage 3, parameters sharded too, is not built yet)");
+            return v >= 0 && v <= 3 ? std::string()
+                                    : std::string("must be 0, 1, 2 or 3");
           }),
       text<O>(
           "offload",

@@ -36,8 +36,9 @@ ShardedOptimizerState::ShardedOptimizerState(
     std::shared_ptr<parallel::ProcessGroup> group)
     : reducer_(&reducer), whole_(std::move(whole)), group_(std::move(group)) {
   std::vector<std::size_t> seen(whole_.size() + 1, 0);
-  for (const parallel::Bucket& b : reducer_->buckets()) {
-    const auto g = static_cast<std::size_t>(b.partition);
+  for (std::size_t bi = 0; bi < reducer_->buckets().size(); ++bi) {
+    const parallel::Bucket& b = reducer_->buckets()[bi];
+    const auto g = static_cast<std::size_t>(reducer_->shards()[bi].partition);
     shard_index_.push_back(seen[g]++);
     std::vector<std::size_t> index;
     for (std::size_t m : b.members) {
@@ -57,15 +58,14 @@ ShardedOptimizerState::ShardedOptimizerState(
 }
 
 bool ShardedOptimizerState::updated(std::size_t bucket) const {
-  return static_cast<std::size_t>(reducer_->buckets()[bucket].partition) <
+  return static_cast<std::size_t>(reducer_->shards()[bucket].partition) <
       whole_.size();
 }
 
 std::string ShardedOptimizerState::shard_name(
     std::size_t bucket,
     const char* kind) const {
-  const auto g =
-      static_cast<std::size_t>(reducer_->buckets()[bucket].partition);
+  const auto g = static_cast<std::size_t>(reducer_->shards()[bucket].partition);
   return fmt::format("{}.{}.{}", whole_[g].name, shard_index_[bucket], kind);
 }
 
@@ -73,8 +73,7 @@ std::string ShardedOptimizerState::member_name(
     std::size_t bucket,
     std::size_t j,
     const char* kind) const {
-  const auto g =
-      static_cast<std::size_t>(reducer_->buckets()[bucket].partition);
+  const auto g = static_cast<std::size_t>(reducer_->shards()[bucket].partition);
   return fmt::format("{}.{}.{}", whole_[g].name, whole_index_[bucket][j], kind);
 }
 

@@ -99,13 +99,16 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
 
     const bool epoch_end = s.step % s.steps_per_epoch == 0;
     const bool last = s.step == s.total_steps;
-    if (p.evaluator->has_data() && s.rank == 0 &&
-        (last || (o.eval_every > 0 ? s.step % o.eval_every == 0 : epoch_end))) {
+    const bool evaluate = p.evaluator->has_data() &&
+        (last || (o.eval_every > 0 ? s.step % o.eval_every == 0 : epoch_end));
+    const bool save = last || r.stop ||
+        (o.checkpoint_every > 0 ? s.step % o.checkpoint_every == 0 : epoch_end);
+    // Stage 3: both read the model whole, on every rank.
+    p.whole_model(evaluate || save);
+    if (evaluate && s.rank == 0) {
       p.evaluate();
     }
-    if (last || r.stop ||
-        (o.checkpoint_every > 0 ? s.step % o.checkpoint_every == 0
-                                : epoch_end)) {
+    if (save) {
       p.readback->drain(s, events); // a non-finite loss stops before it
       events.phase(s, Phase::Checkpoint);
       p.checkpoint();
@@ -113,6 +116,7 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
         p.faults.kill_at(KillPoint::FinalCheckpoint);
       }
     }
+    p.whole_model(false);
     if (r.stop && !last) {
       stopped_early = true;
       p.log(fmt::format(

@@ -111,7 +111,13 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
     log(fmt::format("run directory: {}", s.run_dir));
   }
   // Resume: the position, and what the part before it leaves the summary.
-  if (const auto r = checkpointer->resume(s, *precision, s.log)) {
+  // (Stage 3: into the whole parameters, each rank's shards taken from
+  // them after.)
+  whole_model(true);
+  const std::optional<Resumed> resumed =
+      checkpointer->resume(s, *precision, s.log);
+  whole_model(false, true);
+  if (const auto& r = resumed) {
     s.step = r->step;
     s.epoch = r->epoch;
     s.next_batch = r->next_batch;
@@ -173,6 +179,12 @@ void Trainer::Impl::redo_smaller(const std::string& error) {
   step->plan_changed(s);
 }
 
+void Trainer::Impl::whole_model(bool whole, bool written) {
+  if (unit_gather) {
+    sharded->set_whole(whole, written);
+  }
+}
+
 std::string Trainer::Impl::checkpoint() {
   RunState& s = state;
   nlohmann::json progress =
@@ -224,10 +236,12 @@ EvalResult Trainer::Impl::evaluate() {
 
 // What each rank holds of the model's training state at the update, by
 // kind: every parameter (frozen ones too; --shard: the flat buffers, padding
-// included), the gradients (one process: the parameters' own; plain data
-// parallel: those and the all-reduce buckets; --shard: the reducer's
-// buffers, the parameters' own freed) and the optimizer state (offloaded:
-// none on the device; "host" what it keeps in host memory instead).
+// included; stage 3: the units' shards, and under "units" the largest unit
+// and the most the units held whole at once), the gradients (one process: the
+// parameters' own; plain data parallel: those and the all-reduce buckets;
+// --shard: the reducer's buffers, the parameters' own freed) and the optimizer
+// state (offloaded: none on the device; "host" what it keeps in host memory
+// instead).
 nlohmann::json Trainer::Impl::model_state_bytes() const {
   std::uint64_t parameters = 0;
   std::uint64_t trainable = 0;
@@ -236,20 +250,28 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
     trainable += p.requires_grad() ? p.nbytes() : 0;
   }
   std::uint64_t gradients = group ? 2 * trainable : trainable;
+  nlohmann::json units;
   if (sharded != nullptr) {
     const parallel::ShardedBytes b = sharded->bytes();
     parameters += b.parameters - trainable;
     gradients = b.gradients;
+    if (sharded->unit_count() > 0) {
+      units = {{"largest", b.largest_unit}, {"peak_whole", b.peak_units}};
+    }
   }
   std::uint64_t optimizer_state = 0;
   for (const auto& [name, t] : optimizer->state()) {
     optimizer_state += name == "steps" ? 0 : t.nbytes();
   }
   if (!optimizer->offloaded()) {
-    return {
+    nlohmann::json out = {
         {"parameters", parameters},
         {"gradients", gradients},
         {"optimizer", optimizer_state}};
+    if (!units.is_null()) {
+      out["units"] = units; // stage 3: a unit's parameters while it runs
+    }
+    return out;
   }
   // --offload optimizer: the state and the update's parameter copies (and
   // their gradients) are in host memory.
@@ -268,6 +290,12 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
 
 TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   RunState& s = state;
+  // Stage 3: the model whole from here on, for the final evaluation, the
+  // weights written and whoever uses the model after.
+  if (unit_gather) {
+    whole_model(true);
+    dynamic_cast<model::ShardUnits&>(*model).set_unit_hooks(nullptr);
+  }
   const TrainerOptions& o = options;
   readback->drain(s, events);
   TrainSummary sum;

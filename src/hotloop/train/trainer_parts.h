@@ -10,6 +10,7 @@
 #include <atomic>
 #include <optional>
 
+#include "hotloop/model/shard_units.h"
 #include "hotloop/parallel/gradient_buckets.h"
 #include "hotloop/train/checkpointer.h"
 #include "hotloop/train/evaluation.h"
@@ -56,6 +57,8 @@ struct Trainer::Impl {
   // would be whole (the checkpoints' layout).
   parallel::ShardedReducer* sharded = nullptr;
   std::vector<ParamGroup> whole_groups;
+  // --shard 3 with units: the hooks in the model's forward (unit_gather.h).
+  std::unique_ptr<model::UnitHooks> unit_gather;
   std::unique_ptr<data::EpochLoader> loader;
   std::size_t bad_samples_before = 0; // in loaders OOM recovery replaced
   std::unique_ptr<Evaluator> evaluator;
@@ -109,6 +112,11 @@ struct Trainer::Impl {
   // A step failed: the last good state checkpointed, then an Error.
   [[noreturn]] void fail(const StepFailure& f);
   EvalResult evaluate();
+  // Stage 3: every unit's parameters whole on every rank (a collective)
+  // while the model is read or written as a whole (a checkpoint, the
+  // evaluation, the resume, after training), or freed again (`written`:
+  // from the parameters as they are now, a checkpoint having loaded them).
+  void whole_model(bool whole, bool written = false);
   // Bytes of parameters, gradients and optimizer state this rank holds.
   nlohmann::json model_state_bytes() const;
   // After the last step (or a stop): the final evaluation a resumed run

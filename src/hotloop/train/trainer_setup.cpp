@@ -3,11 +3,13 @@
 // rank), the optimizer's parameter groups, the loss scaler, the loader and
 // the run's length, then the parts the loop runs.
 
+#include <map>
 #include <set>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,6 +23,7 @@
 #include "hotloop/model/fine_tune.h"
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/script/exported.h"
+#include "hotloop/model/shard_units.h"
 #include "hotloop/model/weights.h"
 #include "hotloop/parallel/gradient_reducer.h"
 #include "hotloop/parallel/process_group.h"
@@ -32,6 +35,7 @@
 #include "hotloop/train/run_folder.h"
 #include "hotloop/train/sharded_state.h"
 #include "hotloop/train/trainer_parts.h"
+#include "hotloop/train/unit_gather.h"
 
 namespace hotloop::train {
 
@@ -472,6 +476,43 @@ void Trainer::Impl::make_optimizer() {
   state.optimizer = optimizer.get();
 }
 
+namespace {
+
+// Stage 3: each trainable tensor's unit (-1: outside every unit).
+std::vector<int> units_of(
+    const model::ShardUnits& model,
+    const std::vector<at::Tensor>& tensors) {
+  std::map<const c10::TensorImpl*, int> unit;
+  const auto units = model.shard_units();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    for (const at::Tensor& p : units[u]->parameters()) {
+      unit.emplace(p.unsafeGetTensorImpl(), static_cast<int>(u));
+    }
+  }
+  std::vector<int> out;
+  for (const at::Tensor& t : tensors) {
+    const auto it = unit.find(t.unsafeGetTensorImpl());
+    out.push_back(it == unit.end() ? -1 : it->second);
+  }
+  return out;
+}
+
+std::string stage3_line(const parallel::ShardedReducer& r, bool has_units) {
+  if (r.unit_count() == 0) {
+    return has_units
+        ? "shard: stage 3: no unit of the model has a trainable parameter, so every parameter stays whole, as at stage 2"
+        : "shard: stage 3: this model has no units hotloop can gather one at a time (a TorchScript export is one graph), so its parameters stay whole, as at stage 2";
+  }
+  const parallel::ShardedBytes b = r.bytes();
+  return fmt::format(
+      "shard: stage 3: the parameters of the model's {} units (its blocks) are sharded too, each unit's gathered just before it runs, forward and backward, and freed after (at most two whole at a time: the one running and the next, gathered meanwhile; {} the largest); the rest stays whole; this rank holds {} of parameters between steps",
+      r.unit_count(),
+      format_bytes(b.largest_unit),
+      format_bytes(b.parameters));
+}
+
+} // namespace
+
 // ZeRO stages 1 and 2: the parameters move into flat buckets each rank
 // owns a shard of; the optimizer updates the shards (its groups keep their
 // names, LRs and weight decay: a bucket never mixes groups), and the step's
@@ -487,6 +528,10 @@ void Trainer::Impl::shard_optimizer(
   so.stage = options.shard;
   so.buckets = buckets;
   so.agree_on_non_finite = precision->skips_overflow();
+  auto* units = dynamic_cast<model::ShardUnits*>(model.get());
+  if (so.stage == 3 && units != nullptr) {
+    so.units = units_of(*units, tensors);
+  }
   auto reducer =
       std::make_unique<parallel::ShardedReducer>(group, tensors, partition, so);
   const std::int64_t trainable = count_elements(tensors);
@@ -523,6 +568,13 @@ void Trainer::Impl::shard_optimizer(
       trainable,
       padding,
       options.shard >= 2 ? " and the gradients are" : " is"));
+  if (options.shard == 3) {
+    log(stage3_line(*reducer, units != nullptr));
+  }
+  if (reducer->unit_count() > 0) {
+    unit_gather = std::make_unique<UnitGather>(*reducer);
+    units->set_unit_hooks(unit_gather.get());
+  }
   sharded = reducer.get();
   whole_groups = std::move(whole);
   optimizer = std::make_unique<Optimizer>(std::move(shards), options.optimizer);

@@ -19,6 +19,7 @@
 
 #include "hotloop/model/gpt/gpt_config.h"
 #include "hotloop/model/lm/language_model.h"
+#include "hotloop/model/shard_units.h"
 
 namespace hotloop::model {
 
@@ -29,7 +30,7 @@ namespace hotloop::model {
 // small sizes take their vocabulary from options.vocab (the data's).
 GptConfig gpt_config(const ModelOptions& options);
 
-class Gpt : public LanguageModel {
+class Gpt : public LanguageModel, public ShardUnits {
  public:
   explicit Gpt(GptConfig config);
 
@@ -51,6 +52,8 @@ class Gpt : public LanguageModel {
   }
   // Any mode but none recomputes each block in backward.
   void set_checkpointing(Checkpointing mode) override;
+  // --shard 3: each block (the embeddings, final norm and head stay whole).
+  std::vector<std::shared_ptr<torch::nn::Module>> shard_units() const override;
   bool decays(const std::string& name, const at::Tensor& p) const override;
   // Hugging Face GPT-2 files: the token embedding padded with zero rows to
   // padded_vocab(), lm_head.weight (tied: the same tensor) and the

@@ -18,6 +18,7 @@
 #include "hotloop/core/named.h"
 #include "hotloop/model/llama/llama_config.h"
 #include "hotloop/model/lm/language_model.h"
+#include "hotloop/model/shard_units.h"
 
 namespace hotloop::model {
 
@@ -35,7 +36,7 @@ namespace lm {
 struct RopeTable; // src/hotloop/model/llama/llama.cpp
 }
 
-class Llama : public LanguageModel {
+class Llama : public LanguageModel, public ShardUnits {
  public:
   explicit Llama(LlamaConfig config);
 
@@ -56,6 +57,8 @@ class Llama : public LanguageModel {
   }
   // Any mode but none recomputes each block in backward.
   void set_checkpointing(Checkpointing mode) override;
+  // --shard 3: each block (the embeddings, final norm and head stay whole).
+  std::vector<std::shared_ptr<torch::nn::Module>> shard_units() const override;
   // Matrices only: not the norms or biases (nor, as in nanoGPT, the
   // embedding when it is also the output).
   bool decays(const std::string& name, const at::Tensor& p) const override;

@@ -198,9 +198,12 @@ at::Tensor Gpt::hidden_states(
   if (recompute) {
     plan.add_to(side);
   }
+  std::size_t unit = 0;
   for (const auto& m : *parts_->h) {
-    x = recompute ? checkpoint(*m, &BlockImpl::segment, x, side)
-                  : static_cast<BlockImpl&>(*m).forward(x, plan);
+    x = run_unit(unit++, [&] {
+      return recompute ? checkpoint(*m, &BlockImpl::segment, x, side)
+                       : static_cast<BlockImpl&>(*m).forward(x, plan);
+    });
   }
   return parts_->ln_f(x);
 }
@@ -224,6 +227,10 @@ at::Tensor Gpt::forward(const at::Tensor& tokens, KvCache& cache) {
   }
   cache.length += t;
   return at::linear(parts_->ln_f(x), output_weight());
+}
+
+std::vector<std::shared_ptr<torch::nn::Module>> Gpt::shard_units() const {
+  return parts_->h->children();
 }
 
 void Gpt::set_checkpointing(Checkpointing mode) {

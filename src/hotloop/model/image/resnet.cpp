@@ -245,11 +245,19 @@ at::Tensor ResNet::head(const at::Tensor& features) {
   return fc_(at::flatten(at::adaptive_avg_pool2d(features, {1, 1}), 1));
 }
 
+std::vector<std::shared_ptr<torch::nn::Module>> ResNet::shard_units() const {
+  std::vector<std::shared_ptr<torch::nn::Module>> out;
+  for (const auto& stage : stages_) {
+    out.push_back(stage.ptr());
+  }
+  return out;
+}
+
 at::Tensor ResNet::forward(const at::Tensor& images) {
   if (checkpointing_ == Checkpointing::None) {
     at::Tensor x = stem(images);
-    for (auto& stage : stages_) {
-      x = stage->forward(x);
+    for (std::size_t i = 0; i < stages_.size(); ++i) {
+      x = run_unit(i, [&] { return stages_[i]->forward(x); });
     }
     return head(x);
   }
@@ -261,29 +269,33 @@ at::Tensor ResNet::forward(const at::Tensor& images) {
             },
             images)
       : stem(images);
-  for (auto& stage : stages_) {
-    if (checkpointing_ != Checkpointing::Blocks) {
-      x = checkpoint(
-          *stage,
-          [](torch::nn::Module& m, const at::Tensor& in) {
-            return static_cast<torch::nn::SequentialImpl&>(m).forward(in);
-          },
-          x);
-      continue;
-    }
-    for (const auto& block : stage->children()) {
-      x = checkpoint(
-          *block,
-          [](torch::nn::Module& m, const at::Tensor& in) {
-            if (auto* basic = dynamic_cast<BasicBlock*>(&m)) {
-              return basic->forward(in);
-            }
-            return dynamic_cast<Bottleneck&>(m).forward(in);
-          },
-          x);
-    }
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    x = run_unit(i, [&] { return checkpointed_stage(i, x); });
   }
   return head(x);
+}
+
+at::Tensor ResNet::checkpointed_stage(std::size_t i, at::Tensor x) {
+  if (checkpointing_ != Checkpointing::Blocks) {
+    return checkpoint(
+        *stages_[i],
+        [](torch::nn::Module& m, const at::Tensor& in) {
+          return static_cast<torch::nn::SequentialImpl&>(m).forward(in);
+        },
+        x);
+  }
+  for (const auto& block : stages_[i]->children()) {
+    x = checkpoint(
+        *block,
+        [](torch::nn::Module& m, const at::Tensor& in) {
+          if (auto* basic = dynamic_cast<BasicBlock*>(&m)) {
+            return basic->forward(in);
+          }
+          return dynamic_cast<Bottleneck&>(m).forward(in);
+        },
+        x);
+  }
+  return x;
 }
 
 } // namespace hotloop::model

@@ -12,6 +12,7 @@
 #include "hotloop/model/batch_norm.h"
 #include "hotloop/model/conv2d.h"
 #include "hotloop/model/model.h"
+#include "hotloop/model/shard_units.h"
 
 namespace hotloop::model {
 
@@ -24,7 +25,7 @@ struct ResNetOptions {
   std::int64_t image_size = 224; // the inputs' side, for the FLOP count only
 };
 
-class ResNet : public Model {
+class ResNet : public Model, public ShardUnits {
  public:
   explicit ResNet(const ResNetOptions& options);
   at::Tensor forward(const at::Tensor& images) override;
@@ -34,6 +35,9 @@ class ResNet : public Model {
   // 3x the forward's convolutions and the classifier at image_size (BatchNorm,
   // ReLU, pooling and the residual adds not counted).
   double training_flops_per_sample() const override;
+  // --shard 3: the four residual stages (the stem and the classifier stay
+  // whole).
+  std::vector<std::shared_ptr<torch::nn::Module>> shard_units() const override;
   // The four residual stages (layer1..layer4), for activation checkpointing.
   std::vector<torch::nn::Sequential>& stages() {
     return stages_;
@@ -44,6 +48,10 @@ class ResNet : public Model {
   at::Tensor head(const at::Tensor& features);
 
  private:
+  // Stage i with its activations recomputed in backward (checkpointing_:
+  // the whole stage, or each block).
+  at::Tensor checkpointed_stage(std::size_t i, at::Tensor x);
+
   ResNetOptions options_;
   Checkpointing checkpointing_ = Checkpointing::None;
   Conv2d conv1_{nullptr};

@@ -373,9 +373,12 @@ at::Tensor Llama::hidden_states(
   in.attention = lm::plan_attention(rows, x, config_.head_dim());
   const bool recompute = checkpoint_blocks_ && at::GradMode::is_enabled();
   const SegmentSide side = recompute ? in.side() : SegmentSide{};
+  std::size_t unit = 0;
   for (const auto& m : *parts_->layers) {
-    x = recompute ? checkpoint(*m, &lm::LlamaBlockImpl::segment, x, side)
-                  : static_cast<lm::LlamaBlockImpl&>(*m).forward(x, in);
+    x = run_unit(unit++, [&] {
+      return recompute ? checkpoint(*m, &lm::LlamaBlockImpl::segment, x, side)
+                       : static_cast<lm::LlamaBlockImpl&>(*m).forward(x, in);
+    });
   }
   return parts_->norm(x);
 }
@@ -392,6 +395,10 @@ at::Tensor Llama::forward(const at::Tensor& tokens, KvCache& cache) {
   }
   cache.length += tokens.size(1);
   return at::linear(parts_->norm(x), output_weight());
+}
+
+std::vector<std::shared_ptr<torch::nn::Module>> Llama::shard_units() const {
+  return parts_->layers->children();
 }
 
 void Llama::set_checkpointing(Checkpointing mode) {

@@ -1,0 +1,29 @@
+#pragma once
+// ZeRO stage 3's hooks in the model's forward (model/shard_units.h): each
+// unit's parameters gathered from the ranks' shards just before it runs and
+// freed after; in training, gathered again just before its backward (a
+// hook on its output's gradient, which is whole once the next unit's
+// backward is done, so that unit is freed then). The next unit's gather
+// (in backward, the previous one's) is started while one computes, so at
+// most two units are whole at a time. The last units backward gathers are
+// freed by the reducer's finish().
+
+#include "hotloop/model/shard_units.h"
+
+namespace hotloop::parallel {
+class ShardedReducer;
+}
+
+namespace hotloop::train {
+
+class UnitGather final : public model::UnitHooks {
+ public:
+  explicit UnitGather(parallel::ShardedReducer& reducer) : reducer_(&reducer) {}
+  void before(std::size_t unit) override;
+  void after(std::size_t unit, const at::Tensor& out) override;
+
+ private:
+  parallel::ShardedReducer* reducer_;
+};
+
+} // namespace hotloop::train
