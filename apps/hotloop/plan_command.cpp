@@ -7,12 +7,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "hotloop/core/units.h"
 #include "hotloop/cuda/cuda_info.h"
 #include "hotloop/errors.h"
+#include "hotloop/model/shard_units.h"
 #include "hotloop/train/batch_finder.h"
 #include "hotloop/train/host_memory.h"
 #include "hotloop/train/memory_plan.h"
@@ -107,6 +110,28 @@ train::ActivationFit measure_activations(
   return {f.measure_at[0], f.measure_at[1], bytes[0], bytes[1]};
 }
 
+// Stage 3's units of `model` (its blocks): their trainable parameters.
+train::UnitSizes unit_sizes(const model::Model& model) {
+  train::UnitSizes out;
+  const auto* units = dynamic_cast<const model::ShardUnits*>(&model);
+  if (units == nullptr) {
+    return out;
+  }
+  std::vector<std::uint64_t> sizes;
+  for (const auto& unit : units->shard_units()) {
+    std::uint64_t bytes = 0;
+    for (const at::Tensor& p : unit->parameters()) {
+      bytes += p.requires_grad() ? p.nbytes() : 0;
+    }
+    sizes.push_back(bytes);
+    out.bytes += bytes;
+  }
+  std::sort(sizes.rbegin(), sizes.rend());
+  out.largest = sizes.empty() ? 0 : sizes[0];
+  out.largest_two = out.largest + (sizes.size() > 1 ? sizes[1] : 0);
+  return out;
+}
+
 std::string row(const train::PlanCandidate& c, const std::string& mark) {
   const train::RankMemory& m = c.memory;
   return fmt::format(
@@ -148,8 +173,14 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   const train::ResolveContext context = resolve_context(f.run, nullptr, out);
   const train::ResolvedRun resolved = train::resolve_run(f.run, context);
   const train::TrainerOptions& o = f.run.trainer;
-  const train::ModelState state =
-      train::model_state(*train::model_factory(o)(), o);
+  train::ModelState state;
+  train::UnitSizes units;
+  {
+    // Released before the trials, whose peak it would add to.
+    const auto built = train::model_factory(o)();
+    state = train::model_state(*built, o);
+    units = unit_sizes(*built);
+  }
   const std::string optimizer =
       o.optimizer.kind == train::OptimizerKind::AdamW ? "AdamW" : "SGD";
   auto progress = [out](const std::string& line) {
@@ -165,7 +196,8 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   const train::ActivationFit fit =
       measure_activations(f, o, resolved, state, progress);
   const std::uint64_t budget = rank_budget(f, o);
-  const auto candidates = train::plan_candidates(state, asked, fit, budget);
+  const auto candidates =
+      train::plan_candidates(state, asked, fit, budget, units);
   const auto cheapest =
       std::find_if(candidates.begin(), candidates.end(), [](const auto& c) {
         return c.fits;

@@ -46,6 +46,17 @@ TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
   // One process: one set of gradients.
   PlanConfig one;
   EXPECT_EQ(rank_memory(adamw_state(), one, kFlat).gradients, 4000u);
+  // Stage 3: units holding 3000 of the 4000 bytes, the largest 800 (two:
+  // 1500): 1000 outside them, 1500 of the units' shards, two units whole;
+  // a unit's gradients in flight at most.
+  c.shard = 3;
+  c.offload = false;
+  const UnitSizes units{3000, 800, 1500};
+  m = rank_memory(adamw_state(), c, kFlat, units);
+  EXPECT_EQ(m.parameters, 1000u + 750u + 1500u);
+  EXPECT_EQ(m.gradients, 1000u + 800u);
+  // Without units stage 3 is stage 2.
+  EXPECT_EQ(rank_memory(adamw_state(), c, kFlat).parameters, 4000u);
 }
 
 TEST(MemoryPlan, ActivationsFollowTheLineThroughTwoMeasurements) {
@@ -89,6 +100,11 @@ TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
       fits,
       (std::vector<bool>{false, false, false, true, true, true, true, true}));
   EXPECT_EQ(c[3].memory.device(), 4000u + 3000u + 4000u + 1000u);
+  // A model with units: stage 3 comes after stage 2.
+  const auto with_units = plan_candidates(
+      adamw_state(), asked, fit, 12500, UnitSizes{3000, 800, 1500});
+  ASSERT_GT(with_units.size(), 3u);
+  EXPECT_EQ(with_units[3].config.flags(), "--shard 3 --micro-batch 4");
 }
 
 } // namespace hotloop::train

@@ -46,12 +46,20 @@ nlohmann::json RankMemory::to_json() const {
 RankMemory rank_memory(
     const ModelState& state,
     const PlanConfig& c,
-    const ActivationFit& activations) {
+    const ActivationFit& activations,
+    const UnitSizes& units) {
   RankMemory m;
   m.parameters = state.weight_bytes;
+  if (c.shard >= 3 && units.bytes > 0) {
+    m.parameters = state.weight_bytes - units.bytes +
+        per_rank(units.bytes, c.ranks) + units.largest_two;
+  }
   if (c.shard >= 2) {
+    const std::uint64_t bucket = c.shard >= 3 && units.bytes > 0
+        ? std::min(c.bucket_bytes, units.largest)
+        : c.bucket_bytes;
     m.gradients = per_rank(state.gradient_bytes, c.ranks) +
-        std::min(c.bucket_bytes, state.gradient_bytes);
+        std::min(bucket, state.gradient_bytes);
   } else if (c.shard == 1 || c.ranks == 1) {
     m.gradients = state.gradient_bytes;
   } else {
@@ -72,7 +80,8 @@ std::vector<PlanCandidate> plan_candidates(
     const ModelState& state,
     const PlanConfig& asked,
     const ActivationFit& activations,
-    std::uint64_t budget) {
+    std::uint64_t budget,
+    const UnitSizes& units) {
   std::vector<PlanConfig> order = {asked};
   auto add = [&order](PlanConfig c) {
     if (std::find_if(order.begin(), order.end(), [&c](const PlanConfig& o) {
@@ -83,7 +92,7 @@ std::vector<PlanCandidate> plan_candidates(
     }
   };
   PlanConfig c = asked;
-  const int top = asked.ranks > 1 ? 2 : 0;
+  const int top = asked.ranks < 2 ? 0 : units.bytes > 0 ? 3 : 2;
   for (c.shard = asked.shard + 1; c.shard <= top; ++c.shard) {
     add(c);
   }
@@ -99,7 +108,7 @@ std::vector<PlanCandidate> plan_candidates(
   for (const PlanConfig& config : order) {
     PlanCandidate p;
     p.config = config;
-    p.memory = rank_memory(state, config, activations);
+    p.memory = rank_memory(state, config, activations, units);
     p.fits = p.memory.device() <= budget;
     out.push_back(p);
   }

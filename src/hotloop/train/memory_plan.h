@@ -18,7 +18,7 @@ namespace hotloop::train {
 
 struct PlanConfig {
   int ranks = 1;
-  int shard = 0; // ZeRO stage, 0-2
+  int shard = 0; // ZeRO stage, 0-3
   bool offload = false; // --offload optimizer
   std::int64_t micro_batch = 1;
   std::uint64_t bucket_bytes = 25ULL << 20; // --bucket-mb
@@ -37,6 +37,15 @@ struct ActivationFit {
   std::uint64_t at(std::int64_t micro_batch) const;
 };
 
+// Stage 3's units (model/shard_units.h): their trainable parameters' bytes
+// in all, and the two largest units' together (whole at once: the one
+// running and the next, gathered meanwhile). Zero: the model has none.
+struct UnitSizes {
+  std::uint64_t bytes = 0;
+  std::uint64_t largest = 0;
+  std::uint64_t largest_two = 0;
+};
+
 struct RankMemory {
   std::uint64_t parameters = 0;
   std::uint64_t gradients = 0;
@@ -49,17 +58,19 @@ struct RankMemory {
   nlohmann::json to_json() const;
 };
 
-// One rank's memory for `c`: the parameters whole (stages 0-2); the
-// gradients twice over under plain data parallel (the parameters' own and
-// the all-reduce buckets), once at stage 1 (the buckets), 1/N at stage 2
-// plus one bucket whole while its reduce-scatter runs;
+// One rank's memory for `c`: the parameters whole (stages 0-2; stage 3:
+// the units' 1/N, and two units whole); the gradients twice over under
+// plain data parallel (the parameters' own and the all-reduce buckets),
+// once at stage 1 (the buckets), 1/N from stage 2 plus one bucket whole
+// while its reduce-scatter runs (stage 3: a unit's at most);
 // the optimizer state whole, 1/N from stage 1, none on the device when
 // offloaded (then in `host`, with the float32 copies it updates and their
 // gradients).
 RankMemory rank_memory(
     const ModelState& state,
     const PlanConfig& c,
-    const ActivationFit& activations);
+    const ActivationFit& activations,
+    const UnitSizes& units = {});
 
 struct PlanCandidate {
   PlanConfig config;
@@ -68,7 +79,8 @@ struct PlanCandidate {
 };
 
 // `asked`, then what saves memory at the least cost in speed, in that
-// order: each higher ZeRO stage (more communication), then halving the
+// order: each higher ZeRO stage (more communication; 3 only for a model
+// with units), then halving the
 // micro-batch with gradient accumulation keeping the batch (smaller
 // kernels), then the optimizer offloaded to the host (the update on the
 // CPU, the gradients and weights over PCIe each step) at each micro-batch.
@@ -77,6 +89,7 @@ std::vector<PlanCandidate> plan_candidates(
     const ModelState& state,
     const PlanConfig& asked,
     const ActivationFit& activations,
-    std::uint64_t budget);
+    std::uint64_t budget,
+    const UnitSizes& units = {});
 
 } // namespace hotloop::train
