@@ -14,7 +14,8 @@ examples/bring_your_own/export.py and checks:
   - fine-tuning: a 100-class head is replaced for 10 classes (--head) and --freeze by name globs leaves the
     frozen parameters as exported;
   - data parallel: 2 Gloo ranks (`hotloop launch`) end with the weights of 1 rank with the same global batch
-    (and with `--shard 2`, ZeRO stage 2, with the unsharded 2 ranks' weights bit for bit);
+    (and with `--shard 2`, ZeRO stage 2, with the unsharded 2 ranks' weights bit for bit; `--shard 3` says
+    the export has no units and trains as stage 2);
     kill -9 mid-run + `--resume auto` ends with the uninterrupted run's weights, bit for bit;
   - bad exports (a state_dict, safetensors, garbage, a torch.export package, no forward, a tuple, a wrong
     shape, a batch size frozen by tracing, a forward that cannot take the data) fail with the cause and the
@@ -247,6 +248,13 @@ def main():
     ws = load_weights(os.path.join(sharded, "model.safetensors"))
     check("shard: ZeRO stage 2 over 2 ranks" in r.stdout + r.stderr and all(torch.equal(ws[k], w2[k]) for k in w2),
           "ZeRO stage 2 over the exported module's parameters ends with the unsharded 2 ranks' weights, bit for bit")
+    three = os.path.join(tmp, "three")
+    r = must(hotloop("launch", "--nproc", "2", "--master-port", str(free_port()), "--", *common, "--shard", "3",
+                     "--out", three), "2 ranks, --shard 3")
+    w3 = load_weights(os.path.join(three, "model.safetensors"))
+    check("this model has no units hotloop can gather one at a time" in r.stdout + r.stderr
+          and all(torch.equal(w3[k], w2[k]) for k in w2),
+          "--shard 3 on an export (one graph, no units) says it keeps the parameters whole and trains as stage 2")
     killed = os.path.join(tmp, "killed")
     env = dict(os.environ, HOTLOOP_INJECT_KILL="step:7")
     r = hotloop(*common, "--out", killed, env=env)
