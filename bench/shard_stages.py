@@ -1,5 +1,6 @@
 """What ZeRO's stages cost and save on this machine: `hotloop launch --nproc 2 -- train --shard S` for
-S = 0 (plain data parallel), 1 (optimizer state sharded) and 2 (gradients too), on Gloo, in one run.
+S = 0 (plain data parallel), 1 (optimizer state sharded), 2 (gradients too) and 3 (the blocks'
+parameters too, each gathered before its forward and again before its backward), on Gloo, in one run.
 
 usage: shard_stages.py [--hotloop build/hotloop] [--rounds 5] [--steps 40] [--model gpt-nano]
                        [--data text:fortunes] [--batch 32] [--out FILE]
@@ -9,7 +10,8 @@ tokens_per_s (median over steady-state steps) divided by the 2 ranks, and the by
 peak resident memory. A stage's speed is the median of its paired per-round ratios to stage 0, with
 their range. Gloo's reduce-scatter is an all-reduce underneath (it sums the whole buffer on every rank,
 then keeps the rank's part), so on Gloo stage 2 moves as many bytes as stage 0 and adds nothing to
-save time; stages 1 and 2 add the all-gather of the updated parameters after each step.
+save time; stages 1 and 2 add the all-gather of the updated parameters after each step, stage 3 two
+all-gathers of each block a step instead (one before its forward, one before its backward).
 """
 import argparse
 import json
@@ -38,13 +40,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-STAGES = [0, 1, 2]
+STAGES = [0, 1, 2, 3]
 rates = {s: [] for s in STAGES}
 state = {}
 rss = {s: [] for s in STAGES}
 with tempfile.TemporaryDirectory() as tmp:
     for r in range(a.rounds):
-        order = STAGES[r % 3:] + STAGES[:r % 3]
+        order = STAGES[r % len(STAGES):] + STAGES[:r % len(STAGES)]
         for stage in order:
             run = os.path.join(tmp, f"{r}-{stage}")
             cmd = [a.hotloop, "launch", "--nproc", "2", "--master-port", str(free_port()), "--", "train",

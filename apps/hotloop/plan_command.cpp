@@ -161,8 +161,6 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   asked.shard = f.run.trainer.shard;
   asked.offload = f.run.trainer.offload == "optimizer";
   asked.micro_batch = asked_micro_batch(f, cmd);
-  asked.bucket_bytes =
-      static_cast<std::uint64_t>(f.run.trainer.bucket_mb * 1024 * 1024);
   // On the CPU the activations are counted by the host allocator.
   train::count_host_memory();
   // The run resolved as `hotloop train` would (the recipe's optimizer, the
@@ -272,36 +270,15 @@ void add_plan_command(CLI::App& app, Action& action) {
       "plan",
       "What each rank holds (parameters, gradients, optimizer state, activations) for a number of ranks, ZeRO stage, offload and micro-batch; whether it fits, and the cheapest configuration that does");
   add_run_flags(
-      cmd,
-      f->run,
-      {"model",
-       "data",
-       "head",
-       "layers",
-       "heads",
-       "width",
-       "context",
-       "vocab",
-       "num-classes",
-       "in-channels",
-       "precision",
-       "device",
-       "size",
-       "optimizer",
-       "activation-checkpointing",
-       "batch",
-       "micro-batch",
-       "shard",
-       "offload",
-       "bucket-mb",
-       "channels-last",
-       "memory-fraction",
-       "threads",
-       "workers",
-       "seed",
-       "init",
-       "lora-rank",
-       "lora-targets"});
+      cmd, f->run, {"model",       "data",          "head",
+                    "layers",      "heads",         "width",
+                    "context",     "vocab",         "num-classes",
+                    "in-channels", "precision",     "device",
+                    "size",        "optimizer",     "activation-checkpointing",
+                    "batch",       "micro-batch",   "shard",
+                    "offload",     "channels-last", "memory-fraction",
+                    "threads",     "workers",       "seed",
+                    "init",        "lora-rank",     "lora-targets"});
   cmd->add_option("--ranks", f->ranks, "The job's number of ranks")
       ->capture_default_str();
   cmd->add_option(

@@ -44,10 +44,11 @@ std::string corpus(const test::TempDir& dir) {
 test::CliResult launch(
     const std::string& args,
     const std::string& run,
-    const std::string& env = {}) {
+    const std::string& env = {},
+    int ranks = 2) {
   return test::run_cli(
-      "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
-          " -- train " + args +
+      "launch --nproc " + std::to_string(ranks) + " --master-port " +
+          std::to_string(test::free_port()) + " -- train " + args +
           " --threads 1 --workers 1 --device cpu --seed 3 --out " + run,
       env);
 }
@@ -438,6 +439,39 @@ TEST(ShardCli, AMissingShardIsRefusedByNameAndConsolidateWritesOneFile) {
   ASSERT_EQ(h.exit_code, 0) << h.out;
   EXPECT_TRUE(std::filesystem::exists(hf + "/config.json")) << h.out;
   EXPECT_TRUE(std::filesystem::exists(hf + "/model.safetensors")) << h.out;
+}
+
+// Four ranks: stage 3 trains as unsharded data parallel over four, and its
+// checkpoint, cut for four, resumes at two.
+TEST(ShardCli, FourRanksAtStage3TrainAsUnshardedAndResumeAtTwo) {
+  test::TempDir dir;
+  const std::string whole = (dir.path() / "whole").string();
+  ASSERT_EQ(launch(gpt_args(dir, 6), whole, {}, 4).exit_code, 0);
+  const std::string three = (dir.path() / "three").string();
+  const auto r = launch(gpt_args(dir, 6) + " --shard 3", three, {}, 4);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("ZeRO stage 3 over 4 ranks"), std::string::npos)
+      << r.out;
+  expect_same_training(whole, three, 6, 1e-6, 1e-7);
+  EXPECT_TRUE(std::filesystem::exists(
+      train::shard_file_path(three + "/checkpoints", 6, 3, 4)));
+
+  // 4 ranks for 3 steps, then 2 ranks to step 6: the uninterrupted run's
+  // weights (a mean over other halves: float32 rounding).
+  const std::string down = (dir.path() / "down").string();
+  ASSERT_EQ(launch(gpt_args(dir, 3) + " --shard 3", down, {}, 4).exit_code, 0);
+  const auto d = launch(gpt_args(dir, 6) + " --shard 3 --resume auto", down);
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_NE(
+      d.out.find(
+          "resume: the checkpoint was written by 4 rank(s), this run has 2"),
+      std::string::npos)
+      << d.out;
+  expect_same_tensors(
+      last_checkpoint(three, 6).model,
+      last_checkpoint(down, 6).model,
+      1e-5,
+      5e-7);
 }
 
 TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {

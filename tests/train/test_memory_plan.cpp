@@ -25,7 +25,6 @@ const ActivationFit kFlat{2, 4, 100, 100};
 TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
   PlanConfig c;
   c.ranks = 4;
-  c.bucket_bytes = 1000;
   RankMemory m = rank_memory(adamw_state(), c, kFlat);
   EXPECT_EQ(m.parameters, 4000u);
   EXPECT_EQ(m.gradients, 8000u); // the parameters' own and the buckets
@@ -36,25 +35,24 @@ TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
   EXPECT_EQ(m.optimizer, 2000u);
   c.shard = 2;
   m = rank_memory(adamw_state(), c, kFlat);
-  EXPECT_EQ(m.gradients, 1000u + 1000u); // 1/N, and one bucket in flight
+  EXPECT_EQ(m.gradients, 1000u + 4000u); // 1/N, and the buffers in flight
   EXPECT_EQ(m.optimizer, 2000u);
   c.offload = true;
   m = rank_memory(adamw_state(), c, kFlat);
   EXPECT_EQ(m.optimizer, 0u);
   EXPECT_EQ(m.host, 2000u + 2 * 1000u); // the state, the copies, their grads
-  EXPECT_EQ(m.device(), 4000u + 2000u + 100u);
+  EXPECT_EQ(m.device(), 4000u + 5000u + 100u);
   // One process: one set of gradients.
   PlanConfig one;
   EXPECT_EQ(rank_memory(adamw_state(), one, kFlat).gradients, 4000u);
   // Stage 3: units holding 3000 of the 4000 bytes, the largest 800 (two:
-  // 1500): 1000 outside them, 1500 of the units' shards, two units whole;
-  // a unit's gradients in flight at most.
+  // 1500): 1000 outside them, 1500 of the units' shards, two units whole.
   c.shard = 3;
   c.offload = false;
   const UnitSizes units{3000, 800, 1500};
   m = rank_memory(adamw_state(), c, kFlat, units);
   EXPECT_EQ(m.parameters, 1000u + 750u + 1500u);
-  EXPECT_EQ(m.gradients, 1000u + 800u);
+  EXPECT_EQ(m.gradients, 1000u + 4000u);
   // Without units stage 3 is stage 2.
   EXPECT_EQ(rank_memory(adamw_state(), c, kFlat).parameters, 4000u);
 }
@@ -71,7 +69,6 @@ TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
   PlanConfig asked;
   asked.ranks = 2;
   asked.micro_batch = 4;
-  asked.bucket_bytes = 1000;
   const ActivationFit fit{2, 4, 1000, 2000};
   const auto c = plan_candidates(adamw_state(), asked, fit, 12500);
   std::vector<std::string> flags;
@@ -89,17 +86,18 @@ TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
           "--shard 2 --offload optimizer --micro-batch 4",
           "--shard 2 --offload optimizer --micro-batch 2",
           "--shard 2 --offload optimizer --micro-batch 1"}));
-  // Stage 2 at micro-batch 4 holds 13000 (weights 4000, gradients 2000 +
-  // a bucket 1000, AdamW 4000, activations 2000): the first under 12500 is
-  // micro-batch 2.
+  // Stage 2 at micro-batch 2 holds 15000 (weights 4000, gradients 2000 +
+  // the buffers 4000, AdamW 4000, activations 1000); the first under 12500
+  // is the optimizer offloaded at micro-batch 4 (12000).
   std::vector<bool> fits;
   for (const auto& p : c) {
     fits.push_back(p.fits);
   }
   EXPECT_EQ(
       fits,
-      (std::vector<bool>{false, false, false, true, true, true, true, true}));
-  EXPECT_EQ(c[3].memory.device(), 4000u + 3000u + 4000u + 1000u);
+      (std::vector<bool>{false, false, false, false, false, true, true, true}));
+  EXPECT_EQ(c[3].memory.device(), 4000u + 6000u + 4000u + 1000u);
+  EXPECT_EQ(c[5].memory.device(), 4000u + 6000u + 2000u);
   // A model with units: stage 3 comes after stage 2.
   const auto with_units = plan_candidates(
       adamw_state(), asked, fit, 12500, UnitSizes{3000, 800, 1500});

@@ -55,11 +55,10 @@ RankMemory rank_memory(
         per_rank(units.bytes, c.ranks) + units.largest_two;
   }
   if (c.shard >= 2) {
-    const std::uint64_t bucket = c.shard >= 3 && units.bytes > 0
-        ? std::min(c.bucket_bytes, units.largest)
-        : c.bucket_bytes;
-    m.gradients = per_rank(state.gradient_bytes, c.ranks) +
-        std::min(bucket, state.gradient_bytes);
+    // The shard's, and each bucket's whole buffer, alive from its
+    // reduce-scatter's start to the step's wait for all of them.
+    m.gradients =
+        per_rank(state.gradient_bytes, c.ranks) + state.gradient_bytes;
   } else if (c.shard == 1 || c.ranks == 1) {
     m.gradients = state.gradient_bytes;
   } else {

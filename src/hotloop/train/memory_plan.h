@@ -21,7 +21,6 @@ struct PlanConfig {
   int shard = 0; // ZeRO stage, 0-3
   bool offload = false; // --offload optimizer
   std::int64_t micro_batch = 1;
-  std::uint64_t bucket_bytes = 25ULL << 20; // --bucket-mb
   // "--shard 2 --micro-batch 8"
   std::string flags() const;
 };
@@ -61,8 +60,9 @@ struct RankMemory {
 // One rank's memory for `c`: the parameters whole (stages 0-2; stage 3:
 // the units' 1/N, and two units whole); the gradients twice over under
 // plain data parallel (the parameters' own and the all-reduce buckets),
-// once at stage 1 (the buckets), 1/N from stage 2 plus one bucket whole
-// while its reduce-scatter runs (stage 3: a unit's at most);
+// once at stage 1 (the buckets), 1/N from stage 2 plus, at the peak, every
+// bucket's whole buffer (each lives from its reduce-scatter's start to the
+// step's wait for all of them);
 // the optimizer state whole, 1/N from stage 1, none on the device when
 // offloaded (then in `host`, with the float32 copies it updates and their
 // gradients).
