@@ -269,16 +269,10 @@ void add_plan_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "plan",
       "What each rank holds (parameters, gradients, optimizer state, activations) for a number of ranks, ZeRO stage, offload and micro-batch; whether it fits, and the cheapest configuration that does");
-  add_run_flags(
-      cmd, f->run, {"model",       "data",          "head",
-                    "layers",      "heads",         "width",
-                    "context",     "vocab",         "num-classes",
-                    "in-channels", "precision",     "device",
-                    "size",        "optimizer",     "activation-checkpointing",
-                    "batch",       "micro-batch",   "shard",
-                    "offload",     "channels-last", "memory-fraction",
-                    "threads",     "workers",       "seed",
-                    "init",        "lora-rank",     "lora-targets"});
+  // A step's options, and the job's shape.
+  std::vector<std::string> flags = step_option_names();
+  flags.insert(flags.end(), {"batch", "micro-batch", "shard", "offload"});
+  add_run_flags(cmd, f->run, flags);
   cmd->add_option("--ranks", f->ranks, "The job's number of ranks")
       ->capture_default_str();
   cmd->add_option(

@@ -72,6 +72,18 @@ void add_config_flags(CLI::App* cmd, ConfigFlags& c) {
   cmd->add_option("--config-keys", c.keys)->group("");
 }
 
+std::vector<std::string> step_option_names() {
+  return {"model",          "data",        "head",
+          "layers",         "heads",       "width",
+          "context",        "vocab",       "num-classes",
+          "in-channels",    "precision",   "device",
+          "size",           "optimizer",   "activation-checkpointing",
+          "channels-last",  "cuda-graphs", "memory-fraction",
+          "threads",        "workers",     "resident",
+          "augment-device", "shuffle",     "seed",
+          "init",           "lora-rank",   "lora-targets"};
+}
+
 void add_run_flags(
     CLI::App* cmd,
     train::RunOptions& run,

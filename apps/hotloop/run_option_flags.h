@@ -29,4 +29,8 @@ void add_run_flags(
     train::RunOptions& run,
     const std::vector<std::string>& only = {});
 
+// The options of `hotloop train` that change a training step's memory and
+// speed: the flags of the commands that measure a step (tune batch, plan).
+std::vector<std::string> step_option_names();
+
 } // namespace hotloop::cli

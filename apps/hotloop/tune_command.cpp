@@ -60,16 +60,7 @@ void add_tune_command(CLI::App& app, Action& action) {
       "The largest micro-batch whose training step fits in memory (powers of two, then a binary search), and the size to train with");
   // What a training step is: the options of `hotloop train` that change its
   // memory and speed.
-  add_run_flags(
-      cmd, f->run, {"model",          "data",        "head",
-                    "layers",         "heads",       "width",
-                    "context",        "vocab",       "num-classes",
-                    "in-channels",    "precision",   "device",
-                    "size",           "optimizer",   "activation-checkpointing",
-                    "channels-last",  "cuda-graphs", "memory-fraction",
-                    "threads",        "workers",     "resident",
-                    "augment-device", "shuffle",     "seed",
-                    "init",           "lora-rank",   "lora-targets"});
+  add_run_flags(cmd, f->run, step_option_names());
   cmd->add_option(
       "--margin",
       f->finder.margin,

@@ -123,6 +123,18 @@ void expect_same_training(
   expect_same_tensors(ca.optimizer, cb.optimizer, rtol, atol);
 }
 
+// Both runs' checkpoints of `step` hold the same model and (put back
+// together) optimizer state, bit for bit.
+void expect_same_checkpoints(
+    const std::string& a,
+    const std::string& b,
+    int step) {
+  const auto ca = last_checkpoint(a, step);
+  const auto cb = last_checkpoint(b, step);
+  expect_same_tensors(ca.model, cb.model, 0, 0);
+  expect_same_tensors(ca.optimizer, cb.optimizer, 0, 0);
+}
+
 std::string gpt_args(const test::TempDir& dir, int steps) {
   return "--model gpt-nano --layers 2 --width 32 --context 16 --data " +
       corpus(dir) + " --steps " + std::to_string(steps) +
@@ -287,18 +299,18 @@ TEST(ShardCli, AShardedCheckpointResumesExactlyAndAlsoUnsharded) {
   ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", halves).exit_code, 0);
   const auto b = launch(gpt_args(dir, 8) + " --shard 2 --resume auto", halves);
   ASSERT_EQ(b.exit_code, 0) << b.out;
-  const auto ca = last_checkpoint(straight, 8);
-  const auto cb = last_checkpoint(halves, 8);
-  expect_same_tensors(ca.model, cb.model, 0, 0);
-  expect_same_tensors(ca.optimizer, cb.optimizer, 0, 0);
+  expect_same_checkpoints(straight, halves, 8);
 
   // The same checkpoint resumed unsharded: the state put back together.
   const std::string unsharded = (dir.path() / "unsharded").string();
   ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 2", unsharded).exit_code, 0);
   const auto c = launch(gpt_args(dir, 8) + " --resume auto", unsharded);
   ASSERT_EQ(c.exit_code, 0) << c.out;
-  const auto cc = last_checkpoint(unsharded, 8);
-  expect_same_tensors(ca.model, cc.model, 1e-6, 1e-7);
+  expect_same_tensors(
+      last_checkpoint(straight, 8).model,
+      last_checkpoint(unsharded, 8).model,
+      1e-6,
+      1e-7);
 }
 
 TEST(
@@ -386,10 +398,7 @@ TEST(ShardCli, EachRankSavesItsShardAndAKilledSaveResumesFromTheLastOne) {
       std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("resumed"), std::string::npos) << r.out;
-  const auto a = last_checkpoint(straight, 8);
-  const auto b = last_checkpoint(killed, 8);
-  expect_same_tensors(a.model, b.model, 0, 0);
-  expect_same_tensors(a.optimizer, b.optimizer, 0, 0);
+  expect_same_checkpoints(straight, killed, 8);
 }
 
 TEST(ShardCli, AMissingShardIsRefusedByNameAndConsolidateWritesOneFile) {
@@ -428,10 +437,7 @@ TEST(ShardCli, AMissingShardIsRefusedByNameAndConsolidateWritesOneFile) {
   std::filesystem::remove_all(ckpts);
   const auto w = launch(resume + whole, from_whole);
   ASSERT_EQ(w.exit_code, 0) << w.out;
-  const auto a = last_checkpoint(from_shards, 8);
-  const auto b = last_checkpoint(from_whole, 8);
-  expect_same_tensors(a.model, b.model, 0, 0);
-  expect_same_tensors(a.optimizer, b.optimizer, 0, 0);
+  expect_same_checkpoints(from_shards, from_whole, 8);
 
   // Into a folder: the language model as a Hugging Face folder.
   const std::string hf = (dir.path() / "hf").string();
@@ -571,17 +577,18 @@ TEST(ShardCli, AStage3CheckpointResumesExactlyAndAtStage2) {
   ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 3", halves).exit_code, 0);
   const auto b = launch(gpt_args(dir, 8) + " --shard 3 --resume auto", halves);
   ASSERT_EQ(b.exit_code, 0) << b.out;
-  const auto ca = last_checkpoint(straight, 8);
-  const auto cb = last_checkpoint(halves, 8);
-  expect_same_tensors(ca.model, cb.model, 0, 0);
-  expect_same_tensors(ca.optimizer, cb.optimizer, 0, 0);
+  expect_same_checkpoints(straight, halves, 8);
   EXPECT_EQ(summary(straight)["val_loss"], summary(halves)["val_loss"]);
 
   const std::string two = (dir.path() / "two").string();
   ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 3", two).exit_code, 0);
   const auto c = launch(gpt_args(dir, 8) + " --shard 2 --resume auto", two);
   ASSERT_EQ(c.exit_code, 0) << c.out;
-  expect_same_tensors(ca.model, last_checkpoint(two, 8).model, 1e-6, 1e-7);
+  expect_same_tensors(
+      last_checkpoint(straight, 8).model,
+      last_checkpoint(two, 8).model,
+      1e-6,
+      1e-7);
 }
 
 } // namespace hotloop
