@@ -112,11 +112,16 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
   }
   // Resume: the position, and what the part before it leaves the summary.
   // (Stage 3: into the whole parameters, each rank's shards taken from
-  // them after.)
-  whole_model(true);
+  // them after; a fresh run never holds the whole model.)
+  const bool resuming = !o.resume.empty();
+  if (resuming) {
+    whole_model(true);
+  }
   const std::optional<Resumed> resumed =
       checkpointer->resume(s, *precision, s.log);
-  whole_model(false, true);
+  if (resuming) {
+    whole_model(false, true);
+  }
   if (const auto& r = resumed) {
     s.step = r->step;
     s.epoch = r->epoch;
