@@ -501,6 +501,18 @@ TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {
   EXPECT_EQ(
       bytes["host"].get<double>(),
       2 * summary(device)["model_state_bytes"]["optimizer"].get<double>());
+
+  // Resumed: the host copies are taken from the loaded weights (they were
+  // made before the resume), so 4 + 4 steps end as 8 straight, bit for bit.
+  const std::string straight = (dir.path() / "straight").string();
+  ASSERT_EQ(
+      launch(gpt_args(dir, 8) + " --shard 2 --offload optimizer", straight)
+          .exit_code,
+      0);
+  const auto again = launch(
+      gpt_args(dir, 8) + " --shard 2 --offload optimizer --resume auto", host);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  expect_same_checkpoints(straight, host, 8);
 }
 
 // Rank 1 alone runs out of memory above 2 samples: both ranks discard the

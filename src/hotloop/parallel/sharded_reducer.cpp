@@ -10,6 +10,7 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -74,6 +75,8 @@ struct ShardedReducer::Impl {
   }
   // ... and get it back, holding whatever was there.
   void allocate_flat(std::size_t i) {
+    // On the buffer's own device (CUDA's allocator takes the current one).
+    const c10::DeviceGuard on(flat_params[i].device());
     c10::StorageImpl* s = flat_params[i].storage().unsafeGetStorageImpl();
     const std::size_t n = flat_bytes(i);
     s->set_data_ptr_noswap(s->allocator()->allocate(n));
@@ -136,15 +139,21 @@ struct ShardedReducer::Impl {
     if (pending[unit]) {
       return;
     }
-    std::vector<std::function<void()>> waits;
-    at::NoGradGuard no_grad;
+    // Every buffer first (an allocation that fails starts no collective),
+    // then the gathers.
+    std::vector<std::size_t> gathered;
     for (std::size_t i : unit_buckets[unit]) {
       if (!whole[i]) {
         allocate_flat(i);
         units_whole_bytes += keep_whole ? 0 : flat_bytes(i);
-        waits.push_back(
-            group->start_allgather(shards[i].tensor, flat_params[i], kGather));
+        gathered.push_back(i);
       }
+    }
+    std::vector<std::function<void()>> waits;
+    at::NoGradGuard no_grad;
+    for (std::size_t i : gathered) {
+      waits.push_back(
+          group->start_allgather(shards[i].tensor, flat_params[i], kGather));
     }
     peak_units = std::max(peak_units, units_whole_bytes);
     if (!waits.empty()) {

@@ -107,6 +107,15 @@ void Optimizer::offload_to_host() {
   }
 }
 
+void Optimizer::refresh_host_copies() {
+  at::NoGradGuard no_grad;
+  for (std::size_t g = 0; g < device_params_.size(); ++g) {
+    for (std::size_t i = 0; i < device_params_[g].size(); ++i) {
+      groups_[g].params[i].copy_(device_params_[g][i]);
+    }
+  }
+}
+
 // The device's gradients into the host copies' (the copy waits for them).
 void Optimizer::gradients_to_host(std::size_t g) {
   auto& host = groups_[g].params;

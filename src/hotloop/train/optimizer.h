@@ -41,6 +41,9 @@ class Optimizer {
   bool offloaded() const {
     return !device_params_.empty();
   }
+  // Offloaded: the host copies taken again from the parameters, which
+  // were written since (a checkpoint loaded); otherwise nothing.
+  void refresh_host_copies();
 
   // The same update for CUDA graphs: the learning rate and the step count
   // (AdamW's bias correction) come from 0-dim tensors on the parameters'

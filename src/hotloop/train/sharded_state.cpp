@@ -179,7 +179,7 @@ ShardIndex ShardedOptimizerState::save(
     create_checkpoint_dir(dir);
     write_shard_file(
         dir, step, index, reducer_->rank(), pieces(shards), before_commit);
-  } catch (const Error&) {
+  } catch (...) { // any failure: the others must not wait for this rank
     failed = std::current_exception();
   }
   std::vector<double> failures(static_cast<std::size_t>(group_->size()));

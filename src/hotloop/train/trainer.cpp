@@ -43,13 +43,7 @@ Trainer::Trainer(
   impl_->set_up();
 }
 
-Trainer::~Trainer() {
-  // Stage 3: the model may outlive its trainer (a fit that threw): it
-  // must not call hooks that are gone.
-  if (impl_ && impl_->unit_gather) {
-    dynamic_cast<model::ShardUnits&>(*impl_->model).set_unit_hooks(nullptr);
-  }
-}
+Trainer::~Trainer() = default;
 
 TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
   Impl& p = *impl_;

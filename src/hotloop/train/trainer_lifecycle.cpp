@@ -121,6 +121,8 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
       checkpointer->resume(s, *precision, s.log);
   if (resuming) {
     whole_model(false, true);
+    // --offload optimizer: its host copies were made before the resume.
+    optimizer->refresh_host_copies();
   }
   if (const auto& r = resumed) {
     s.step = r->step;
@@ -299,7 +301,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   // weights written and whoever uses the model after.
   if (unit_gather) {
     whole_model(true);
-    dynamic_cast<model::ShardUnits&>(*model).set_unit_hooks(nullptr);
+    unit_gather.reset(); // out of the model
   }
   const TrainerOptions& o = options;
   readback->drain(s, events);

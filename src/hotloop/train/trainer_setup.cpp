@@ -572,8 +572,13 @@ void Trainer::Impl::shard_optimizer(
     log(stage3_line(*reducer, units != nullptr));
   }
   if (reducer->unit_count() > 0) {
-    unit_gather = std::make_unique<UnitGather>(*reducer);
-    units->set_unit_hooks(unit_gather.get());
+    unit_gather = std::make_unique<UnitGather>(*reducer, *units);
+    if (options.oom_recovery) {
+      // An OOM part-way through one rank's step would leave the others in
+      // a block's gather that rank never reaches.
+      options.oom_recovery = false;
+      log("shard: stage 3: OOM recovery is off (find the batch size first: --batch auto)");
+    }
   }
   sharded = reducer.get();
   whole_groups = std::move(whole);

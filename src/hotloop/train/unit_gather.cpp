@@ -6,6 +6,17 @@
 
 namespace hotloop::train {
 
+UnitGather::UnitGather(
+    parallel::ShardedReducer& reducer,
+    model::ShardUnits& model)
+    : reducer_(&reducer), model_(&model) {
+  model_->set_unit_hooks(this);
+}
+
+UnitGather::~UnitGather() {
+  model_->set_unit_hooks(nullptr);
+}
+
 void UnitGather::before(std::size_t unit) {
   reducer_->gather_unit(unit);
   reducer_->prefetch_unit(unit + 1); // while this one computes

@@ -18,12 +18,20 @@ namespace hotloop::train {
 
 class UnitGather final : public model::UnitHooks {
  public:
-  explicit UnitGather(parallel::ShardedReducer& reducer) : reducer_(&reducer) {}
+  // Installs itself in `model` (which must outlive it) and takes itself
+  // out when destroyed: the model may outlive its trainer (a set-up or a
+  // fit that threw).
+  UnitGather(parallel::ShardedReducer& reducer, model::ShardUnits& model);
+  ~UnitGather() override;
+  UnitGather(const UnitGather&) = delete;
+  UnitGather& operator=(const UnitGather&) = delete;
+
   void before(std::size_t unit) override;
   void after(std::size_t unit, const at::Tensor& out) override;
 
  private:
   parallel::ShardedReducer* reducer_;
+  model::ShardUnits* model_;
 };
 
 } // namespace hotloop::train
