@@ -17,6 +17,7 @@
 #include "hotloop/errors.h"
 #include "hotloop/model/shard_units.h"
 #include "hotloop/train/batch_finder.h"
+#include "hotloop/train/device.h"
 #include "hotloop/train/host_memory.h"
 #include "hotloop/train/memory_plan.h"
 #include "hotloop/train/resolve_run.h"
@@ -42,12 +43,10 @@ std::uint64_t rank_budget(const PlanFlags& f, const train::TrainerOptions& o) {
   if (!f.memory.empty()) {
     return parse_bytes(f.memory, "memory");
   }
-  const bool on_cuda = o.device.starts_with("cuda") ||
-      (o.device == "auto" && !cuda::state().devices.empty());
-  if (on_cuda) {
-    const int index =
-        o.device.starts_with("cuda:") ? std::stoi(o.device.substr(5)) : 0;
-    const double total = static_cast<double>(cuda::device_memory(index).total);
+  const c10::Device device = train::resolve_device(o.device);
+  if (device.is_cuda()) {
+    const double total = static_cast<double>(
+        cuda::device_memory(std::max<int>(0, device.index())).total);
     return static_cast<std::uint64_t>(
         o.memory_fraction > 0 ? o.memory_fraction * total : total);
   }
@@ -127,8 +126,9 @@ train::UnitSizes unit_sizes(const model::Model& model) {
     out.bytes += bytes;
   }
   std::sort(sizes.rbegin(), sizes.rend());
-  out.largest = sizes.empty() ? 0 : sizes[0];
-  out.largest_two = out.largest + (sizes.size() > 1 ? sizes[1] : 0);
+  for (std::size_t i = 0; i < std::min<std::size_t>(2, sizes.size()); ++i) {
+    out.largest_two += sizes[i];
+  }
   return out;
 }
 

@@ -45,11 +45,11 @@ TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
   // One process: one set of gradients.
   PlanConfig one;
   EXPECT_EQ(rank_memory(adamw_state(), one, kFlat).gradients, 4000u);
-  // Stage 3: units holding 3000 of the 4000 bytes, the largest 800 (two:
-  // 1500): 1000 outside them, 1500 of the units' shards, two units whole.
+  // Stage 3: units holding 3000 of the 4000 bytes, the two largest 1500:
+  // 1000 outside them, 1500 of the units' shards, two units whole.
   c.shard = 3;
   c.offload = false;
-  const UnitSizes units{3000, 800, 1500};
+  const UnitSizes units{3000, 1500};
   m = rank_memory(adamw_state(), c, kFlat, units);
   EXPECT_EQ(m.parameters, 1000u + 750u + 1500u);
   EXPECT_EQ(m.gradients, 1000u + 4000u);
@@ -99,8 +99,8 @@ TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
   EXPECT_EQ(c[3].memory.device(), 4000u + 6000u + 4000u + 1000u);
   EXPECT_EQ(c[5].memory.device(), 4000u + 6000u + 2000u);
   // A model with units: stage 3 comes after stage 2.
-  const auto with_units = plan_candidates(
-      adamw_state(), asked, fit, 12500, UnitSizes{3000, 800, 1500});
+  const auto with_units =
+      plan_candidates(adamw_state(), asked, fit, 12500, UnitSizes{3000, 1500});
   ASSERT_GT(with_units.size(), 3u);
   EXPECT_EQ(with_units[3].config.flags(), "--shard 3 --micro-batch 4");
 }

@@ -117,7 +117,7 @@ Checkpoint load_checkpoint(const std::string& path) {
             missing.size(),
             missing.size() == 1 ? "is" : "are",
             missing.front()),
-        "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)");
+        kRestoreShardsHint);
   }
   return c;
 }

@@ -18,9 +18,6 @@ namespace {
 constexpr const char* kShardMetaKey = "hotloop.checkpoint_shard";
 const std::regex kShardName(R"(step-(\d+)\.rank-(\d+)-of-(\d+)\.safetensors)");
 
-const char* kRestore =
-    "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)";
-
 } // namespace
 
 std::int64_t ShardedTensor::numel() const {
@@ -92,15 +89,13 @@ void write_shard_file(
     std::int64_t step,
     const ShardIndex& index,
     int rank,
-    const model::StateDict& pieces,
-    const std::function<void()>& before_commit) {
+    const model::StateDict& pieces) {
   const nlohmann::json stamp = {
       {"id", index.id}, {"step", step}, {"rank", rank}, {"ranks", index.ranks}};
   model::write_weights(
       shard_file_path(dir, step, rank, index.ranks),
       pieces,
-      {{kShardMetaKey, stamp.dump()}},
-      before_commit);
+      {{kShardMetaKey, stamp.dump()}});
 }
 
 model::StateDict read_shard_file(
@@ -116,7 +111,7 @@ model::StateDict read_shard_file(
             path,
             step,
             index.ranks),
-        kRestore);
+        kRestoreShardsHint);
   }
   model::WeightFile f = model::read_weight_file(path);
   const auto meta = f.metadata.find(kShardMetaKey);
@@ -132,7 +127,7 @@ model::StateDict read_shard_file(
             path,
             stamp.is_object() ? stamp.dump() : std::string("nothing"),
             expected.dump()),
-        kRestore);
+        kRestoreShardsHint);
   }
   return std::move(f.tensors);
 }
@@ -181,7 +176,7 @@ model::StateDict whole_tensors(
                   p.from,
                   p.from + p.count,
                   t.numel()),
-              kRestore);
+              kRestoreShardsHint);
         }
         if (!whole[i].defined()) {
           whole[i] =

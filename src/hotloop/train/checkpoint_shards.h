@@ -51,6 +51,10 @@ struct ShardIndex {
       const std::string& where);
 };
 
+// What to do about a shard file that is missing or not the index's.
+inline constexpr const char* kRestoreShardsHint =
+    "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)";
+
 // The checkpoint meta key of the index (absent: the state is whole).
 inline constexpr const char* kShardIndexKey = "optimizer_shards";
 
@@ -63,14 +67,13 @@ std::string shard_file_path(
 
 // Writes rank `rank`'s pieces (1-D, named as the index names the tensors
 // they are pieces of) atomically, stamped with the index's id, the step and
-// the rank. `before_commit`: see model::write_weights.
+// the rank.
 void write_shard_file(
     const std::string& dir,
     std::int64_t step,
     const ShardIndex& index,
     int rank,
-    const model::StateDict& pieces,
-    const std::function<void()>& before_commit = {});
+    const model::StateDict& pieces);
 
 // Rank `rank`'s pieces of the checkpoint of `step` in `dir`. Throws
 // DataError naming the file when it is missing, corrupt, or belongs to

@@ -129,7 +129,7 @@ std::string Checkpointer::save(
   // file first; the checkpoint, which indexes them, comes last.
   std::optional<ShardIndex> shards;
   if (sharded_ && saves_) {
-    shards = sharded_->save(dir_, s.step, *s.optimizer, {});
+    shards = sharded_->save(dir_, s.step, *s.optimizer);
   }
   if (!writes_) {
     return {};

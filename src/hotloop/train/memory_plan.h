@@ -41,7 +41,6 @@ struct ActivationFit {
 // running and the next, gathered meanwhile). Zero: the model has none.
 struct UnitSizes {
   std::uint64_t bytes = 0;
-  std::uint64_t largest = 0;
   std::uint64_t largest_two = 0;
 };
 

@@ -137,12 +137,10 @@ ShardIndex ShardedOptimizerState::index(const Optimizer& shards) const {
 }
 
 NamedTensors ShardedOptimizerState::pieces(const Optimizer& shards) const {
-  std::map<std::string, at::Tensor> mine;
-  for (const auto& [name, t] : shards.state()) {
-    mine.emplace(name, t);
-  }
+  const NamedTensors state = shards.state();
+  const std::map<std::string, at::Tensor> mine(state.begin(), state.end());
   std::set<std::string> kinds;
-  for (const auto& [name, t] : mine) {
+  for (const auto& [name, t] : state) {
     kinds.insert(name);
   }
   NamedTensors out;
@@ -160,8 +158,7 @@ NamedTensors ShardedOptimizerState::pieces(const Optimizer& shards) const {
 ShardIndex ShardedOptimizerState::save(
     const std::string& dir,
     std::int64_t step,
-    const Optimizer& shards,
-    const std::function<void()>& before_commit) const {
+    const Optimizer& shards) const {
   ShardIndex index = this->index(shards);
   // One id a save, rank 0's: each file carries it, so a file of another
   // save (or run) is told apart from this one's.
@@ -177,8 +174,7 @@ ShardIndex ShardedOptimizerState::save(
   std::exception_ptr failed;
   try {
     create_checkpoint_dir(dir);
-    write_shard_file(
-        dir, step, index, reducer_->rank(), pieces(shards), before_commit);
+    write_shard_file(dir, step, index, reducer_->rank(), pieces(shards));
   } catch (...) { // any failure: the others must not wait for this rank
     failed = std::current_exception();
   }
@@ -296,7 +292,7 @@ void ShardedOptimizerState::load(
                 "{}: its piece of {} is not the one the index names",
                 shard_file_path(dir, step, r, index.ranks),
                 c.name),
-            "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)");
+            kRestoreShardsHint);
       }
       c.to.copy_(it->second.narrow(0, c.from, c.to.numel()));
     }

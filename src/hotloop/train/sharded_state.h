@@ -8,7 +8,6 @@
 // sharded too: the shards are cut from it again.
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -48,12 +47,10 @@ class ShardedOptimizerState {
   // `step` in `dir`: a collective (every rank calls it at the same point),
   // which returns the index (with the save's id) once every rank's file is
   // in place, and throws on every rank when one could not write its file.
-  // `before_commit`: see model::write_weights.
   ShardIndex save(
       const std::string& dir,
       std::int64_t step,
-      const Optimizer& shards,
-      const std::function<void()>& before_commit) const;
+      const Optimizer& shards) const;
   // This rank's shards cut from a sharded checkpoint (`index` in `dir`,
   // saved by any number of ranks; `head`: the optimizer tensors the
   // checkpoint file holds itself, the step count), reading only the files

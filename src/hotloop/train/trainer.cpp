@@ -104,7 +104,10 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
     const bool save = last || r.stop ||
         (o.checkpoint_every > 0 ? s.step % o.checkpoint_every == 0 : epoch_end);
     // Stage 3: both read the model whole, on every rank.
-    p.whole_model(evaluate || save);
+    const bool whole = evaluate || save;
+    if (whole) {
+      p.whole_model(true);
+    }
     if (evaluate && s.rank == 0) {
       p.evaluate();
     }
@@ -116,7 +119,9 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
         p.faults.kill_at(KillPoint::FinalCheckpoint);
       }
     }
-    p.whole_model(false);
+    if (whole) {
+      p.whole_model(false);
+    }
     if (r.stop && !last) {
       stopped_early = true;
       p.log(fmt::format(

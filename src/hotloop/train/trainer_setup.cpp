@@ -3,7 +3,6 @@
 // rank), the optimizer's parameter groups, the loss scaler, the loader and
 // the run's length, then the parts the loop runs.
 
-#include <map>
 #include <set>
 
 #include <ATen/Context.h>
@@ -477,25 +476,6 @@ void Trainer::Impl::make_optimizer() {
 }
 
 namespace {
-
-// Stage 3: each trainable tensor's unit (-1: outside every unit).
-std::vector<int> units_of(
-    const model::ShardUnits& model,
-    const std::vector<at::Tensor>& tensors) {
-  std::map<const c10::TensorImpl*, int> unit;
-  const auto units = model.shard_units();
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    for (const at::Tensor& p : units[u]->parameters()) {
-      unit.emplace(p.unsafeGetTensorImpl(), static_cast<int>(u));
-    }
-  }
-  std::vector<int> out;
-  for (const at::Tensor& t : tensors) {
-    const auto it = unit.find(t.unsafeGetTensorImpl());
-    out.push_back(it == unit.end() ? -1 : it->second);
-  }
-  return out;
-}
 
 std::string stage3_line(const parallel::ShardedReducer& r, bool has_units) {
   if (r.unit_count() == 0) {

@@ -1,5 +1,7 @@
 #include "hotloop/train/unit_gather.h"
 
+#include <map>
+
 #include <ATen/core/grad_mode.h>
 
 #include "hotloop/parallel/sharded_reducer.h"
@@ -15,6 +17,24 @@ UnitGather::UnitGather(
 
 UnitGather::~UnitGather() {
   model_->set_unit_hooks(nullptr);
+}
+
+std::vector<int> units_of(
+    const model::ShardUnits& model,
+    const std::vector<at::Tensor>& tensors) {
+  std::map<const c10::TensorImpl*, int> unit;
+  const auto units = model.shard_units();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    for (const at::Tensor& p : units[u]->parameters()) {
+      unit.emplace(p.unsafeGetTensorImpl(), static_cast<int>(u));
+    }
+  }
+  std::vector<int> out;
+  for (const at::Tensor& t : tensors) {
+    const auto it = unit.find(t.unsafeGetTensorImpl());
+    out.push_back(it == unit.end() ? -1 : it->second);
+  }
+  return out;
 }
 
 void UnitGather::before(std::size_t unit) {

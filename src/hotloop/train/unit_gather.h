@@ -8,6 +8,8 @@
 // most two units are whole at a time. The last units backward gathers are
 // freed by the reducer's finish().
 
+#include <vector>
+
 #include "hotloop/model/shard_units.h"
 
 namespace hotloop::parallel {
@@ -15,6 +17,12 @@ class ShardedReducer;
 }
 
 namespace hotloop::train {
+
+// Each of `tensors`' unit in `model` (its index in shard_units(), -1 for
+// one outside every unit): ShardOptions::units.
+std::vector<int> units_of(
+    const model::ShardUnits& model,
+    const std::vector<at::Tensor>& tensors);
 
 class UnitGather final : public model::UnitHooks {
  public:
