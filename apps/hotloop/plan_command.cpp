@@ -20,6 +20,7 @@
 #include "hotloop/train/device.h"
 #include "hotloop/train/host_memory.h"
 #include "hotloop/train/memory_plan.h"
+#include "hotloop/train/precision.h"
 #include "hotloop/train/resolve_run.h"
 #include "option_sources.h"
 #include "run_option_flags.h"
@@ -109,8 +110,12 @@ train::ActivationFit measure_activations(
   return {f.measure_at[0], f.measure_at[1], bytes[0], bytes[1]};
 }
 
-// Stage 3's units of `model` (its blocks): their trainable parameters.
-train::UnitSizes unit_sizes(const model::Model& model) {
+// Stage 3's units of `model` (its blocks): their trainable parameters, and
+// the two largest whole as a run gathers them (`compute`: mixed precision's
+// type, which their matrices are gathered in).
+train::UnitSizes unit_sizes(
+    const model::Model& model,
+    c10::ScalarType compute) {
   train::UnitSizes out;
   const auto* units = dynamic_cast<const model::ShardUnits*>(&model);
   if (units == nullptr) {
@@ -119,10 +124,19 @@ train::UnitSizes unit_sizes(const model::Model& model) {
   std::vector<std::uint64_t> sizes;
   for (const auto& unit : units->shard_units()) {
     std::uint64_t bytes = 0;
+    std::uint64_t whole = 0;
     for (const at::Tensor& p : unit->parameters()) {
-      bytes += p.requires_grad() ? p.nbytes() : 0;
+      if (!p.requires_grad()) {
+        continue;
+      }
+      bytes += p.nbytes();
+      const bool lowered = compute != c10::ScalarType::Undefined &&
+          p.scalar_type() == at::kFloat && p.dim() >= 2;
+      whole += lowered
+          ? static_cast<std::uint64_t>(p.numel()) * c10::elementSize(compute)
+          : p.nbytes();
     }
-    sizes.push_back(bytes);
+    sizes.push_back(whole);
     out.bytes += bytes;
   }
   std::sort(sizes.rbegin(), sizes.rend());
@@ -177,7 +191,7 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
     // Released before the trials, whose peak it would add to.
     const auto built = train::model_factory(o)();
     state = train::model_state(*built, o);
-    units = unit_sizes(*built);
+    units = unit_sizes(*built, train::compute_dtype(o.precision));
   }
   const std::string optimizer =
       o.optimizer.kind == train::OptimizerKind::AdamW ? "AdamW" : "SGD";

@@ -224,10 +224,52 @@ TEST(ShardCli, Stages2And3TrainALlamaInBf16AsUnshardedDataParallelDoes) {
   // The same float32 master weights and updates; autocast's bf16 compute
   // is the same on both; no clipping: bit for bit.
   expect_same_training(whole, sharded, steps, 0, 0);
+  // Stage 3 gathers each block's matrices as bf16 copies of its fp32
+  // shards (what autocast casts them to anyway) and reduces their bf16
+  // gradients in fp32; the norms' weights stay fp32: still bit for bit.
   const std::string three = (dir.path() / "three").string();
   const auto c = launch(args + " --shard 3", three);
   ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(
+      c.out.find("they are gathered and computed in bf16"), std::string::npos)
+      << c.out;
   expect_same_training(whole, three, steps, 0, 0);
+  // Half the bytes whole of a block's matrices: the largest unit's bytes
+  // against an fp32 stage-3 run's.
+  const std::string fp32 = (dir.path() / "fp32").string();
+  const std::string fp32_args =
+      args.substr(0, args.find(" --precision")) + " --precision fp32";
+  ASSERT_EQ(launch(fp32_args + " --shard 3", fp32).exit_code, 0);
+  const auto units = [](const std::string& run) {
+    return summary(run)["model_state_bytes"]["units"]["largest"].get<double>();
+  };
+  EXPECT_LT(units(three), 0.6 * units(fp32));
+  EXPECT_GT(units(three), 0.5 * units(fp32));
+}
+
+// Gradient accumulation at stage 3 in bf16: each micro-batch's bf16
+// gradients of a block's matrices are summed in fp32 (as an unsharded fp32
+// master's gradient sums them), bit for bit. Its checkpoint holds the fp32
+// master weights, and resumes into the shards exactly.
+TEST(ShardCli, Stage3InBf16AccumulatesInFp32AndResumesExactly) {
+  test::TempDir dir;
+  const auto args = [&](int steps) {
+    return "--model llama-nano --layers 2 --width 32 --context 16 --data " +
+        corpus(dir) + " --steps " + std::to_string(steps) +
+        " --batch 16 --micro-batch 2 --precision bf16 --clip-grad-norm 0 --log-every 1";
+  };
+  const std::string whole = (dir.path() / "whole").string();
+  const std::string three = (dir.path() / "three").string();
+  ASSERT_EQ(launch(args(3), whole).exit_code, 0);
+  const auto r = launch(args(3) + " --shard 3", three);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  expect_same_training(whole, three, 3, 0, 0);
+
+  const std::string halves = (dir.path() / "halves").string();
+  ASSERT_EQ(launch(args(2) + " --shard 3", halves).exit_code, 0);
+  const auto b = launch(args(3) + " --shard 3 --resume auto", halves);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  expect_same_checkpoints(three, halves, 3);
 }
 
 // With activation checkpointing: the stages' forward recomputed in backward
@@ -248,6 +290,23 @@ TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
   expect_same_training(runs[0], runs[2], steps, 0, 0);
   // Stage 3: each stage gathered again before its recompute and backward.
   expect_same_training(runs[0], runs[3], steps, 0, 0);
+}
+
+// In bf16 a stage's convolution kernels are gathered as bf16 copies (what
+// autocast casts them to), the batch norms' weights in fp32: bit for bit.
+TEST(ShardCli, Stage3InBf16TrainsAResnetAsUnshardedDataParallelDoes) {
+  test::TempDir dir;
+  const std::string args =
+      "--model resnet18-small --data synthetic:128x3x32x32 --augment none --steps 2 --batch 16 --optimizer sgd --momentum 0.9 --lr 0.05 --precision bf16 --log-every 1";
+  const std::string whole = (dir.path() / "whole").string();
+  const std::string three = (dir.path() / "three").string();
+  ASSERT_EQ(launch(args, whole).exit_code, 0);
+  const auto r = launch(args + " --shard 3", three);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("they are gathered and computed in bf16"), std::string::npos)
+      << r.out;
+  expect_same_training(whole, three, 2, 0, 0);
 }
 
 TEST(ShardCli, Stages2And3TrainLoraOnAQwen2FolderAsUnshardedDataParallelDoes) {

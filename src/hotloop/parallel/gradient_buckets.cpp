@@ -11,6 +11,7 @@ struct GradientBuckets::Impl {
   std::vector<at::Tensor> params;
   BucketOptions options;
   std::function<void(std::size_t)> start;
+  std::function<void(std::size_t)> accumulated;
   std::vector<Bucket> buckets;
   std::vector<std::size_t> bucket_of;
   std::vector<std::size_t> pending; // per bucket: members not final yet
@@ -82,6 +83,10 @@ struct GradientBuckets::Impl {
         first.device() == p.device();
   }
 
+  bool hooked() const {
+    return options.overlap || accumulated;
+  }
+
   // Starts the buckets that are complete, in bucket order only.
   void start_ready() {
     while (next < buckets.size() && pending[next] == 0) {
@@ -108,7 +113,12 @@ struct GradientBuckets::Impl {
    public:
     ReadyHook(Impl* impl, std::size_t index) : impl_(impl), index_(index) {}
     void operator()(const torch::autograd::Variable& /*param*/) override {
-      impl_->on_ready(index_);
+      if (impl_->accumulated) {
+        impl_->accumulated(index_);
+      }
+      if (impl_->options.overlap) {
+        impl_->on_ready(index_);
+      }
     }
 
    private:
@@ -121,15 +131,17 @@ GradientBuckets::GradientBuckets(
     std::vector<at::Tensor> params,
     const std::vector<int>& partition,
     const BucketOptions& options,
-    std::function<void(std::size_t)> start)
+    std::function<void(std::size_t)> start,
+    std::function<void(std::size_t)> accumulated)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.params = std::move(params);
   m.options = options;
   m.start = std::move(start);
+  m.accumulated = std::move(accumulated);
   m.plan(partition);
   reset();
-  if (m.options.overlap) {
+  if (m.hooked()) {
     for (std::size_t k = 0; k < m.params.size(); ++k) {
       torch::autograd::impl::set_post_acc_grad_hooks(
           m.params[k], std::make_unique<Impl::ReadyHook>(&m, k));
@@ -138,7 +150,7 @@ GradientBuckets::GradientBuckets(
 }
 
 GradientBuckets::~GradientBuckets() {
-  if (impl_->options.overlap) {
+  if (impl_->hooked()) {
     for (const auto& p : impl_->params) {
       torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
     }

@@ -41,12 +41,15 @@ class GradientBuckets {
  public:
   // `params`: the parameters that get gradients, in registration order;
   // `partition`: one number per parameter (empty: all one); `start(i)`:
-  // called once per armed step for each bucket i, in order.
+  // called once per armed step for each bucket i, in order; `accumulated(k)`
+  // (when given): after every backward's accumulation into parameter k's
+  // gradient, armed or not, before it counts towards its bucket.
   GradientBuckets(
       std::vector<at::Tensor> params,
       const std::vector<int>& partition,
       const BucketOptions& options,
-      std::function<void(std::size_t)> start);
+      std::function<void(std::size_t)> start,
+      std::function<void(std::size_t)> accumulated = {});
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;

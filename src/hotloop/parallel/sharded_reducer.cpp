@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
@@ -56,6 +57,15 @@ struct ShardedReducer::Impl {
   std::vector<char> whole;
   std::vector<std::vector<std::size_t>> unit_buckets;
   std::vector<std::function<void()>> pending; // per unit: a gather to wait
+  // Stage 3 in a compute type: per bucket, whether its unit is gathered in
+  // it, and while kept whole its fp32 flat parameters; per parameter of
+  // such a bucket, its view into the compute buffer and its gradient
+  // summed in fp32 over the micro-batches.
+  std::vector<char> lowered;
+  std::vector<at::Tensor> master;
+  std::vector<at::Tensor> compute_views;
+  std::vector<at::Tensor> accumulated;
+  bool armed = false;
   bool keep_whole = false;
   std::uint64_t units_whole_bytes = 0; // now, outside keep_whole
   std::uint64_t peak_units = 0;
@@ -105,6 +115,17 @@ struct ShardedReducer::Impl {
     at::Tensor shard = flat.narrow(0, l.begin(rank), l.shard);
     const bool unit = unit_of[i] >= 0;
     shards.push_back({unit ? shard.clone() : shard, group_of[i]});
+    if (lowered[i] != 0) {
+      // The parameters now view a buffer in the compute type, which the
+      // gathers fill before each use (the shard holds the values).
+      flat = at::zeros({l.padded}, flat.options().dtype(options.compute_dtype));
+      for (std::size_t j = 0; j < b.members.size(); ++j) {
+        at::Tensor p = params[b.members[j]];
+        at::Tensor view = laid_out_as(flat, b.offsets[j], p);
+        p.set_data(view);
+        compute_views[b.members[j]] = std::move(view);
+      }
+    }
     flat_params.push_back(std::move(flat));
     whole.push_back(1);
     if (unit) {
@@ -124,7 +145,14 @@ struct ShardedReducer::Impl {
     for (std::size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor p = params[b.members[j]];
       at::Tensor slot = laid_out_as(into, b.offsets[j], p);
-      const at::Tensor& g = p.grad();
+      at::Tensor g = p.grad();
+      at::Tensor& sum = accumulated[b.members[j]];
+      if (sum.defined()) {
+        if (g.defined()) {
+          sum.add_(g);
+        }
+        g = std::exchange(sum, at::Tensor());
+      }
       if (g.defined()) {
         slot.copy_(g);
         p.mutable_grad().reset();
@@ -132,6 +160,48 @@ struct ShardedReducer::Impl {
         slot.zero_(); // no gradient here (the step is discarded, or unused)
       }
     }
+  }
+
+  // Kept whole, a lowered bucket's parameters view fp32 flat parameters
+  // of their own (the master weights, as a checkpoint holds them).
+  void allocate_master(std::size_t i) {
+    const Bucket& b = buckets->buckets()[i];
+    master[i] = at::empty({layouts[i].padded}, shards[i].tensor.options());
+    for (std::size_t j = 0; j < b.members.size(); ++j) {
+      at::Tensor p = buckets->params()[b.members[j]];
+      p.set_data(laid_out_as(master[i], b.offsets[j], p));
+    }
+    whole[i] = 1;
+  }
+
+  // Back to the compute type, `written`: the master weights were changed
+  // (a checkpoint loaded), so the shard is taken from them.
+  void drop_master(std::size_t i, bool written) {
+    const Bucket& b = buckets->buckets()[i];
+    if (written) {
+      shards[i].tensor.copy_(
+          master[i].narrow(0, layouts[i].begin(rank), layouts[i].shard));
+    }
+    for (std::size_t member : b.members) {
+      buckets->params()[member].set_data(compute_views[member]);
+    }
+    master[i] = at::Tensor();
+    whole[i] = 0;
+  }
+
+  // Starts gathering bucket i's shards into its whole parameters: the
+  // master ones where they are, else the flat ones (in the compute type:
+  // a copy of the shard in it is what is sent).
+  std::function<void()> start_bucket_gather(std::size_t i) {
+    if (master[i].defined()) {
+      return group->start_allgather(shards[i].tensor, master[i], kGather);
+    }
+    if (lowered[i] == 0) {
+      return group->start_allgather(shards[i].tensor, flat_params[i], kGather);
+    }
+    at::Tensor sent = shards[i].tensor.to(options.compute_dtype);
+    auto wait = group->start_allgather(sent, flat_params[i], kGather);
+    return [wait = std::move(wait), sent = std::move(sent)] { wait(); };
   }
 
   // Starts gathering unit u's parameters (their memory allocated now).
@@ -143,17 +213,21 @@ struct ShardedReducer::Impl {
     // then the gathers.
     std::vector<std::size_t> gathered;
     for (std::size_t i : unit_buckets[unit]) {
-      if (!whole[i]) {
+      if (whole[i]) {
+        continue;
+      }
+      if (keep_whole && lowered[i] != 0) {
+        allocate_master(i);
+      } else {
         allocate_flat(i);
         units_whole_bytes += keep_whole ? 0 : flat_bytes(i);
-        gathered.push_back(i);
       }
+      gathered.push_back(i);
     }
     std::vector<std::function<void()>> waits;
     at::NoGradGuard no_grad;
     for (std::size_t i : gathered) {
-      waits.push_back(
-          group->start_allgather(shards[i].tensor, flat_params[i], kGather));
+      waits.push_back(start_bucket_gather(i));
     }
     peak_units = std::max(peak_units, units_whole_bytes);
     if (!waits.empty()) {
@@ -198,9 +272,31 @@ struct ShardedReducer::Impl {
     }
   }
 
+  // A lowered parameter's gradient, each micro-batch's added into an fp32
+  // sum as backward makes it (the last one's reduced as it is when it is
+  // the only one).
+  void on_accumulated(std::size_t k) {
+    if (!compute_views[k].defined()) {
+      return;
+    }
+    at::Tensor p = buckets->params()[k];
+    const at::Tensor& g = p.grad();
+    if (!g.defined() || (armed && !accumulated[k].defined())) {
+      return;
+    }
+    at::NoGradGuard no_grad;
+    if (accumulated[k].defined()) {
+      accumulated[k].add_(g);
+    } else {
+      accumulated[k] = g.to(at::kFloat);
+    }
+    p.mutable_grad().reset();
+  }
+
   void start(std::size_t i) {
     const ShardLayout& l = layouts[i];
-    const at::TensorOptions o = flat_params[i].options();
+    // The reduction in the shard's type (fp32 when computed in bf16).
+    const at::TensorOptions o = shards[i].tensor.options();
     if (options.stage == 1) {
       if (!flat_grads[i].defined()) {
         flat_grads[i] = at::empty({l.padded}, o);
@@ -285,23 +381,42 @@ ShardedReducer::ShardedReducer(
   m.rank = m.group->rank();
   m.ranks = m.group->size();
   // Stage 3: a bucket never mixes units either (nor a unit with what stays
-  // whole): the buckets are planned over (unit, group) pairs.
+  // whole), nor, in a compute type, a unit's matrices (gathered in it) with
+  // its vectors (norms' weights, biases: kept fp32, as autocast computes
+  // with them): the buckets are planned over (unit, lowered, group).
   const bool units = options.stage == 3 && !options.units.empty();
+  const bool lowering = units &&
+      options.compute_dtype != c10::ScalarType::Undefined &&
+      options.compute_dtype != at::kFloat;
   const int groups = partition.empty()
       ? 1
       : 1 + *std::max_element(partition.begin(), partition.end());
   std::vector<int> key(params.size(), 0);
   for (std::size_t i = 0; i < params.size(); ++i) {
-    key[i] = (units ? options.units[i] + 1 : 0) * groups +
+    const bool lowered = lowering && options.units[i] >= 0 &&
+        params[i].scalar_type() == at::kFloat && params[i].dim() >= 2;
+    key[i] =
+        ((units ? options.units[i] + 1 : 0) * 2 + (lowered ? 1 : 0)) * groups +
         (partition.empty() ? 0 : partition[i]);
   }
+  std::function<void(std::size_t)> accumulated;
+  if (lowering) {
+    accumulated = [&m](std::size_t k) { m.on_accumulated(k); };
+  }
   m.buckets = std::make_unique<GradientBuckets>(
-      params, key, options.buckets, [&m](std::size_t i) { m.start(i); });
+      params,
+      key,
+      options.buckets,
+      [&m](std::size_t i) { m.start(i); },
+      std::move(accumulated));
+  m.compute_views.resize(params.size());
+  m.accumulated.resize(params.size());
   const std::size_t n = m.buckets->buckets().size();
   for (std::size_t i = 0; i < n; ++i) {
     const int k = m.buckets->buckets()[i].partition;
     m.group_of.push_back(k % groups);
-    m.unit_of.push_back(k / groups - 1);
+    m.lowered.push_back(static_cast<char>((k / groups) % 2));
+    m.unit_of.push_back(k / groups / 2 - 1);
     if (m.unit_of.back() >= 0) {
       const auto u = static_cast<std::size_t>(m.unit_of.back());
       m.unit_buckets.resize(std::max(m.unit_buckets.size(), u + 1));
@@ -309,6 +424,7 @@ ShardedReducer::ShardedReducer(
     }
   }
   m.pending.resize(m.unit_buckets.size());
+  m.master.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     m.flatten(i);
   }
@@ -370,6 +486,7 @@ ShardedBytes ShardedReducer::bytes() const {
 }
 
 void ShardedReducer::arm() {
+  impl_->armed = true;
   impl_->buckets->arm();
 }
 
@@ -393,6 +510,7 @@ void ShardedReducer::finish() {
     m.agree_on_non_finite(grads);
   }
   m.buckets->reset();
+  m.armed = false;
   m.release_all(); // the units backward gathered last
 }
 
@@ -402,7 +520,11 @@ void ShardedReducer::discard() {
   for (const auto& p : m.buckets->params()) {
     p.mutable_grad().reset();
   }
+  for (auto& sum : m.accumulated) {
+    sum = at::Tensor();
+  }
   m.buckets->reset();
+  m.armed = false;
   m.release_all();
 }
 
@@ -416,8 +538,7 @@ void ShardedReducer::after_update() {
       // Stage 3: a unit's flat parameters are gathered from its updated
       // shard when it next runs; kept whole, they are gathered now.
       if (m.whole[i]) {
-        waits.push_back(m.group->start_allgather(
-            m.shards[i].tensor, m.flat_params[i], kGather));
+        waits.push_back(m.start_bucket_gather(i));
       }
       continue;
     }
@@ -471,6 +592,10 @@ void ShardedReducer::set_whole(bool whole, bool written) {
   at::NoGradGuard no_grad;
   for (std::size_t i = 0; i < m.flat_params.size(); ++i) {
     if (m.unit_of[i] < 0 || !m.whole[i]) {
+      continue;
+    }
+    if (m.master[i].defined()) {
+      m.drop_master(i, written);
       continue;
     }
     if (written) {

@@ -34,6 +34,20 @@
 // release_unit() frees them after. The parameters outside the units stay
 // whole, as at stage 2. set_whole() keeps every unit whole while the model
 // is read as a whole (a checkpoint, the evaluation, after training).
+//
+// Stage 3 in mixed precision (ShardOptions::compute_dtype, FSDP's
+// param_dtype bf16 with reduce_dtype fp32): a unit's matrices (linear and
+// convolution weights, which autocast casts to bf16 anyway) have buckets of
+// their own whose shard stays in fp32, the optimizer's master copy, and is
+// gathered as a bf16 copy into bf16 flat parameters, the ones the unit
+// computes with (half the gather's bytes and the whole unit's memory); its
+// vectors (norms' weights, biases) stay fp32, as autocast computes with
+// them. The matrices' bf16 gradients are reduced in
+// fp32 (copied into the fp32 buffer the reduce-scatter sends); under
+// gradient accumulation each micro-batch's are added into an fp32 sum as
+// backward makes them, as an fp32 model's accumulate. While the model is
+// read as a whole the units are gathered in fp32 instead: a checkpoint
+// holds the master weights.
 
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +55,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include "hotloop/parallel/gradient_buckets.h"
 #include "hotloop/parallel/gradient_sync.h"
@@ -55,6 +70,10 @@ struct ShardOptions {
   // Stage 3: each parameter's unit (0, 1, ... in the order forward runs
   // them), -1 for one outside every unit (kept whole); empty: none.
   std::vector<int> units;
+  // Stage 3: the type the units' parameters are gathered and computed in
+  // (mixed precision: bf16; their shards and the reduction stay fp32).
+  // Undefined: the parameters' own.
+  c10::ScalarType compute_dtype = c10::ScalarType::Undefined;
   BucketOptions buckets;
   // Loss scaling: a non-finite gradient anywhere is seen on every rank.
   bool agree_on_non_finite = false;

@@ -99,12 +99,19 @@ void check_devices(const RunState& s, const data::Batch& batch) {
   for (const auto& p : s.model->named_parameters()) {
     expect("parameter " + p.key(), p.value());
     expect("gradient of " + p.key(), p.value().grad());
-    // Frozen weights may be stored narrower (LoRA's bf16 base).
-    if (p.value().requires_grad() && p.value().scalar_type() != at::kFloat) {
-      throw Error(fmt::format(
-          "parameter {} is {}, expected float32 master weights",
-          p.key(),
-          c10::toString(p.value().scalar_type())));
+  }
+  // What the optimizer updates: the model's trainable parameters (frozen
+  // ones may be stored narrower: LoRA's bf16 base), or their shards (at
+  // ZeRO stage 3 in mixed precision a block's are bf16 compute copies).
+  for (const ParamGroup& g : s.optimizer->groups()) {
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      if (g.params[i].scalar_type() != at::kFloat) {
+        throw Error(fmt::format(
+            "the optimizer's parameter {} of group {} is {}, expected float32 master weights",
+            i,
+            g.name,
+            c10::toString(g.params[i].scalar_type())));
+      }
     }
   }
   for (const auto& b : s.model->named_buffers()) {

@@ -37,8 +37,9 @@ struct ActivationFit {
 };
 
 // Stage 3's units (model/shard_units.h): their trainable parameters' bytes
-// in all, and the two largest units' together (whole at once: the one
-// running and the next, gathered meanwhile). Zero: the model has none.
+// in all (their shards: fp32), and the two largest units' together as they
+// are gathered (whole at once: the one running and the next; in mixed
+// precision their matrices in bf16). Zero: the model has none.
 struct UnitSizes {
   std::uint64_t bytes = 0;
   std::uint64_t largest_two = 0;

@@ -29,6 +29,17 @@ void configure_math_mode(Precision p, const c10::Device& device) {
   at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
+c10::ScalarType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::Bf16:
+      return at::kBFloat16;
+    case Precision::Fp16:
+      return at::kHalf;
+    default:
+      return c10::ScalarType::Undefined;
+  }
+}
+
 AutocastScope::AutocastScope(Precision p, const c10::Device& device, bool cache)
     : device_type_(device.type()) {
   if (p != Precision::Bf16 && p != Precision::Fp16) {
@@ -44,8 +55,7 @@ AutocastScope::AutocastScope(Precision p, const c10::Device& device, bool cache)
   was_dtype_ = at::autocast::get_autocast_dtype(device_type_);
   was_caching_ = at::autocast::is_autocast_cache_enabled();
   at::autocast::set_autocast_cache_enabled(cache);
-  at::autocast::set_autocast_dtype(
-      device_type_, p == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
+  at::autocast::set_autocast_dtype(device_type_, compute_dtype(p));
   at::autocast::set_autocast_enabled(device_type_, true);
   at::autocast::increment_nesting();
 }

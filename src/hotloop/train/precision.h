@@ -48,6 +48,10 @@ InferencePrecision inference_precision(
     std::optional<Precision> trained,
     std::optional<Precision> gpu);
 
+// The type `p` computes in under autocast (bf16 or fp16); Undefined for the
+// modes that compute in fp32 (fp32, tf32).
+c10::ScalarType compute_dtype(Precision p);
+
 // Sets the process's TF32 switches for `p` on CUDA (fp32: full fp32
 // everywhere; every other mode: matmul and cuDNN convolutions left in fp32
 // run in TF32). No-op on the CPU.

@@ -477,17 +477,26 @@ void Trainer::Impl::make_optimizer() {
 
 namespace {
 
-std::string stage3_line(const parallel::ShardedReducer& r, bool has_units) {
+std::string stage3_line(
+    const parallel::ShardedReducer& r,
+    bool has_units,
+    c10::ScalarType compute) {
   if (r.unit_count() == 0) {
     return has_units
         ? "shard: stage 3: no unit of the model has a trainable parameter, so every parameter stays whole, as at stage 2"
         : "shard: stage 3: this model has no units hotloop can gather one at a time (a TorchScript export is one graph), so its parameters stay whole, as at stage 2";
   }
   const parallel::ShardedBytes b = r.bytes();
+  const std::string lowered = compute == c10::ScalarType::Undefined
+      ? std::string()
+      : fmt::format(
+            "; they are gathered and computed in {} while their shards, the optimizer's master copy, and the gradients' reduction stay fp32",
+            compute == at::kBFloat16 ? "bf16" : "fp16");
   return fmt::format(
-      "shard: stage 3: the parameters of the model's {} units (its blocks) are sharded too, each unit's gathered just before it runs, forward and backward, and freed after (at most two whole at a time: the one running and the next, gathered meanwhile; {} the largest); the rest stays whole; this rank holds {} of parameters between steps",
+      "shard: stage 3: the parameters of the model's {} units (its blocks) are sharded too, each unit's gathered just before it runs, forward and backward, and freed after (at most two whole at a time: the one running and the next, gathered meanwhile; {} the largest){}; the rest stays whole; this rank holds {} of parameters between steps",
       r.unit_count(),
       format_bytes(b.largest_unit),
+      lowered,
       format_bytes(b.parameters));
 }
 
@@ -508,6 +517,7 @@ void Trainer::Impl::shard_optimizer(
   so.stage = options.shard;
   so.buckets = buckets;
   so.agree_on_non_finite = precision->skips_overflow();
+  so.compute_dtype = compute_dtype(precision->precision());
   auto* units = dynamic_cast<model::ShardUnits*>(model.get());
   if (so.stage == 3 && units != nullptr) {
     so.units = units_of(*units, tensors);
@@ -549,7 +559,7 @@ void Trainer::Impl::shard_optimizer(
       padding,
       options.shard >= 2 ? " and the gradients are" : " is"));
   if (options.shard == 3) {
-    log(stage3_line(*reducer, units != nullptr));
+    log(stage3_line(*reducer, units != nullptr, so.compute_dtype));
   }
   if (reducer->unit_count() > 0) {
     unit_gather = std::make_unique<UnitGather>(*reducer, *units);
