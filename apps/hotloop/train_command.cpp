@@ -80,7 +80,7 @@ int run_train(TrainFlags& f, const CLI::App& cmd) {
   // --print-config writes TOML to stdout: the finder's lines go to stderr.
   std::FILE* progress = !talk ? nullptr : f.config.print ? stderr : stdout;
   const train::ResolvedRun resolved =
-      train::resolve_run(run, resolve_context(run, job.group.get(), progress));
+      train::resolve_run(run, resolve_context(run, job.group, progress));
   if (progress != nullptr) {
     if (resolved.found) {
       fmt::print(progress, "{}", batch_finder_table(*resolved.found));

@@ -82,7 +82,7 @@ train::TrialCallback print_trials(std::FILE* progress) {
 
 train::ResolveContext resolve_context(
     const train::RunOptions& run,
-    parallel::ProcessGroup* group,
+    std::shared_ptr<parallel::ProcessGroup> group,
     std::FILE* progress) {
   train::ResolveContext c;
   const std::uint64_t seed = run.trainer.seed;
@@ -90,7 +90,7 @@ train::ResolveContext resolve_context(
                      const std::string& spec, const std::string& folder) {
     return open_train_data(spec, seed, folder, loader);
   };
-  c.group = group;
+  c.group = std::move(group);
   if (progress != nullptr) {
     c.on_finder_start = [progress](const train::BatchFinderOptions& f) {
       announce(f, progress);

@@ -43,7 +43,7 @@ std::shared_ptr<const data::Dataset> open_val_data(
 // the ranks other than 0).
 train::ResolveContext resolve_context(
     const train::RunOptions& run,
-    parallel::ProcessGroup* group,
+    std::shared_ptr<parallel::ProcessGroup> group,
     std::FILE* progress);
 
 // The finder's trials as a table, with the result and the reason.

@@ -102,12 +102,18 @@ ModelFactory model_factory(const TrainerOptions& o);
 using TrialCallback = std::function<void(const BatchTrial&)>;
 
 // Throws what a trial throws other than out of memory (bad data, bad
-// options).
+// options). `group`: a sharded data-parallel job's (options.trainer.shard 1
+// or more): each trial trains sharded over it, every rank in step (stage
+// 3's trials at stage 2: an OOM inside a block's gather would leave the
+// other ranks waiting), so what it measures is what a rank of the sharded
+// run holds, and a trial fits only where it fits on every rank. Without
+// one, or unsharded, each trial runs in this process alone.
 BatchFinderResult find_batch_size(
     const ModelFactory& make_model,
     std::shared_ptr<const data::Dataset> train,
     const BatchFinderOptions& options,
-    const TrialCallback& on_trial = {});
+    const TrialCallback& on_trial = {},
+    std::shared_ptr<parallel::ProcessGroup> group = nullptr);
 
 // One trial at micro-batch = batch = `size`: options.trial_steps steps in
 // one process, unsharded, everything built afresh and released after, with
@@ -141,8 +147,9 @@ struct ResolvedBatch {
 // Resolves "auto": --batch auto trains at the finder's recommendation (times
 // the ranks); --batch N --micro-batch auto keeps the effective batch N with
 // the largest micro-batch up to the recommendation that divides each rank's
-// share. In a data-parallel job (`group`) every rank runs the finder and all
-// take the smallest rank's finding. Without "auto", the numbers as given.
+// share. In a data-parallel job (`group`) every rank runs the finder (a
+// sharded job's trials sharded over it) and all take the smallest rank's
+// finding. Without "auto", the numbers as given.
 // Throws UsageError for --batch auto with a fixed micro-batch,
 // OutOfMemoryError when not even one sample fits.
 ResolvedBatch resolve_batch(
@@ -150,7 +157,7 @@ ResolvedBatch resolve_batch(
     BatchFinderOptions finder,
     const ModelFactory& make_model,
     const std::shared_ptr<const data::Dataset>& train,
-    parallel::ProcessGroup* group,
+    const std::shared_ptr<parallel::ProcessGroup>& group,
     const TrialCallback& on_trial = {});
 
 } // namespace hotloop::train

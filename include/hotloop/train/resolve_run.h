@@ -32,7 +32,9 @@ struct ResolveContext {
       const std::string& spec,
       const std::string& model_folder)>
       open_train;
-  parallel::ProcessGroup* group = nullptr; // data parallel: ranks agree
+  // Data parallel: the ranks agree (a sharded run's batch trials train
+  // sharded over it).
+  std::shared_ptr<parallel::ProcessGroup> group;
   // The finder's settings for "auto" (its trainer options are the run's).
   BatchFinderOptions finder;
   std::function<void(const BatchFinderOptions&)> on_finder_start;

@@ -31,6 +31,12 @@ class GradientSync {
   virtual void finish() = 0;
   virtual void discard() = 0;
   virtual void after_update() {}
+  // Whether a rank that ran out of memory part-way through a step can still
+  // reach the step's agreement in line with the others (not when they wait
+  // in collectives inside the forward pass: ZeRO stage 3's gathers).
+  virtual bool survives_oom() const {
+    return true;
+  }
   virtual std::size_t bucket_count() const = 0;
   // Buckets started by hooks during the last backward (overlapped).
   virtual std::size_t started_during_backward() const = 0;

@@ -553,6 +553,10 @@ void ShardedReducer::after_update() {
   }
 }
 
+bool ShardedReducer::survives_oom() const {
+  return impl_->unit_buckets.empty();
+}
+
 std::size_t ShardedReducer::unit_count() const {
   return impl_->unit_buckets.size();
 }

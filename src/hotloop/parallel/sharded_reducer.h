@@ -148,6 +148,7 @@ class ShardedReducer : public GradientSync {
   void finish() override;
   void discard() override;
   void after_update() override;
+  bool survives_oom() const override;
   std::size_t bucket_count() const override;
   std::size_t started_during_backward() const override;
 

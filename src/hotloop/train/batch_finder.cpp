@@ -48,17 +48,22 @@ int cuda_of(const std::string& device) {
 }
 
 // One trial: `trial_steps` real training steps at micro-batch = batch =
-// `size`. Everything it builds is gone when it returns.
+// `size` (a rank's: sharded over `group` when given, the batch then `size`
+// times its ranks). Everything it builds is gone when it returns.
 BatchTrial run_trial(
     std::int64_t size,
     const ModelFactory& make_model,
     const std::shared_ptr<const data::Dataset>& train,
     const BatchFinderOptions& options,
-    int cuda) {
+    int cuda,
+    const std::shared_ptr<parallel::ProcessGroup>& group) {
   TrainerOptions o = options.trainer;
-  o.world_size = 1;
-  o.rank = 0;
-  o.batch = size;
+  o.world_size = group ? group->size() : 1;
+  o.rank = group ? group->rank() : 0;
+  if (group) {
+    o.shard = std::min(o.shard, 2);
+  }
+  o.batch = size * o.world_size;
   o.micro_batch = size;
   o.steps = options.trial_steps;
   o.oom_recovery = false; // an OOM is the trial's answer
@@ -72,7 +77,7 @@ BatchTrial run_trial(
   const Clock::time_point start = Clock::now();
   try {
     // No callbacks: a trial neither logs nor samples.
-    Trainer trainer(make_model(), train, nullptr, o, {Callbacks{}, nullptr});
+    Trainer trainer(make_model(), train, nullptr, o, {Callbacks{}, group});
     const TrainSummary s = trainer.fit();
     // A capture that did not fit counts as not fitting: at this size the
     // run would train without its graph.
@@ -82,11 +87,11 @@ BatchTrial run_trial(
     }
     t.images_per_s = s.images_per_s;
     t.tokens_per_s = s.tokens_per_s;
-    // steps / epochs is the epoch's batches (a batch of `size`, the last
-    // partial one dropped): exact at size 1.
+    // steps / epochs is the epoch's batches (a batch of `size` on each
+    // rank, the last partial one dropped): exact at size 1.
     if (s.epochs > 0) {
       t.data_samples =
-          size * std::llround(static_cast<double>(s.steps) / s.epochs);
+          o.batch * std::llround(static_cast<double>(s.steps) / s.epochs);
     }
     t.peak_allocated_bytes = s.peak_allocated_bytes;
     t.peak_reserved_bytes = s.peak_reserved_bytes;
@@ -250,7 +255,12 @@ BatchTrial run_batch_trial(
     const std::shared_ptr<const data::Dataset>& train,
     const BatchFinderOptions& options) {
   return run_trial(
-      size, make_model, train, options, cuda_of(options.trainer.device));
+      size,
+      make_model,
+      train,
+      options,
+      cuda_of(options.trainer.device),
+      nullptr);
 }
 
 ModelState model_state(model::Model& model, const TrainerOptions& o) {
@@ -297,7 +307,8 @@ BatchFinderResult find_batch_size(
     const ModelFactory& make_model,
     std::shared_ptr<const data::Dataset> train,
     const BatchFinderOptions& options,
-    const TrialCallback& on_trial) {
+    const TrialCallback& on_trial,
+    std::shared_ptr<parallel::ProcessGroup> group) {
   if (options.max_batch < 1) {
     throw UsageError("max-batch: must be at least 1");
   }
@@ -337,8 +348,18 @@ BatchFinderResult find_batch_size(
   // trial's epoch says how many samples the data holds for this model.
   auto ceiling = std::min<std::int64_t>(
       options.max_batch, static_cast<std::int64_t>(train->size()));
+  if (group && options.trainer.shard < 1) {
+    group = nullptr; // unsharded: each rank's trials alone, as one process
+  }
   auto trial = [&](std::int64_t size) {
-    r.trials.push_back(run_trial(size, make_model, train, options, cuda));
+    r.trials.push_back(
+        run_trial(size, make_model, train, options, cuda, group));
+    if (group) {
+      // The search goes on in step on every rank: a size fits where it fits
+      // on all of them.
+      BatchTrial& t = r.trials.back();
+      t.ok = group->allreduce_max(t.ok ? 0 : 1, "batch trial agreement") == 0;
+    }
     if (on_trial) {
       on_trial(r.trials.back());
     }
@@ -385,7 +406,7 @@ ResolvedBatch resolve_batch(
     BatchFinderOptions finder,
     const ModelFactory& make_model,
     const std::shared_ptr<const data::Dataset>& train,
-    parallel::ProcessGroup* group,
+    const std::shared_ptr<parallel::ProcessGroup>& group,
     const TrialCallback& on_trial) {
   ResolvedBatch out;
   if (request.batch && request.micro_batch) {
@@ -404,7 +425,8 @@ ResolvedBatch resolve_batch(
   if (request.batch) {
     finder.max_batch = *request.batch / world;
   }
-  BatchFinderResult r = find_batch_size(make_model, train, finder, on_trial);
+  BatchFinderResult r =
+      find_batch_size(make_model, train, finder, on_trial, group);
   if (group != nullptr) {
     // Every rank trains with the smallest rank's finding.
     const std::int64_t agreed =

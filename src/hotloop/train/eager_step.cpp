@@ -161,8 +161,12 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   }
 
   bool stop = s.stop_requested();
-  if (r.out_of_memory && !o.oom_recovery) {
-    r.stop = stop; // the loop stops the run before any collective
+  // Without recovery the loop stops the run on an OOM: after the agreement
+  // where the ranks can reach it in line (each then stops, naming it), else
+  // before any collective (the launcher stops the others).
+  if (r.out_of_memory && !o.oom_recovery &&
+      (parts_.sync == nullptr || !parts_.sync->survives_oom())) {
+    r.stop = stop;
     return r;
   }
   if (parts_.sync != nullptr) {

@@ -40,6 +40,10 @@ class StepSync {
   // agrees with the other ranks; `targets`: this rank's trained targets.
   Agreement agree(bool out_of_memory, bool stop, std::int64_t targets);
   int world_size() const;
+  // An OOM part-way through the step still reaches agree() in line.
+  bool survives_oom() const {
+    return reducer_->survives_oom();
+  }
   // The mean gradients, written back.
   void finish() {
     reducer_->finish();
