@@ -292,6 +292,32 @@ TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
   expect_same_training(runs[0], runs[3], steps, 0, 0);
 }
 
+// Stage 3 never holds the whole model: every rank evaluates (each block
+// gathered as it runs), and a checkpoint reads the blocks one at a time in
+// fp32 (rank 0 copying each to the host), so at most two blocks' bytes
+// were whole at once over a run that evaluates and saves every step; the
+// evaluation and the checkpoints are the unsharded run's, bit for bit.
+TEST(ShardCli, Stage3EvaluatesAndCheckpointsWithoutTheWholeModel) {
+  test::TempDir dir;
+  const std::string args =
+      "--model llama-nano --layers 4 --width 32 --context 16 --data " +
+      corpus(dir) +
+      " --steps 3 --batch 8 --precision bf16 --clip-grad-norm 0 --eval-every 1 --checkpoint-every 1 --log-every 1";
+  const std::string whole = (dir.path() / "whole").string();
+  const std::string three = (dir.path() / "three").string();
+  ASSERT_EQ(launch(args, whole).exit_code, 0);
+  const auto r = launch(args + " --shard 3", three);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  expect_same_training(whole, three, 3, 0, 0);
+  for (int step : {1, 2}) {
+    expect_same_checkpoints(whole, three, step);
+  }
+  EXPECT_EQ(summary(whole)["val_loss"], summary(three)["val_loss"]);
+  const auto units = summary(three)["model_state_bytes"]["units"];
+  EXPECT_LE(
+      units["peak_whole"].get<double>(), 2 * units["largest"].get<double>());
+}
+
 // In bf16 a stage's convolution kernels are gathered as bf16 copies (what
 // autocast casts them to), the batch norms' weights in fp32: bit for bit.
 TEST(ShardCli, Stage3InBf16TrainsAResnetAsUnshardedDataParallelDoes) {

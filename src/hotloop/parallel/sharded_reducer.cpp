@@ -610,6 +610,54 @@ void ShardedReducer::set_whole(bool whole, bool written) {
   }
 }
 
+void ShardedReducer::each_unit_whole(
+    const std::function<void(std::size_t, const std::vector<at::Tensor>&)>&
+        visit) {
+  Impl& m = *impl_;
+  at::NoGradGuard no_grad;
+  for (std::size_t u = 0; u < m.unit_buckets.size(); ++u) {
+    m.finish_gather(u);
+    std::vector<std::size_t> gathered;
+    std::uint64_t bytes = 0;
+    for (std::size_t i : m.unit_buckets[u]) {
+      if (!m.whole[i]) {
+        if (m.lowered[i] != 0) {
+          m.allocate_master(i);
+          bytes += m.master[i].nbytes();
+        } else {
+          m.allocate_flat(i);
+          bytes += m.flat_bytes(i);
+        }
+        gathered.push_back(i);
+      }
+    }
+    m.units_whole_bytes += bytes;
+    m.peak_units = std::max(m.peak_units, m.units_whole_bytes);
+    std::vector<std::function<void()>> waits;
+    for (std::size_t i : gathered) {
+      waits.push_back(m.start_bucket_gather(i));
+    }
+    for (auto& w : waits) {
+      w();
+    }
+    std::vector<at::Tensor> params;
+    for (std::size_t i : m.unit_buckets[u]) {
+      for (std::size_t member : m.buckets->buckets()[i].members) {
+        params.push_back(m.buckets->params()[member]);
+      }
+    }
+    visit(u, params);
+    for (std::size_t i : gathered) {
+      if (m.master[i].defined()) {
+        m.drop_master(i, false);
+      } else {
+        m.free_flat(i);
+      }
+    }
+    m.units_whole_bytes -= bytes;
+  }
+}
+
 std::size_t ShardedReducer::bucket_count() const {
   return impl_->shards.size();
 }

@@ -51,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -142,6 +143,13 @@ class ShardedReducer : public GradientSync {
   // nothing. false: each unit freed; `written`: the parameters were written
   // while whole (a checkpoint loaded), so each shard is taken from them.
   void set_whole(bool whole, bool written = false);
+  // The whole model read one unit at a time (a checkpoint): each unit in
+  // turn gathered in fp32, `visit(unit, params)` called with its
+  // parameters (as the model holds them) while they are whole, then freed
+  // again; units already whole (set_whole) are visited as they are.
+  void each_unit_whole(
+      const std::function<void(std::size_t, const std::vector<at::Tensor>&)>&
+          visit);
 
   void arm() override;
   void launch_rest() override;

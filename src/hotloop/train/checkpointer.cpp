@@ -123,7 +123,8 @@ std::string Checkpointer::save(
     const RunState& s,
     const PrecisionMode& precision,
     const nlohmann::json& progress,
-    const nlohmann::json& last_eval) const {
+    const nlohmann::json& last_eval,
+    const model::StateDict* model) const {
   auto kill = [this, &s] { faults_->kill_at(KillPoint::Checkpoint, s.step); };
   // Sharded: every rank writes its part of the optimizer state into its own
   // file first; the checkpoint, which indexes them, comes last.
@@ -145,7 +146,7 @@ std::string Checkpointer::save(
       {"config", s.options->to_json()},
       {"progress", progress},
       {"last_eval", last_eval}};
-  c.model = model::state_dict(*s.model);
+  c.model = model != nullptr ? *model : model::state_dict(*s.model);
   if (s.options->model.lora.enabled()) {
     // Only what trains: the frozen base is --init's (or the seed's), rebuilt
     // the same way on resume.

@@ -59,12 +59,15 @@ class Checkpointer {
   }
   // Saves the run's state at s.step with `progress` (the summary so far)
   // and `last_eval`; returns the path, or "" where this process writes none.
-  // Sharded: every rank calls it (each writes its shard file).
+  // Sharded: every rank calls it (each writes its shard file). `model`: the
+  // model's state where the caller read it (ZeRO stage 3: to the host, a
+  // unit at a time); null: the model's own tensors.
   std::string save(
       const RunState& s,
       const PrecisionMode& precision,
       const nlohmann::json& progress,
-      const nlohmann::json& last_eval) const;
+      const nlohmann::json& last_eval,
+      const model::StateDict* model = nullptr) const;
 
   // What options.resume asks for: nothing ("" in a folder without
   // checkpoints), the newest valid checkpoint (auto; each corrupt one

@@ -49,10 +49,12 @@ std::int64_t evaluation_batch(
 Evaluator::Evaluator(
     std::shared_ptr<const data::Dataset> val,
     std::int64_t batch,
-    const FaultInjection& faults)
+    const FaultInjection& faults,
+    bool halve_on_oom)
     : val_(std::move(val)),
       batch_(std::max<std::int64_t>(batch, 1)),
-      faults_(&faults) {}
+      faults_(&faults),
+      halve_on_oom_(halve_on_oom) {}
 
 EvalResult Evaluator::run(
     const RunState& s,
@@ -70,7 +72,7 @@ EvalResult Evaluator::run(
       if (s.device.is_cuda()) {
         cuda::empty_cache();
       }
-      if (batch_ <= 1) {
+      if (batch_ <= 1 || !halve_on_oom_) {
         throw;
       }
       batch_ /= 2;

@@ -6,7 +6,8 @@
 // kLanguageModelTokens tokens of evenly spaced windows. The batch is an
 // image model's micro-batch or 256, whichever is larger; a language model's
 // is sized from its logits' bytes (evaluation_batch). Out of memory halves
-// the evaluation batch and starts the pass again (it changes no state).
+// the evaluation batch and starts the pass again (it changes no state),
+// where the evaluation runs alone.
 
 #include <cstdint>
 #include <functional>
@@ -52,11 +53,14 @@ class Evaluator {
   // A language model's evaluation reads at most this many tokens (2^20).
   static constexpr std::int64_t kLanguageModelTokens = 1 << 20;
   // `val` may be null (no evaluation). The batch starts at `batch`
-  // (evaluation_batch).
+  // (evaluation_batch). `halve_on_oom` false: an out-of-memory is the
+  // caller's error (ZeRO stage 3, whose ranks evaluate in step: one rank
+  // starting again alone would leave the others in a block's gather).
   Evaluator(
       std::shared_ptr<const data::Dataset> val,
       std::int64_t batch,
-      const FaultInjection& faults);
+      const FaultInjection& faults,
+      bool halve_on_oom = true);
 
   bool has_data() const {
     return val_ != nullptr;
@@ -82,6 +86,7 @@ class Evaluator {
   std::shared_ptr<const data::Dataset> val_;
   std::int64_t batch_;
   const FaultInjection* faults_;
+  bool halve_on_oom_;
   std::unique_ptr<data::EpochLoader> loader_;
 };
 

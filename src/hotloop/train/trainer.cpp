@@ -103,12 +103,9 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
         (last || (o.eval_every > 0 ? s.step % o.eval_every == 0 : epoch_end));
     const bool save = last || r.stop ||
         (o.checkpoint_every > 0 ? s.step % o.checkpoint_every == 0 : epoch_end);
-    // Stage 3: both read the model whole, on every rank.
-    const bool whole = evaluate || save;
-    if (whole) {
-      p.whole_model(true);
-    }
-    if (evaluate && s.rank == 0) {
+    // Stage 3: every rank evaluates (in step: each block gathered as it
+    // runs), and a checkpoint reads the blocks one at a time.
+    if (evaluate && (s.rank == 0 || p.unit_gather)) {
       p.evaluate();
     }
     if (save) {
@@ -118,9 +115,6 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
       if (last) {
         p.faults.kill_at(KillPoint::FinalCheckpoint);
       }
-    }
-    if (whole) {
-      p.whole_model(false);
     }
     if (r.stop && !last) {
       stopped_early = true;

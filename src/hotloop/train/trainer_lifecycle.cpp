@@ -3,6 +3,8 @@
 // evaluation, failures, and the end (summary.json, report.html).
 
 #include <filesystem>
+#include <optional>
+#include <unordered_map>
 
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
@@ -186,6 +188,28 @@ void Trainer::Impl::redo_smaller(const std::string& error) {
   step->plan_changed(s);
 }
 
+model::StateDict Trainer::Impl::model_state_on_host() {
+  const bool keep = state.rank == 0;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> copies;
+  sharded->each_unit_whole(
+      [&](std::size_t, const std::vector<at::Tensor>& params) {
+        for (const at::Tensor& p : params) {
+          if (keep) {
+            copies[p.unsafeGetTensorImpl()] =
+                p.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+          }
+        }
+      });
+  model::StateDict out = model::state_dict(*model);
+  for (auto& [name, t] : out) {
+    const auto it = copies.find(t.unsafeGetTensorImpl());
+    if (it != copies.end()) {
+      t = it->second;
+    }
+  }
+  return out;
+}
+
 void Trainer::Impl::whole_model(bool whole, bool written) {
   if (unit_gather) {
     sharded->set_whole(whole, written);
@@ -200,8 +224,12 @@ std::string Trainer::Impl::checkpoint() {
       readback->recent_losses().begin(), readback->recent_losses().end());
   progress["oom_recoveries"] = recovery->recoveries();
   progress["bad_samples"] = bad_samples_before + loader->stats().bad_samples;
-  const std::string path =
-      checkpointer->save(s, *precision, progress, last_eval);
+  std::optional<model::StateDict> on_host;
+  if (unit_gather) {
+    on_host = model_state_on_host();
+  }
+  const std::string path = checkpointer->save(
+      s, *precision, progress, last_eval, on_host ? &*on_host : nullptr);
   if (!path.empty()) {
     s.last_checkpoint = path;
     events.checkpoint(s, path);

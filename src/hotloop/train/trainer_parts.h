@@ -108,14 +108,19 @@ struct Trainer::Impl {
   // micro-batches (throws OutOfMemoryError when it cannot).
   void redo_smaller(const std::string& error);
   // Saves a checkpoint where this process writes them; returns its path.
+  // Stage 3 (every rank calls it): the units read one at a time.
   std::string checkpoint();
+  // Stage 3, a collective: the model's state with each unit's parameters
+  // gathered in turn and copied to the host on rank 0 (the others' copies
+  // are skipped): a checkpoint never holds the whole model on the device.
+  model::StateDict model_state_on_host();
   // A step failed: the last good state checkpointed, then an Error.
   [[noreturn]] void fail(const StepFailure& f);
   EvalResult evaluate();
   // Stage 3: every unit's parameters whole on every rank (a collective)
-  // while the model is read or written as a whole (a checkpoint, the
-  // evaluation, the resume, after training), or freed again (`written`:
-  // from the parameters as they are now, a checkpoint having loaded them).
+  // while the model is read or written as a whole (the resume, after
+  // training), or freed again (`written`: from the parameters as they are
+  // now, a checkpoint having loaded them).
   void whole_model(bool whole, bool written = false);
   // Bytes of parameters, gradients and optimizer state this rank holds.
   nlohmann::json model_state_bytes() const;

@@ -608,7 +608,8 @@ void Trainer::Impl::make_loop_parts() {
   evaluator = std::make_unique<Evaluator>(
       val_data,
       evaluation_batch(*model, s.micro_batch, options.precision),
-      faults);
+      faults,
+      /*halve_on_oom=*/unit_gather == nullptr);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
   checkpointer = std::make_unique<Checkpointer>(
       s,
