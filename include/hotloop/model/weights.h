@@ -70,6 +70,9 @@ struct LoadReport {
   std::vector<ShapeMismatch> mismatched;
   std::vector<std::string> skipped; // left at their initial values on purpose
                                     // (LoadOptions::skip_prefixes)
+  // LoadOptions::defer's: each target with its source in the weights given
+  // (valid while they are), for the caller to copy.
+  std::vector<std::pair<at::Tensor, const at::Tensor*>> deferred;
   bool complete() const {
     return missing.empty() && unexpected.empty() && mismatched.empty();
   }
@@ -83,6 +86,10 @@ struct LoadOptions {
   // mismatches (the classifier head when fine-tuning to new classes).
   std::vector<std::string> skip_prefixes;
   std::string source; // the file's name, for messages
+  // Targets it says yes to are checked as the others but not copied: they
+  // are LoadReport::deferred (ZeRO stage 3's sharded blocks, whose memory
+  // the caller gathers a block at a time).
+  std::function<bool(const at::Tensor&)> defer;
 };
 
 // Copies matching tensors into the module's parameters and buffers (converting

@@ -289,7 +289,11 @@ LoadReport load_state_dict(
   }
   at::NoGradGuard no_grad;
   for (auto& [target, source] : copies) {
-    target.copy_(*source);
+    if (options.defer && options.defer(target)) {
+      report.deferred.emplace_back(target, source);
+    } else {
+      target.copy_(*source);
+    }
   }
   return report;
 }

@@ -612,7 +612,8 @@ void ShardedReducer::set_whole(bool whole, bool written) {
 
 void ShardedReducer::each_unit_whole(
     const std::function<void(std::size_t, const std::vector<at::Tensor>&)>&
-        visit) {
+        visit,
+    bool written) {
   Impl& m = *impl_;
   at::NoGradGuard no_grad;
   for (std::size_t u = 0; u < m.unit_buckets.size(); ++u) {
@@ -649,13 +650,30 @@ void ShardedReducer::each_unit_whole(
     visit(u, params);
     for (std::size_t i : gathered) {
       if (m.master[i].defined()) {
-        m.drop_master(i, false);
-      } else {
-        m.free_flat(i);
+        m.drop_master(i, written);
+        continue;
       }
+      if (written) {
+        m.shards[i].tensor.copy_(m.flat_params[i].narrow(
+            0, m.layouts[i].begin(m.rank), m.layouts[i].shard));
+      }
+      m.free_flat(i);
     }
     m.units_whole_bytes -= bytes;
   }
+}
+
+std::vector<at::Tensor> ShardedReducer::unit_params() const {
+  const Impl& m = *impl_;
+  std::vector<at::Tensor> out;
+  for (const auto& unit : m.unit_buckets) {
+    for (std::size_t i : unit) {
+      for (std::size_t member : m.buckets->buckets()[i].members) {
+        out.push_back(m.buckets->params()[member]);
+      }
+    }
+  }
+  return out;
 }
 
 std::size_t ShardedReducer::bucket_count() const {

@@ -143,13 +143,17 @@ class ShardedReducer : public GradientSync {
   // nothing. false: each unit freed; `written`: the parameters were written
   // while whole (a checkpoint loaded), so each shard is taken from them.
   void set_whole(bool whole, bool written = false);
-  // The whole model read one unit at a time (a checkpoint): each unit in
-  // turn gathered in fp32, `visit(unit, params)` called with its
-  // parameters (as the model holds them) while they are whole, then freed
-  // again; units already whole (set_whole) are visited as they are.
+  // The whole model read (a checkpoint) or written (a resume) one unit at a
+  // time: each unit in turn gathered in fp32, `visit(unit, params)` called
+  // with its parameters (as the model holds them) while they are whole,
+  // then (`written`: each shard taken from them first) freed again; units
+  // already whole (set_whole) are visited as they are.
   void each_unit_whole(
       const std::function<void(std::size_t, const std::vector<at::Tensor>&)>&
-          visit);
+          visit,
+      bool written = false);
+  // Every parameter that lives in a unit's buckets (stage 3's sharded ones).
+  std::vector<at::Tensor> unit_params() const;
 
   void arm() override;
   void launch_rest() override;

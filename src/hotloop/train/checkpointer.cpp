@@ -195,7 +195,8 @@ void Checkpointer::load_optimizer(
 std::optional<Resumed> Checkpointer::resume(
     const RunState& s,
     PrecisionMode& precision,
-    const std::function<void(const std::string&)>& log) const {
+    const std::function<void(const std::string&)>& log,
+    const ModelLoader& load_model) const {
   const std::string& resume = s.options->resume;
   if (s.run_dir.empty()) {
     if (!resume.empty()) {
@@ -269,10 +270,13 @@ std::optional<Resumed> Checkpointer::resume(
   }
   model::LoadOptions lo;
   lo.source = path;
-  model::load_state_dict(
-      *s.model,
-      s.options->model.lora.enabled() ? over_model(*s.model, c.model) : c.model,
-      lo);
+  const model::StateDict weights =
+      s.options->model.lora.enabled() ? over_model(*s.model, c.model) : c.model;
+  if (load_model) {
+    load_model(weights, lo);
+  } else {
+    model::load_state_dict(*s.model, weights, lo);
+  }
   load_optimizer(path, c, s);
   precision.load_state(c.scaler);
   set_rng_state(c.rng, s.device);

@@ -75,10 +75,15 @@ class Checkpointer {
   // optimizer, loss scale and generators; the caller moves the run to the
   // returned position. Throws UsageError when a fresh run would write into
   // another run's checkpoints, DataError for a file that does not load.
+  // `load_model`: how the model takes the checkpoint's weights (ZeRO stage
+  // 3: a block at a time); null: model::load_state_dict into s.model.
+  using ModelLoader =
+      std::function<void(const model::StateDict&, const model::LoadOptions&)>;
   std::optional<Resumed> resume(
       const RunState& s,
       PrecisionMode& precision,
-      const std::function<void(const std::string&)>& log) const;
+      const std::function<void(const std::string&)>& log,
+      const ModelLoader& load_model = nullptr) const;
 
  private:
   // The optimizer state from checkpoint `c` (at `path`), whole or sharded,

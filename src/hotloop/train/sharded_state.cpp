@@ -239,9 +239,10 @@ void ShardedOptimizerState::load(
         continue;
       }
       check_complete(b, kind, present);
-      const at::Tensor& first = reducer_->params()[bucket.members.front()];
-      at::Tensor shard =
-          at::zeros({reducer_->layout(b).shard}, first.options());
+      // In the shard's type: the parameters may be compute copies (bf16
+      // at stage 3), the state is the fp32 master's.
+      at::Tensor shard = at::zeros(
+          {reducer_->layout(b).shard}, reducer_->shards()[b].tensor.options());
       for (const auto& piece : reducer_->layout(b).pieces(
                bucket.offsets, numels, reducer_->rank())) {
         const std::string name = member_name(b, piece.member, kind);
@@ -342,8 +343,8 @@ void ShardedOptimizerState::scatter(
         continue;
       }
       check_complete(b, kind, present);
-      const at::Tensor& first = reducer_->params()[bucket.members.front()];
-      at::Tensor shard = at::zeros({l.shard}, first.options());
+      at::Tensor shard =
+          at::zeros({l.shard}, reducer_->shards()[b].tensor.options());
       for (const auto& piece : l.pieces(bucket.offsets, numels, rank)) {
         const at::Tensor& p = reducer_->params()[bucket.members[piece.member]];
         const at::Tensor& w = named.at(member_name(b, piece.member, kind));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <ATen/ops/zeros.h>
 #include <fmt/format.h>
@@ -113,16 +114,14 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
     log(fmt::format("run directory: {}", s.run_dir));
   }
   // Resume: the position, and what the part before it leaves the summary.
-  // (Stage 3: into the whole parameters, each rank's shards taken from
-  // them after; a fresh run never holds the whole model.)
-  const bool resuming = !o.resume.empty();
-  if (resuming) {
-    whole_model(true);
-  }
-  const std::optional<Resumed> resumed =
-      checkpointer->resume(s, *precision, s.log);
-  if (resuming) {
-    whole_model(false, true);
+  // (Stage 3: the weights go into the blocks one at a time, each rank's
+  // shards taken from them.)
+  const std::optional<Resumed> resumed = checkpointer->resume(
+      s,
+      *precision,
+      s.log,
+      unit_gather ? load_by_unit() : Checkpointer::ModelLoader());
+  if (!o.resume.empty()) {
     // --offload optimizer: its host copies were made before the resume.
     optimizer->refresh_host_copies();
   }
@@ -210,10 +209,35 @@ model::StateDict Trainer::Impl::model_state_on_host() {
   return out;
 }
 
-void Trainer::Impl::whole_model(bool whole, bool written) {
-  if (unit_gather) {
-    sharded->set_whole(whole, written);
-  }
+Checkpointer::ModelLoader Trainer::Impl::load_by_unit() {
+  return [this](const model::StateDict& weights, const model::LoadOptions& lo) {
+    std::unordered_set<const c10::TensorImpl*> in_units;
+    for (const at::Tensor& p : sharded->unit_params()) {
+      in_units.insert(p.unsafeGetTensorImpl());
+    }
+    model::LoadOptions by_unit = lo;
+    by_unit.defer = [&in_units](const at::Tensor& t) {
+      return in_units.contains(t.unsafeGetTensorImpl());
+    };
+    // Checked whole, the rest loaded; the blocks' after, one at a time.
+    const model::LoadReport report =
+        model::load_state_dict(*model, weights, by_unit);
+    std::unordered_map<const c10::TensorImpl*, const at::Tensor*> source;
+    for (const auto& [target, from] : report.deferred) {
+      source[target.unsafeGetTensorImpl()] = from;
+    }
+    sharded->each_unit_whole(
+        [&](std::size_t, const std::vector<at::Tensor>& params) {
+          at::NoGradGuard no_grad;
+          for (const at::Tensor& p : params) {
+            const auto it = source.find(p.unsafeGetTensorImpl());
+            if (it != source.end()) {
+              at::Tensor(p).copy_(*it->second);
+            }
+          }
+        },
+        /*written=*/true);
+  };
 }
 
 std::string Trainer::Impl::checkpoint() {
@@ -328,7 +352,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   // Stage 3: the model whole from here on, for the final evaluation, the
   // weights written and whoever uses the model after.
   if (unit_gather) {
-    whole_model(true);
+    sharded->set_whole(true); // a collective
     unit_gather.reset(); // out of the model
   }
   const TrainerOptions& o = options;

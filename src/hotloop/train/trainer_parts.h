@@ -114,14 +114,12 @@ struct Trainer::Impl {
   // gathered in turn and copied to the host on rank 0 (the others' copies
   // are skipped): a checkpoint never holds the whole model on the device.
   model::StateDict model_state_on_host();
+  // Stage 3, a collective: how a resume loads the weights, the blocks' one
+  // at a time (each gathered, written and its shard taken from it).
+  Checkpointer::ModelLoader load_by_unit();
   // A step failed: the last good state checkpointed, then an Error.
   [[noreturn]] void fail(const StepFailure& f);
   EvalResult evaluate();
-  // Stage 3: every unit's parameters whole on every rank (a collective)
-  // while the model is read or written as a whole (the resume, after
-  // training), or freed again (`written`: from the parameters as they are
-  // now, a checkpoint having loaded them).
-  void whole_model(bool whole, bool written = false);
   // Bytes of parameters, gradients and optimizer state this rank holds.
   nlohmann::json model_state_bytes() const;
   // After the last step (or a stop): the final evaluation a resumed run
