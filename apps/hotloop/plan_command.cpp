@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -122,6 +123,7 @@ train::UnitSizes unit_sizes(
     return out;
   }
   std::vector<std::uint64_t> sizes;
+  out.count = units->shard_units().size();
   for (const auto& unit : units->shard_units()) {
     std::uint64_t bytes = 0;
     std::uint64_t whole = 0;
@@ -149,7 +151,7 @@ train::UnitSizes unit_sizes(
 std::string row(const train::PlanCandidate& c, const std::string& mark) {
   const train::RankMemory& m = c.memory;
   return fmt::format(
-      "{:<46} {:>10} {:>10} {:>10} {:>11} {:>10}  {}{}\n",
+      "{:<80} {:>10} {:>10} {:>10} {:>11} {:>10}  {}{}\n",
       c.config.flags(),
       format_bytes(m.parameters),
       format_bytes(m.gradients),
@@ -175,6 +177,8 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   asked.shard = f.run.trainer.shard;
   asked.offload = f.run.trainer.offload == "optimizer";
   asked.micro_batch = asked_micro_batch(f, cmd);
+  asked.checkpointing =
+      f.run.trainer.activation_checkpointing != model::Checkpointing::None;
   // On the CPU the activations are counted by the host allocator.
   train::count_host_memory();
   // The run resolved as `hotloop train` would (the recipe's optimizer, the
@@ -207,9 +211,23 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
       f.ranks));
   const train::ActivationFit fit =
       measure_activations(f, o, resolved, state, progress);
+  // A model with units (blocks) can recompute them: its activations with
+  // that, for the candidates that do.
+  std::optional<train::ActivationFit> checkpointed;
+  if (units.count > 0 && !asked.checkpointing) {
+    train::TrainerOptions with = o;
+    with.activation_checkpointing = model::Checkpointing::Stages;
+    progress("measuring again with --activation-checkpointing stages");
+    checkpointed = measure_activations(f, with, resolved, state, progress);
+  }
   const std::uint64_t budget = rank_budget(f, o);
-  const auto candidates =
-      train::plan_candidates(state, asked, fit, budget, units);
+  const auto candidates = train::plan_candidates(
+      state,
+      asked,
+      fit,
+      budget,
+      units,
+      checkpointed ? &*checkpointed : nullptr);
   const auto cheapest =
       std::find_if(candidates.begin(), candidates.end(), [](const auto& c) {
         return c.fits;
@@ -225,11 +243,16 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
           {"bytes", {fit.bytes1, fit.bytes2}},
           {"extrapolated", true}}},
         {"candidates", nlohmann::json::array()}};
+    if (checkpointed) {
+      j["activations"]["checkpointed_bytes"] = {
+          checkpointed->bytes1, checkpointed->bytes2};
+    }
     for (const auto& c : candidates) {
       j["candidates"].push_back(
           {{"flags", c.config.flags()},
            {"shard", c.config.shard},
            {"offload", c.config.offload},
+           {"activation_checkpointing", c.config.checkpointing},
            {"micro_batch", c.config.micro_batch},
            {"memory", c.memory.to_json()},
            {"fits", c.fits}});
@@ -241,16 +264,21 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print(
-        "activations: measured at micro-batches {} and {} ({} and {}), extrapolated on a straight line;\n"
+        "activations: measured at micro-batches {} and {} ({} and {}{}), extrapolated on a straight line;\n"
         "  the training step's: the evaluation (its own batch, without gradients) is not in these figures\n"
         "memory per rank: {} (--memory)\n\n",
         fit.batch1,
         fit.batch2,
         format_bytes(fit.bytes1),
         format_bytes(fit.bytes2),
+        checkpointed ? fmt::format(
+                           "; with activation checkpointing {} and {}",
+                           format_bytes(checkpointed->bytes1),
+                           format_bytes(checkpointed->bytes2))
+                     : std::string(),
         format_bytes(budget));
     fmt::print(
-        "{:<46} {:>10} {:>10} {:>10} {:>11} {:>10}\n",
+        "{:<80} {:>10} {:>10} {:>10} {:>11} {:>10}\n",
         "per rank",
         "parameters",
         "gradients",

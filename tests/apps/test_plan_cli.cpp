@@ -1,5 +1,6 @@
 // `hotloop plan` against what runs allocate: for gpt-nano and resnet18-small
-// over two Gloo ranks (hotloop launch) at ZeRO stages 0, 2 and 3, the plan's
+// over two Gloo ranks (hotloop launch) at ZeRO stages 0, 2 and 3 (and
+// llama-nano in bf16, gpt-nano with activation checkpointing), the plan's
 // bytes per rank
 // (the model state counted, the activations measured at two micro-batches
 // and extrapolated) within 10% of the peak the run's rank 0 allocated
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -21,14 +23,18 @@
 namespace hotloop {
 namespace {
 
-std::string model_args(const test::TempDir& dir) {
+std::string corpus(const test::TempDir& dir) {
   std::string text;
   for (int i = 0; i < 2000; ++i) {
     text += i % 3 == 0 ? "to be or not to be.\n" : "that is the question.\n";
   }
   dir.write("corpus/a.txt", text);
-  return "--model gpt-nano --layers 2 --width 64 --context 64 --data text:" +
-      (dir.path() / "corpus").string() + " --threads 1 --device cpu";
+  return " --data text:" + (dir.path() / "corpus").string() +
+      " --threads 1 --device cpu";
+}
+
+std::string model_args(const test::TempDir& dir) {
+  return "--model gpt-nano --layers 2 --width 64 --context 64" + corpus(dir);
 }
 
 nlohmann::json plan(const std::string& args) {
@@ -42,13 +48,31 @@ nlohmann::json plan(const std::string& args) {
 TEST(PlanCli, TheBytesPerRankAreWithinTenPercentOfWhatTheRunAllocates) {
   test::TempDir dir;
   // A language model whose activations dominate, and a ResNet whose
-  // parameters do (11M, at 32 px).
-  const std::vector<std::pair<std::string, std::string>> models = {
-      {model_args(dir), " --micro-batch 8 --batch 16"},
-      {"--model resnet18-small --data synthetic:256x3x32x32 --threads 1 --device cpu",
-       " --micro-batch 16 --batch 32"}};
-  for (const auto& [args, batch] : models) {
-    for (const int stage : {0, 2, 3}) {
+  // parameters do (11M, at 32 px); a Llama in bf16 (stage 3 gathers its
+  // blocks' matrices in bf16), and the GPT recomputing its blocks.
+  struct Case {
+    std::string name;
+    std::string args;
+    std::string batch;
+    std::vector<int> stages;
+  };
+  const std::vector<Case> models = {
+      {"gpt-nano", model_args(dir), " --micro-batch 8 --batch 16", {0, 2, 3}},
+      {"resnet18-small",
+       "--model resnet18-small --data synthetic:256x3x32x32 --threads 1 --device cpu",
+       " --micro-batch 16 --batch 32",
+       {0, 2, 3}},
+      {"llama-nano bf16",
+       "--model llama-nano --layers 2 --width 64 --context 64 --precision bf16" +
+           corpus(dir),
+       " --micro-batch 8 --batch 16",
+       {0, 3}},
+      {"gpt-nano checkpointed",
+       model_args(dir) + " --activation-checkpointing stages",
+       " --micro-batch 8 --batch 16",
+       {3}}};
+  for (const auto& [name, args, batch, stages] : models) {
+    for (const int stage : stages) {
       SCOPED_TRACE(args + " --shard " + std::to_string(stage));
       const auto p =
           plan(args + " --ranks 2 --shard " + std::to_string(stage) + batch);
@@ -69,6 +93,14 @@ TEST(PlanCli, TheBytesPerRankAreWithinTenPercentOfWhatTheRunAllocates) {
       ASSERT_GT(peak, 0);
       EXPECT_LT(std::abs(planned - peak), 0.10 * peak)
           << "planned " << planned << ", allocated " << peak;
+      // The figures docs/memory.md quotes.
+      std::printf(
+          "plan check: %s --shard %d: planned %.0f, allocated %.0f (%+.2f%%)\n",
+          name.c_str(),
+          stage,
+          planned,
+          peak,
+          100.0 * (planned - peak) / peak);
       // The model state as the run counted it.
       const auto& state = summary["model_state_bytes"];
       const auto& mem = p["candidates"][0]["memory"];

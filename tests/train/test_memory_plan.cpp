@@ -4,6 +4,8 @@
 // configurations in the order of their cost, the first that fits marked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "hotloop/train/memory_plan.h"
 
 namespace hotloop::train {
@@ -103,6 +105,53 @@ TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
       plan_candidates(adamw_state(), asked, fit, 12500, UnitSizes{3000, 1500});
   ASSERT_GT(with_units.size(), 3u);
   EXPECT_EQ(with_units[3].config.flags(), "--shard 3 --micro-batch 4");
+}
+
+// With the activations measured under activation checkpointing too, it
+// comes after halving the micro-batch and before the offload, each with
+// its own activations.
+TEST(MemoryPlan, ActivationCheckpointingComesBeforeTheOffload) {
+  PlanConfig asked;
+  asked.ranks = 2;
+  asked.shard = 2;
+  asked.micro_batch = 2;
+  const ActivationFit fit{1, 2, 1000, 2000};
+  const ActivationFit checkpointed{1, 2, 200, 400};
+  const auto c = plan_candidates(
+      adamw_state(), asked, fit, 14500, UnitSizes{}, &checkpointed);
+  std::vector<std::string> flags;
+  for (const auto& p : c) {
+    flags.push_back(p.config.flags());
+  }
+  EXPECT_EQ(
+      flags,
+      (std::vector<std::string>{
+          "--shard 2 --micro-batch 2",
+          "--shard 2 --micro-batch 1",
+          "--shard 2 --activation-checkpointing stages --micro-batch 2",
+          "--shard 2 --activation-checkpointing stages --micro-batch 1",
+          "--shard 2 --offload optimizer --micro-batch 2",
+          "--shard 2 --offload optimizer --micro-batch 1",
+          "--shard 2 --offload optimizer --activation-checkpointing stages --micro-batch 2",
+          "--shard 2 --offload optimizer --activation-checkpointing stages --micro-batch 1"}));
+  EXPECT_EQ(c[0].memory.activations, 2000u);
+  EXPECT_EQ(c[2].memory.activations, 400u);
+  // 4000 + 6000 + 4000 = 14000 of model state over 2 ranks: with 1000 of
+  // activations at micro-batch 1 over the budget of 14500, checkpointed at
+  // micro-batch 2 (400) under it.
+  EXPECT_FALSE(c[1].fits);
+  const auto first = std::find_if(
+      c.begin(), c.end(), [](const PlanCandidate& p) { return p.fits; });
+  ASSERT_NE(first, c.end());
+  EXPECT_EQ(
+      first->config.flags(),
+      "--shard 2 --activation-checkpointing stages --micro-batch 2");
+  // Asked with checkpointing: every candidate keeps it, nothing measured
+  // twice.
+  asked.checkpointing = true;
+  for (const auto& p : plan_candidates(adamw_state(), asked, fit, 12000)) {
+    EXPECT_TRUE(p.config.checkpointing) << p.config.flags();
+  }
 }
 
 } // namespace hotloop::train

@@ -20,6 +20,9 @@ std::string PlanConfig::flags() const {
   if (offload) {
     out += " --offload optimizer";
   }
+  if (checkpointing) {
+    out += " --activation-checkpointing stages";
+  }
   return out + fmt::format(" --micro-batch {}", micro_batch);
 }
 
@@ -80,11 +83,13 @@ std::vector<PlanCandidate> plan_candidates(
     const PlanConfig& asked,
     const ActivationFit& activations,
     std::uint64_t budget,
-    const UnitSizes& units) {
+    const UnitSizes& units,
+    const ActivationFit* checkpointed) {
   std::vector<PlanConfig> order = {asked};
   auto add = [&order](PlanConfig c) {
     if (std::find_if(order.begin(), order.end(), [&c](const PlanConfig& o) {
           return o.shard == c.shard && o.offload == c.offload &&
+              o.checkpointing == c.checkpointing &&
               o.micro_batch == c.micro_batch;
         }) == order.end()) {
       order.push_back(c);
@@ -96,18 +101,29 @@ std::vector<PlanCandidate> plan_candidates(
     add(c);
   }
   c.shard = std::max(asked.shard, top);
+  const bool can_checkpoint = checkpointed != nullptr && !asked.checkpointing;
   for (bool offload : {false, true}) {
     c.offload = asked.offload || offload;
-    for (c.micro_batch = asked.micro_batch; c.micro_batch >= 1;
-         c.micro_batch /= 2) {
-      add(c);
+    for (bool checkpointing : {false, true}) {
+      if (checkpointing && !can_checkpoint) {
+        continue;
+      }
+      c.checkpointing = asked.checkpointing || checkpointing;
+      for (c.micro_batch = asked.micro_batch; c.micro_batch >= 1;
+           c.micro_batch /= 2) {
+        add(c);
+      }
     }
   }
   std::vector<PlanCandidate> out;
   for (const PlanConfig& config : order) {
     PlanCandidate p;
     p.config = config;
-    p.memory = rank_memory(state, config, activations, units);
+    p.memory = rank_memory(
+        state,
+        config,
+        config.checkpointing && can_checkpoint ? *checkpointed : activations,
+        units);
     p.fits = p.memory.device() <= budget;
     out.push_back(p);
   }

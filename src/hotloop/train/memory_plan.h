@@ -20,6 +20,9 @@ struct PlanConfig {
   int ranks = 1;
   int shard = 0; // ZeRO stage, 0-3
   bool offload = false; // --offload optimizer
+  // --activation-checkpointing stages (a ResNet's stages, each block of a
+  // GPT or Llama recomputed in backward)
+  bool checkpointing = false;
   std::int64_t micro_batch = 1;
   // "--shard 2 --micro-batch 8"
   std::string flags() const;
@@ -43,6 +46,7 @@ struct ActivationFit {
 struct UnitSizes {
   std::uint64_t bytes = 0;
   std::uint64_t largest_two = 0;
+  std::size_t count = 0; // units (with or without trainable parameters)
 };
 
 struct RankMemory {
@@ -82,14 +86,19 @@ struct PlanCandidate {
 // order: each higher ZeRO stage (more communication; 3 only for a model
 // with units), then halving the
 // micro-batch with gradient accumulation keeping the batch (smaller
-// kernels), then the optimizer offloaded to the host (the update on the
-// CPU, the gradients and weights over PCIe each step) at each micro-batch.
-// `budget`: the device memory one rank may use.
+// kernels), then activation checkpointing (a second forward of each
+// block in backward) at each micro-batch where `checkpointed` (the
+// activations measured with it) is given, then the optimizer offloaded to
+// the host (the update on the CPU, the gradients and weights over PCIe
+// each step) at each micro-batch, without and with checkpointing.
+// `activations`: measured as asked. `budget`: the device memory one rank
+// may use.
 std::vector<PlanCandidate> plan_candidates(
     const ModelState& state,
     const PlanConfig& asked,
     const ActivationFit& activations,
     std::uint64_t budget,
-    const UnitSizes& units = {});
+    const UnitSizes& units = {},
+    const ActivationFit* checkpointed = nullptr);
 
 } // namespace hotloop::train
