@@ -3,7 +3,8 @@ S = 0 (plain data parallel), 1 (optimizer state sharded), 2 (gradients too) and 
 parameters too, each gathered before its forward and again before its backward), on Gloo, in one run.
 
 usage: shard_stages.py [--hotloop build/hotloop] [--rounds 5] [--steps 40] [--model gpt-nano]
-                       [--data text:fortunes] [--batch 32] [--out FILE]
+                       [--data text:fortunes] [--batch 32] [--precision fp32] [--out FILE]
+With --precision bf16, stage 3 gathers the blocks' matrices as bf16 copies (half the bytes).
 The stages rotate within each round so that drift hits all alike. Each run's figure is its summary's
 tokens_per_s (median over steady-state steps) divided by the 2 ranks, and the bytes each rank holds
 (summary.json's model_state_bytes: parameters, gradients and optimizer state at the update) and its
@@ -30,6 +31,7 @@ p.add_argument("--steps", type=int, default=40)
 p.add_argument("--model", default="gpt-nano")
 p.add_argument("--data", default="text:fortunes")
 p.add_argument("--batch", type=int, default=32)
+p.add_argument("--precision", default="fp32")
 p.add_argument("--out")
 a = p.parse_args()
 
@@ -51,7 +53,8 @@ with tempfile.TemporaryDirectory() as tmp:
             run = os.path.join(tmp, f"{r}-{stage}")
             cmd = [a.hotloop, "launch", "--nproc", "2", "--master-port", str(free_port()), "--", "train",
                    "--model", a.model, "--data", a.data, "--steps", str(a.steps), "--batch", str(a.batch),
-                   "--device", "cpu", "--no-eval", "--log-every", "0", "--shard", str(stage), "--out", run]
+                   "--device", "cpu", "--no-eval", "--log-every", "0", "--precision", a.precision,
+                   "--shard", str(stage), "--out", run]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             s = json.load(open(os.path.join(run, "summary.json")))
             rates[stage].append(s["tokens_per_s"] / 2)
@@ -66,6 +69,7 @@ report({
         f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k not in ("out", "hotloop")),
     **run_info(),
     "model": a.model, "data": a.data, "batch": a.batch, "steps": a.steps, "ranks": 2, "backend": "gloo",
+    "precision": a.precision,
     "tokens_per_s_per_rank": rates,
     "median_tokens_per_s_per_rank": {s: statistics.median(v) for s, v in rates.items()},
     "vs_stage_0": {s: {"median": statistics.median(v), "min": min(v), "max": max(v)}
