@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -162,8 +164,97 @@ std::string row(const train::PlanCandidate& c, const std::string& mark) {
       mark);
 }
 
-int run_plan(PlanFlags& f, const CLI::App& cmd) {
-  record_sources(cmd, "", f.run);
+// What a plan found: the figures it used and the candidates in order.
+struct PlanFound {
+  std::string model;
+  std::uint64_t budget = 0;
+  train::ModelState state;
+  train::ActivationFit fit;
+  std::optional<train::ActivationFit> checkpointed;
+  std::vector<train::PlanCandidate> candidates;
+  // The first that fits; candidates.end() when none does.
+  std::vector<train::PlanCandidate>::const_iterator cheapest() const {
+    return std::find_if(
+        candidates.begin(), candidates.end(), [](auto& c) { return c.fits; });
+  }
+};
+
+void print_plan_json(const PlanFlags& f, const PlanFound& p) {
+  nlohmann::json j = {
+      {"model", p.model},
+      {"ranks", f.ranks},
+      {"budget_bytes", p.budget},
+      {"state", p.state.to_json()},
+      {"activations",
+       {{"measured_at", f.measure_at},
+        {"bytes", {p.fit.bytes1, p.fit.bytes2}},
+        {"extrapolated", true}}},
+      {"candidates", nlohmann::json::array()}};
+  if (p.checkpointed) {
+    j["activations"]["checkpointed_bytes"] = {
+        p.checkpointed->bytes1, p.checkpointed->bytes2};
+  }
+  for (const auto& c : p.candidates) {
+    j["candidates"].push_back(
+        {{"flags", c.config.flags()},
+         {"shard", c.config.shard},
+         {"offload", c.config.offload},
+         {"activation_checkpointing", c.config.checkpointing},
+         {"micro_batch", c.config.micro_batch},
+         {"memory", c.memory.to_json()},
+         {"fits", c.fits}});
+  }
+  j["fits"] = p.candidates.front().fits;
+  const auto cheapest = p.cheapest();
+  j["cheapest"] = cheapest == p.candidates.end()
+      ? nlohmann::json()
+      : nlohmann::json(cheapest->config.flags());
+  fmt::print("{}\n", j.dump(2));
+}
+
+void print_plan_table(const PlanFound& p) {
+  fmt::print(
+      "activations: measured at micro-batches {} and {} ({} and {}{}), extrapolated on a straight line;\n"
+      "  the training step's: the evaluation (its own batch, without gradients) is not in these figures\n"
+      "memory per rank: {} (--memory)\n\n",
+      p.fit.batch1,
+      p.fit.batch2,
+      format_bytes(p.fit.bytes1),
+      format_bytes(p.fit.bytes2),
+      p.checkpointed ? fmt::format(
+                           "; with activation checkpointing {} and {}",
+                           format_bytes(p.checkpointed->bytes1),
+                           format_bytes(p.checkpointed->bytes2))
+                     : std::string(),
+      format_bytes(p.budget));
+  fmt::print(
+      "{:<80} {:>10} {:>10} {:>10} {:>11} {:>10}\n",
+      "per rank",
+      "parameters",
+      "gradients",
+      "optimizer",
+      "activations",
+      "total");
+  const auto cheapest = p.cheapest();
+  for (const auto& c : p.candidates) {
+    fmt::print(
+        "{}",
+        row(c,
+            &c == &p.candidates.front() ? "  (asked)"
+                : cheapest != p.candidates.end() && &c == &*cheapest
+                ? "  <- the cheapest that fits"
+                : ""));
+  }
+  if (cheapest == p.candidates.end()) {
+    fmt::print(
+        "\nnothing here fits: more ranks, activation checkpointing (--activation-checkpointing), or a smaller model\n");
+  } else if (cheapest != p.candidates.begin()) {
+    fmt::print("\ntrain with: {}\n", cheapest->config.flags());
+  }
+}
+
+// The configuration asked for: the job's shape and the step's options.
+train::PlanConfig asked_config(const PlanFlags& f, const CLI::App& cmd) {
   if (f.ranks < 1) {
     throw UsageError("ranks: must be at least 1");
   }
@@ -179,6 +270,12 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   asked.micro_batch = asked_micro_batch(f, cmd);
   asked.checkpointing =
       f.run.trainer.activation_checkpointing != model::Checkpointing::None;
+  return asked;
+}
+
+int run_plan(PlanFlags& f, const CLI::App& cmd) {
+  record_sources(cmd, "", f.run);
+  const train::PlanConfig asked = asked_config(f, cmd);
   // On the CPU the activations are counted by the host allocator.
   train::count_host_memory();
   // The run resolved as `hotloop train` would (the recipe's optimizer, the
@@ -189,12 +286,13 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   const train::ResolveContext context = resolve_context(f.run, nullptr, out);
   const train::ResolvedRun resolved = train::resolve_run(f.run, context);
   const train::TrainerOptions& o = f.run.trainer;
-  train::ModelState state;
+  PlanFound p;
+  p.model = o.model.name;
   train::UnitSizes units;
   {
     // Released before the trials, whose peak it would add to.
     const auto built = train::model_factory(o)();
-    state = train::model_state(*built, o);
+    p.state = train::model_state(*built, o);
     units = unit_sizes(*built, train::compute_dtype(o.precision));
   }
   const std::string optimizer =
@@ -206,102 +304,32 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   progress(fmt::format(
       "plan: {} ({}), {}, {} rank(s)",
       o.model.name,
-      state.describe(optimizer),
+      p.state.describe(optimizer),
       train::to_string(o.precision),
       f.ranks));
-  const train::ActivationFit fit =
-      measure_activations(f, o, resolved, state, progress);
+  p.fit = measure_activations(f, o, resolved, p.state, progress);
   // A model with units (blocks) can recompute them: its activations with
   // that, for the candidates that do.
-  std::optional<train::ActivationFit> checkpointed;
   if (units.count > 0 && !asked.checkpointing) {
     train::TrainerOptions with = o;
     with.activation_checkpointing = model::Checkpointing::Stages;
     progress("measuring again with --activation-checkpointing stages");
-    checkpointed = measure_activations(f, with, resolved, state, progress);
+    p.checkpointed = measure_activations(f, with, resolved, p.state, progress);
   }
-  const std::uint64_t budget = rank_budget(f, o);
-  const auto candidates = train::plan_candidates(
-      state,
+  p.budget = rank_budget(f, o);
+  p.candidates = train::plan_candidates(
+      p.state,
       asked,
-      fit,
-      budget,
+      p.fit,
+      p.budget,
       units,
-      checkpointed ? &*checkpointed : nullptr);
-  const auto cheapest =
-      std::find_if(candidates.begin(), candidates.end(), [](const auto& c) {
-        return c.fits;
-      });
+      p.checkpointed ? &*p.checkpointed : nullptr);
   if (f.json) {
-    nlohmann::json j = {
-        {"model", o.model.name},
-        {"ranks", f.ranks},
-        {"budget_bytes", budget},
-        {"state", state.to_json()},
-        {"activations",
-         {{"measured_at", f.measure_at},
-          {"bytes", {fit.bytes1, fit.bytes2}},
-          {"extrapolated", true}}},
-        {"candidates", nlohmann::json::array()}};
-    if (checkpointed) {
-      j["activations"]["checkpointed_bytes"] = {
-          checkpointed->bytes1, checkpointed->bytes2};
-    }
-    for (const auto& c : candidates) {
-      j["candidates"].push_back(
-          {{"flags", c.config.flags()},
-           {"shard", c.config.shard},
-           {"offload", c.config.offload},
-           {"activation_checkpointing", c.config.checkpointing},
-           {"micro_batch", c.config.micro_batch},
-           {"memory", c.memory.to_json()},
-           {"fits", c.fits}});
-    }
-    j["fits"] = candidates.front().fits;
-    j["cheapest"] = cheapest == candidates.end()
-        ? nlohmann::json()
-        : nlohmann::json(cheapest->config.flags());
-    fmt::print("{}\n", j.dump(2));
+    print_plan_json(f, p);
   } else {
-    fmt::print(
-        "activations: measured at micro-batches {} and {} ({} and {}{}), extrapolated on a straight line;\n"
-        "  the training step's: the evaluation (its own batch, without gradients) is not in these figures\n"
-        "memory per rank: {} (--memory)\n\n",
-        fit.batch1,
-        fit.batch2,
-        format_bytes(fit.bytes1),
-        format_bytes(fit.bytes2),
-        checkpointed ? fmt::format(
-                           "; with activation checkpointing {} and {}",
-                           format_bytes(checkpointed->bytes1),
-                           format_bytes(checkpointed->bytes2))
-                     : std::string(),
-        format_bytes(budget));
-    fmt::print(
-        "{:<80} {:>10} {:>10} {:>10} {:>11} {:>10}\n",
-        "per rank",
-        "parameters",
-        "gradients",
-        "optimizer",
-        "activations",
-        "total");
-    for (const auto& c : candidates) {
-      fmt::print(
-          "{}",
-          row(c,
-              &c == &candidates.front() ? "  (asked)"
-                  : cheapest != candidates.end() && &c == &*cheapest
-                  ? "  <- the cheapest that fits"
-                  : ""));
-    }
-    if (cheapest == candidates.end()) {
-      fmt::print(
-          "\nnothing here fits: more ranks, activation checkpointing (--activation-checkpointing), or a smaller model\n");
-    } else if (cheapest != candidates.begin()) {
-      fmt::print("\ntrain with: {}\n", cheapest->config.flags());
-    }
+    print_plan_table(p);
   }
-  return cheapest == candidates.end() ? 1 : 0;
+  return p.cheapest() == p.candidates.end() ? 1 : 0;
 }
 
 } // namespace

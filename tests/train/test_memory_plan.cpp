@@ -22,6 +22,14 @@ ModelState adamw_state() {
 
 const ActivationFit kFlat{2, 4, 100, 100};
 
+std::vector<std::string> flags_of(const std::vector<PlanCandidate>& c) {
+  std::vector<std::string> out;
+  for (const auto& p : c) {
+    out.push_back(p.config.flags());
+  }
+  return out;
+}
+
 } // namespace
 
 TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
@@ -73,12 +81,8 @@ TEST(MemoryPlan, CandidatesGoFromTheAskedToTheCostliestAndMarkWhatFits) {
   asked.micro_batch = 4;
   const ActivationFit fit{2, 4, 1000, 2000};
   const auto c = plan_candidates(adamw_state(), asked, fit, 12500);
-  std::vector<std::string> flags;
-  for (const auto& p : c) {
-    flags.push_back(p.config.flags());
-  }
   EXPECT_EQ(
-      flags,
+      flags_of(c),
       (std::vector<std::string>{
           "--shard 0 --micro-batch 4",
           "--shard 1 --micro-batch 4",
@@ -119,12 +123,8 @@ TEST(MemoryPlan, ActivationCheckpointingComesBeforeTheOffload) {
   const ActivationFit checkpointed{1, 2, 200, 400};
   const auto c = plan_candidates(
       adamw_state(), asked, fit, 14500, UnitSizes{}, &checkpointed);
-  std::vector<std::string> flags;
-  for (const auto& p : c) {
-    flags.push_back(p.config.flags());
-  }
   EXPECT_EQ(
-      flags,
+      flags_of(c),
       (std::vector<std::string>{
           "--shard 2 --micro-batch 2",
           "--shard 2 --micro-batch 1",

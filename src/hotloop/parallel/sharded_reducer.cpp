@@ -189,6 +189,20 @@ struct ShardedReducer::Impl {
     whole[i] = 0;
   }
 
+  // Bucket i, whole, freed again (the master weights dropped where they
+  // are the parameters); `written`: its shard taken from them first.
+  void unwhole(std::size_t i, bool written) {
+    if (master[i].defined()) {
+      drop_master(i, written);
+      return;
+    }
+    if (written) {
+      shards[i].tensor.copy_(
+          flat_params[i].narrow(0, layouts[i].begin(rank), layouts[i].shard));
+    }
+    free_flat(i);
+  }
+
   // Starts gathering bucket i's shards into its whole parameters: the
   // master ones where they are, else the flat ones (in the compute type:
   // a copy of the shard in it is what is sent).
@@ -598,15 +612,7 @@ void ShardedReducer::set_whole(bool whole, bool written) {
     if (m.unit_of[i] < 0 || !m.whole[i]) {
       continue;
     }
-    if (m.master[i].defined()) {
-      m.drop_master(i, written);
-      continue;
-    }
-    if (written) {
-      m.shards[i].tensor.copy_(m.flat_params[i].narrow(
-          0, m.layouts[i].begin(m.rank), m.layouts[i].shard));
-    }
-    m.free_flat(i);
+    m.unwhole(i, written);
   }
 }
 
@@ -649,15 +655,7 @@ void ShardedReducer::each_unit_whole(
     }
     visit(u, params);
     for (std::size_t i : gathered) {
-      if (m.master[i].defined()) {
-        m.drop_master(i, written);
-        continue;
-      }
-      if (written) {
-        m.shards[i].tensor.copy_(m.flat_params[i].narrow(
-            0, m.layouts[i].begin(m.rank), m.layouts[i].shard));
-      }
-      m.free_flat(i);
+      m.unwhole(i, written);
     }
     m.units_whole_bytes -= bytes;
   }
