@@ -314,7 +314,13 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
     train::TrainerOptions with = o;
     with.activation_checkpointing = model::Checkpointing::Stages;
     progress("measuring again with --activation-checkpointing stages");
-    p.checkpointed = measure_activations(f, with, resolved, p.state, progress);
+    try {
+      p.checkpointed =
+          measure_activations(f, with, resolved, p.state, progress);
+    } catch (const UsageError& e) {
+      progress(fmt::format(
+          "activation checkpointing is not a candidate: {}", e.what()));
+    }
   }
   p.budget = rank_budget(f, o);
   p.candidates = train::plan_candidates(

@@ -301,7 +301,8 @@ TEST(ShardCli, EachStageTrainsAResnetWithMomentumAsUnshardedDataParallelDoes) {
 // gathered as it runs), and a checkpoint reads the blocks one at a time in
 // fp32 (rank 0 copying each to the host), so at most two blocks' bytes
 // were whole at once over a run that evaluates and saves every step; the
-// evaluation and the checkpoints are the unsharded run's, bit for bit.
+// checkpoints are the unsharded run's, bit for bit, the evaluation within
+// 1e-6.
 TEST(ShardCli, Stage3EvaluatesAndCheckpointsWithoutTheWholeModel) {
   test::TempDir dir;
   const std::string args =
@@ -317,7 +318,10 @@ TEST(ShardCli, Stage3EvaluatesAndCheckpointsWithoutTheWholeModel) {
   for (int step : {1, 2}) {
     expect_same_checkpoints(whole, three, step);
   }
-  EXPECT_EQ(summary(whole)["val_loss"], summary(three)["val_loss"]);
+  // Stage 3 evaluates at the training micro-batch (it cannot halve its
+  // batch on an OOM), so its batches' sums are grouped otherwise: 1e-6.
+  const double val = summary(whole)["val_loss"].get<double>();
+  EXPECT_NEAR(summary(three)["val_loss"].get<double>(), val, 1e-6 * val);
   const auto units = summary(three)["model_state_bytes"]["units"];
   EXPECT_LE(
       units["peak_whole"].get<double>(), 2 * units["largest"].get<double>());

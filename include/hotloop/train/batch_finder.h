@@ -103,11 +103,13 @@ using TrialCallback = std::function<void(const BatchTrial&)>;
 
 // Throws what a trial throws other than out of memory (bad data, bad
 // options). `group`: a sharded data-parallel job's (options.trainer.shard 1
-// or more): each trial trains sharded over it, every rank in step (stage
-// 3's trials at stage 2: an OOM inside a block's gather would leave the
-// other ranks waiting), so what it measures is what a rank of the sharded
-// run holds, and a trial fits only where it fits on every rank. Without
-// one, or unsharded, each trial runs in this process alone.
+// or more): each trial trains sharded over it, every rank in step, so what
+// it measures is what a rank of the sharded run holds (stage 3's trials
+// run at stage 2, whose OOM cannot leave another rank waiting in a block's
+// gather: they hold the blocks' parameters whole, more than the run), and
+// a trial fits only where it fits on every rank; an OOM outside a step's
+// agreement (building the model) is an error there. Without one, or
+// unsharded, each trial runs in this process alone.
 BatchFinderResult find_batch_size(
     const ModelFactory& make_model,
     std::shared_ptr<const data::Dataset> train,

@@ -203,19 +203,21 @@ struct ShardedReducer::Impl {
     free_flat(i);
   }
 
-  // Starts gathering bucket i's shards into its whole parameters: the
-  // master ones where they are, else the flat ones (in the compute type:
-  // a copy of the shard in it is what is sent).
-  std::function<void()> start_bucket_gather(std::size_t i) {
-    if (master[i].defined()) {
-      return group->start_allgather(shards[i].tensor, master[i], kGather);
-    }
-    if (lowered[i] == 0) {
-      return group->start_allgather(shards[i].tensor, flat_params[i], kGather);
-    }
-    at::Tensor sent = shards[i].tensor.to(options.compute_dtype);
-    auto wait = group->start_allgather(sent, flat_params[i], kGather);
-    return [wait = std::move(wait), sent = std::move(sent)] { wait(); };
+  // What bucket i's gather sends: its shard, or (into flat parameters in
+  // the compute type) a copy of it in that type, made before any of a
+  // unit's collectives starts.
+  at::Tensor gather_source(std::size_t i) const {
+    return lowered[i] != 0 && !master[i].defined()
+        ? shards[i].tensor.to(options.compute_dtype)
+        : shards[i].tensor;
+  }
+
+  // Starts gathering `source` (gather_source(i)) into bucket i's whole
+  // parameters: the master ones where they are, else the flat ones.
+  std::function<void()> start_bucket_gather(std::size_t i, at::Tensor source) {
+    const at::Tensor& into = master[i].defined() ? master[i] : flat_params[i];
+    auto wait = group->start_allgather(source, into, kGather);
+    return [wait = std::move(wait), source = std::move(source)] { wait(); };
   }
 
   // Starts gathering unit u's parameters (their memory allocated now).
@@ -238,10 +240,14 @@ struct ShardedReducer::Impl {
       }
       gathered.push_back(i);
     }
-    std::vector<std::function<void()>> waits;
     at::NoGradGuard no_grad;
+    std::vector<at::Tensor> sources;
     for (std::size_t i : gathered) {
-      waits.push_back(start_bucket_gather(i));
+      sources.push_back(gather_source(i));
+    }
+    std::vector<std::function<void()>> waits;
+    for (std::size_t k = 0; k < gathered.size(); ++k) {
+      waits.push_back(start_bucket_gather(gathered[k], std::move(sources[k])));
     }
     peak_units = std::max(peak_units, units_whole_bytes);
     if (!waits.empty()) {
@@ -552,7 +558,7 @@ void ShardedReducer::after_update() {
       // Stage 3: a unit's flat parameters are gathered from its updated
       // shard when it next runs; kept whole, they are gathered now.
       if (m.whole[i]) {
-        waits.push_back(m.start_bucket_gather(i));
+        waits.push_back(m.start_bucket_gather(i, m.gather_source(i)));
       }
       continue;
     }
@@ -640,9 +646,14 @@ void ShardedReducer::each_unit_whole(
     }
     m.units_whole_bytes += bytes;
     m.peak_units = std::max(m.peak_units, m.units_whole_bytes);
-    std::vector<std::function<void()>> waits;
+    std::vector<at::Tensor> sources;
     for (std::size_t i : gathered) {
-      waits.push_back(m.start_bucket_gather(i));
+      sources.push_back(m.gather_source(i));
+    }
+    std::vector<std::function<void()>> waits;
+    for (std::size_t k = 0; k < gathered.size(); ++k) {
+      waits.push_back(
+          m.start_bucket_gather(gathered[k], std::move(sources[k])));
     }
     for (auto& w : waits) {
       w();

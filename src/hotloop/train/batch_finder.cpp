@@ -97,9 +97,13 @@ BatchTrial run_trial(
     t.peak_reserved_bytes = s.peak_reserved_bytes;
   } catch (const std::exception& e) {
     // c10's out of memory, or the trainer's (the step's report) when it
-    // found no smaller micro-batch: the trial is off.
-    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr &&
-        dynamic_cast<const OutOfMemoryError*>(&e) == nullptr) {
+    // found no smaller micro-batch: the trial is off. Sharded over a
+    // group, only the trainer's: the ranks agreed on it in the step, while
+    // one met elsewhere (building the model, the optimizer's first state)
+    // is this rank's alone, which the others are not waiting to hear.
+    const bool agreed = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
+    const bool raw = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr;
+    if (!agreed && (group || !raw)) {
       throw;
     }
     t.ok = false;

@@ -57,6 +57,10 @@ class Checkpointer {
   bool writes() const {
     return writes_;
   }
+  // This run checkpoints at all (the same on every rank).
+  bool saves() const {
+    return saves_;
+  }
   // Saves the run's state at s.step with `progress` (the summary so far)
   // and `last_eval`; returns the path, or "" where this process writes none.
   // Sharded: every rank calls it (each writes its shard file). `model`: the

@@ -249,7 +249,7 @@ std::string Trainer::Impl::checkpoint() {
   progress["oom_recoveries"] = recovery->recoveries();
   progress["bad_samples"] = bad_samples_before + loader->stats().bad_samples;
   std::optional<model::StateDict> on_host;
-  if (unit_gather) {
+  if (unit_gather && checkpointer->saves()) {
     on_host = model_state_on_host();
   }
   const std::string path = checkpointer->save(
@@ -285,7 +285,9 @@ EvalResult Trainer::Impl::evaluate() {
   readback->drain(s, events);
   events.phase(s, Phase::Evaluation);
   const EvalResult r = evaluator->run(s, *precision, s.log);
-  events.evaluation(s, r);
+  if (s.rank == 0) {
+    events.evaluation(s, r); // stage 3 evaluates on every rank
+  }
   last_eval = {{"step", s.step}, {"result", r.to_json()}};
   if (s.step == s.total_steps) {
     final_eval = r;

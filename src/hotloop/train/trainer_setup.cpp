@@ -605,9 +605,12 @@ void Trainer::Impl::make_loop_parts() {
                                  : (s.device.is_cuda() ? 16 : 1),
       options.clip_grad_norm > 0,
       precision->skips_overflow());
+  // Stage 3's evaluation cannot halve its batch on an OOM (the ranks
+  // evaluate in step): it runs at the training micro-batch, which fits.
   evaluator = std::make_unique<Evaluator>(
       val_data,
-      evaluation_batch(*model, s.micro_batch, options.precision),
+      unit_gather ? s.micro_batch
+                  : evaluation_batch(*model, s.micro_batch, options.precision),
       faults,
       /*halve_on_oom=*/unit_gather == nullptr);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
