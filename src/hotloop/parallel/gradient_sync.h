@@ -17,7 +17,7 @@
 // launch_rest() tells every rank to discard.
 //
 // GradientReducer (gradient_reducer.h): every rank keeps whole gradients,
-// all-reduced. ShardedReducer (sharded_reducer.h): ZeRO stages 1 and 2.
+// all-reduced. ShardedReducer (sharded_reducer.h): ZeRO stages 1 to 3.
 
 #include <cstddef>
 
