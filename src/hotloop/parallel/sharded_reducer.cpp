@@ -220,6 +220,23 @@ struct ShardedReducer::Impl {
     return [wait = std::move(wait), source = std::move(source)] { wait(); };
   }
 
+  // Starts the gathers of `buckets` (their whole parameters allocated):
+  // what each sends made first, so that an allocation that fails starts
+  // no collective.
+  std::vector<std::function<void()>> start_gathers(
+      const std::vector<std::size_t>& buckets) {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> sources;
+    for (std::size_t i : buckets) {
+      sources.push_back(gather_source(i));
+    }
+    std::vector<std::function<void()>> waits;
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      waits.push_back(start_bucket_gather(buckets[k], std::move(sources[k])));
+    }
+    return waits;
+  }
+
   // Starts gathering unit u's parameters (their memory allocated now).
   void start_gather(std::size_t unit) {
     if (pending[unit]) {
@@ -240,15 +257,7 @@ struct ShardedReducer::Impl {
       }
       gathered.push_back(i);
     }
-    at::NoGradGuard no_grad;
-    std::vector<at::Tensor> sources;
-    for (std::size_t i : gathered) {
-      sources.push_back(gather_source(i));
-    }
-    std::vector<std::function<void()>> waits;
-    for (std::size_t k = 0; k < gathered.size(); ++k) {
-      waits.push_back(start_bucket_gather(gathered[k], std::move(sources[k])));
-    }
+    std::vector<std::function<void()>> waits = start_gathers(gathered);
     peak_units = std::max(peak_units, units_whole_bytes);
     if (!waits.empty()) {
       pending[unit] = [waits = std::move(waits)] {
@@ -646,15 +655,7 @@ void ShardedReducer::each_unit_whole(
     }
     m.units_whole_bytes += bytes;
     m.peak_units = std::max(m.peak_units, m.units_whole_bytes);
-    std::vector<at::Tensor> sources;
-    for (std::size_t i : gathered) {
-      sources.push_back(m.gather_source(i));
-    }
-    std::vector<std::function<void()>> waits;
-    for (std::size_t k = 0; k < gathered.size(); ++k) {
-      waits.push_back(
-          m.start_bucket_gather(gathered[k], std::move(sources[k])));
-    }
+    std::vector<std::function<void()>> waits = m.start_gathers(gathered);
     for (auto& w : waits) {
       w();
     }
