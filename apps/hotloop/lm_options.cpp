@@ -14,6 +14,7 @@
 #include "hotloop/model/lm/language_model.h"
 #include "hotloop/model/lm/lora.h"
 #include "hotloop/model/model_kind.h"
+#include "hotloop/train/checkpoint_shards.h"
 #include "hotloop/train/run_folder.h"
 
 namespace hotloop::cli {
@@ -207,14 +208,15 @@ std::shared_ptr<model::LanguageModel> load_lm(
               weights),
           "pass --model hf:DIR (the folder the adapter was trained on)");
     }
-    model::load_initial_weights(*lm, {folder, true});
+    model::load_initial_weights(*lm, {folder, true, train::read_whole_weights});
     const model::PeftAdapter adapter = model::read_peft_adapter(weights);
     model::add_lora(*lm, adapter.options);
     model::load_lora_weights(*lm, adapter.weights, weights);
     return lm;
   }
   if (!options.lora.enabled()) {
-    model::load_initial_weights(*lm, {weights, true});
+    model::load_initial_weights(
+        *lm, {weights, true, train::read_whole_weights});
     return lm;
   }
   // A LoRA run's weights and checkpoints hold its adapters: the base first,
@@ -224,11 +226,11 @@ std::shared_ptr<model::LanguageModel> load_lm(
     base = folder;
   }
   if (!base.empty()) {
-    model::load_initial_weights(*lm, {base, true});
+    model::load_initial_weights(*lm, {base, true, train::read_whole_weights});
   }
   model::add_lora(*lm, options.lora);
-  const model::InitResult r =
-      model::load_initial_weights(*lm, {weights, false});
+  const model::InitResult r = model::load_initial_weights(
+      *lm, {weights, false, train::read_whole_weights});
   std::vector<std::string> missing;
   for (const std::string& name : r.report.missing) {
     if (base.empty() || name.find(".lora_") != std::string::npos) {

@@ -250,8 +250,10 @@ TEST(ShardCli, Stages2And3TrainALlamaInBf16AsUnshardedDataParallelDoes) {
 // Gradient accumulation at stage 3 in bf16: each micro-batch's bf16
 // gradients of a block's matrices are summed in fp32 (as an unsharded fp32
 // master's gradient sums them), bit for bit. Its checkpoint holds the fp32
-// master weights, and resumes into the shards exactly, a block at a time
-// (the optimizer state cut in fp32, not in the blocks' bf16).
+// master weights, each rank's shards in its file, and resumes into the
+// shards exactly (the optimizer state cut in fp32, not in the blocks'
+// bf16); a stage-2 checkpoint's whole weights resume at stage 3 exactly
+// too, into the fp32 masters a block at a time.
 TEST(ShardCli, Stage3InBf16AccumulatesInFp32AndResumesExactly) {
   test::TempDir dir;
   const auto args = [&](int steps) {
@@ -271,8 +273,14 @@ TEST(ShardCli, Stage3InBf16AccumulatesInFp32AndResumesExactly) {
   const auto b = launch(args(3) + " --shard 3 --resume auto", halves);
   ASSERT_EQ(b.exit_code, 0) << b.out;
   expect_same_checkpoints(three, halves, 3);
+
+  const std::string mixed = (dir.path() / "mixed").string();
+  ASSERT_EQ(launch(args(2) + " --shard 2", mixed).exit_code, 0);
+  const auto m = launch(args(3) + " --shard 3 --resume auto", mixed);
+  ASSERT_EQ(m.exit_code, 0) << m.out;
+  expect_same_checkpoints(three, mixed, 3);
   // The resume wrote the blocks one at a time.
-  const auto units = summary(halves)["model_state_bytes"]["units"];
+  const auto units = summary(mixed)["model_state_bytes"]["units"];
   EXPECT_LE(
       units["peak_whole"].get<double>(), 2 * units["largest"].get<double>());
 }
@@ -572,6 +580,78 @@ TEST(ShardCli, FourRanksAtStage3TrainAsUnshardedAndResumeAtTwo) {
       last_checkpoint(down, 6).model,
       1e-5,
       5e-7);
+}
+
+// Stage 3's checkpoint holds no block whole: each rank's shard file has its
+// pieces of the blocks' fp32 weights, the checkpoint file the rest and their
+// index; put back together they are a model again, which --init reads from
+// the shard files as from the consolidated file. Whole weights (a stage-2
+// checkpoint) resume at stage 3 a block at a time, never all whole.
+TEST(ShardCli, Stage3CheckpointsEachRanksPiecesOfTheBlocks) {
+  test::TempDir dir;
+  const std::string three = (dir.path() / "three").string();
+  ASSERT_EQ(launch(gpt_args(dir, 4) + " --shard 3", three).exit_code, 0);
+  const std::string ckpts = three + "/checkpoints";
+  const auto head = train::load_checkpoint(checkpoint_path(three, 4));
+  ASSERT_TRUE(head.meta.contains(train::kModelShardIndexKey));
+  const auto index = train::ShardIndex::from_json(
+      head.meta[train::kModelShardIndexKey], "the test");
+  const auto whole = last_checkpoint(three, 4).model;
+  std::set<std::string> in_file;
+  for (const auto& [name, t] : head.model) {
+    in_file.insert(name);
+  }
+  // The blocks' weights are in the shard files only, each rank's about
+  // half of them.
+  std::int64_t blocks = 0;
+  std::set<std::string> sharded;
+  for (const auto& t : index.tensors) {
+    const std::string name = t.name.substr(6); // "model/"
+    EXPECT_TRUE(name.starts_with("transformer.h.")) << name;
+    EXPECT_FALSE(in_file.contains(name)) << name;
+    sharded.insert(name);
+    blocks += t.numel();
+  }
+  EXPECT_EQ(in_file.size() + sharded.size(), whole.size());
+  std::int64_t pieces = 0;
+  for (int r = 0; r < 2; ++r) {
+    std::int64_t mine = 0;
+    for (const auto& [name, t] : train::read_shard_file(ckpts, 4, index, r)) {
+      mine += name.starts_with("model/") ? t.numel() : 0;
+    }
+    EXPECT_GT(mine, blocks / 3) << "rank " << r;
+    EXPECT_LT(mine, 2 * blocks / 3) << "rank " << r;
+    pieces += mine;
+  }
+  EXPECT_EQ(pieces, blocks);
+
+  // --init from the checkpoint (its blocks from the shard files) starts
+  // where --init from its consolidated copy does.
+  const std::string one = (dir.path() / "one.safetensors").string();
+  ASSERT_EQ(
+      test::run_cli("weights consolidate " + three + " " + one).exit_code, 0);
+  auto init = [&](const std::string& from, const std::string& run) {
+    return test::run_cli(
+        "train " + gpt_args(dir, 2) +
+        " --threads 1 --workers 1 --device cpu --seed 3 --init " + from +
+        " --out " + run);
+  };
+  const std::string a = (dir.path() / "init-shards").string();
+  const std::string b = (dir.path() / "init-one").string();
+  const auto ia = init(checkpoint_path(three, 4), a);
+  ASSERT_EQ(ia.exit_code, 0) << ia.out;
+  ASSERT_EQ(init(one, b).exit_code, 0);
+  EXPECT_EQ(losses(a), losses(b));
+
+  // A stage-2 checkpoint at stage 3: the blocks loaded one at a time.
+  const std::string mixed = (dir.path() / "mixed").string();
+  ASSERT_EQ(launch(gpt_args(dir, 2) + " --shard 2", mixed).exit_code, 0);
+  const auto m = launch(gpt_args(dir, 4) + " --shard 3 --resume auto", mixed);
+  ASSERT_EQ(m.exit_code, 0) << m.out;
+  expect_same_tensors(whole, last_checkpoint(mixed, 4).model, 1e-6, 1e-7);
+  const auto units = summary(mixed)["model_state_bytes"]["units"];
+  EXPECT_LE(
+      units["peak_whole"].get<double>(), 2 * units["largest"].get<double>());
 }
 
 TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {

@@ -195,7 +195,7 @@ TEST(FineTune, ANewClassCountReplacesTheHeadAndLoadsTheBackbone) {
   const auto pretrained = make("resnet18-small", 1000, 1);
   write_weights(path, state_dict(*pretrained));
   const auto model = make("resnet18-small", 5, 2);
-  const InitResult r = load_initial_weights(*model, {path, true});
+  const InitResult r = load_initial_weights(*model, {path, true, {}});
   EXPECT_TRUE(r.head_replaced);
   EXPECT_EQ(r.file_classes, 1000);
   EXPECT_EQ(
@@ -257,7 +257,7 @@ TEST(FineTune, SameClassCountWithAnotherModelIsStillAnError) {
   write_weights(path, state_dict(*make("cnn-small", 10, 1)));
   const auto model = make("resnet18-small", 10, 2);
   try {
-    load_initial_weights(*model, {path, true});
+    load_initial_weights(*model, {path, true, {}});
     FAIL();
   } catch (const DataError& e) {
     EXPECT_NE(
@@ -265,7 +265,7 @@ TEST(FineTune, SameClassCountWithAnotherModelIsStillAnError) {
         << e.what();
     EXPECT_NE(e.hint().find("--init-strict false"), std::string::npos);
   }
-  const InitResult r = load_initial_weights(*model, {path, false});
+  const InitResult r = load_initial_weights(*model, {path, false, {}});
   EXPECT_FALSE(r.report.complete());
   EXPECT_EQ(r.report.loaded.size(), 0u);
 }

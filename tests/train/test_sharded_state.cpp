@@ -143,7 +143,8 @@ TEST(ShardedOptimizerState, AdamwOnShardsEndsWhereTheWholeOptimizerEnds) {
     }
     // Saved, each rank its file: put back together, the whole optimizer's
     // names (in its order) and values.
-    const ShardIndex index = s.state->save(dir.string(), 2, *s.optimizer);
+    const ShardIndex index =
+        s.state->save(dir.string(), 2, *s.optimizer).optimizer;
     const NamedTensors got = whole_tensors(dir.string(), 2, index);
     const auto expected_state = by_name(whole_state);
     ASSERT_EQ(got.size(), expected_state.size());
@@ -171,7 +172,8 @@ TEST(ShardedOptimizerState, AWholeStateIsCutIntoEachRanksShardsExactly) {
     EXPECT_EQ(s.optimizer->steps(), 2);
     // Saved and put back together, it is the state it was cut from, bit for
     // bit.
-    const ShardIndex index = s.state->save(dir.string(), 2, *s.optimizer);
+    const ShardIndex index =
+        s.state->save(dir.string(), 2, *s.optimizer).optimizer;
     const auto back = by_name(whole_tensors(dir.string(), 2, index));
     ASSERT_EQ(back.size(), by_name(whole_state).size());
     for (const auto& [name, t] : by_name(whole_state)) {
@@ -194,7 +196,7 @@ TEST(ShardedOptimizerState, ASaveByTwoRanksIsCutAgainForOneRankAndForTwo) {
     Sharded s = shard(params, g);
     s.state->scatter(whole_state, *s.optimizer);
     saved_shards[static_cast<std::size_t>(r)] = s.optimizer->state();
-    const ShardIndex i = s.state->save(dir, 7, *s.optimizer);
+    const ShardIndex i = s.state->save(dir, 7, *s.optimizer).optimizer;
     if (r == 0) {
       index = i;
     }
@@ -220,7 +222,8 @@ TEST(ShardedOptimizerState, ASaveByTwoRanksIsCutAgainForOneRankAndForTwo) {
   Sharded one = shard(params, g);
   one.state->load(dir, 7, index, head, *one.optimizer);
   const ShardIndex again =
-      one.state->save((tmp.path() / "again").string(), 7, *one.optimizer);
+      one.state->save((tmp.path() / "again").string(), 7, *one.optimizer)
+          .optimizer;
   const auto back =
       by_name(whole_tensors((tmp.path() / "again").string(), 7, again));
   for (const auto& [name, t] : by_name(whole_state)) {
@@ -241,8 +244,8 @@ TEST(ShardedOptimizerState, AShardFileOfAnotherSaveIsRefusedByName) {
     std::vector<at::Tensor> params = make_params();
     Sharded s = shard(params, g);
     s.state->scatter(whole_state, *s.optimizer);
-    const ShardIndex ia = s.state->save(a, 3, *s.optimizer);
-    const ShardIndex ib = s.state->save(b, 3, *s.optimizer);
+    const ShardIndex ia = s.state->save(a, 3, *s.optimizer).optimizer;
+    const ShardIndex ib = s.state->save(b, 3, *s.optimizer).optimizer;
     if (r == 0) {
       indexes = {ia, ib};
     }

@@ -3,6 +3,7 @@
 // a different number of classes, freeze the backbone, and split parameters
 // into head and backbone groups (for separate learning rates).
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct InitOptions {
   // model folder (model/lm/hf_checkpoint.h)
   std::string path;
   bool strict = true; // --init-strict
+  // How a file (not a folder) is read; empty: read_weight_file. The
+  // training layer's reads a ZeRO stage-3 checkpoint whole, its blocks'
+  // weights from the shard files beside it (train/checkpoint_shards.h).
+  std::function<WeightFile(const std::string&)> read;
 };
 
 struct InitResult {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "hotloop/errors.h"
 #include "hotloop/model/lm/hf_checkpoint.h"
@@ -23,11 +24,24 @@ InitResult load_initial_weights(Model& model, const InitOptions& options) {
   WeightFile weights;
   if (is_hf_folder(options.path)) {
     weights.tensors = read_hf_weights(options.path); // save_pretrained's
+  } else if (options.read) {
+    weights = options.read(options.path);
   } else {
     weights = read_weight_file(options.path);
   }
   StateDict file;
-  if (weights.metadata.contains("hotloop.checkpoint")) {
+  if (const auto meta = weights.metadata.find("hotloop.checkpoint");
+      meta != weights.metadata.end()) {
+    const auto j = nlohmann::json::parse(meta->second, nullptr, false);
+    if (j.is_object() && j.contains("model_shards")) {
+      throw UsageError(
+          fmt::format(
+              "{} is a ZeRO stage-3 checkpoint: its blocks' weights are in the shard files beside it",
+              options.path),
+          fmt::format(
+              "put it in one file with `hotloop weights consolidate {} OUT.safetensors` and use OUT",
+              options.path));
+    }
     // A training checkpoint: its model part.
     for (auto& [name, t] : weights.tensors) {
       if (name.starts_with("model/")) {

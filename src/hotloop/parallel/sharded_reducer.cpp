@@ -673,6 +673,10 @@ void ShardedReducer::each_unit_whole(
   }
 }
 
+int ShardedReducer::unit_of(std::size_t bucket) const {
+  return impl_->unit_of.at(bucket);
+}
+
 std::vector<at::Tensor> ShardedReducer::unit_params() const {
   const Impl& m = *impl_;
   std::vector<at::Tensor> out;

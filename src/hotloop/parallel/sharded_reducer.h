@@ -129,8 +129,10 @@ class ShardedReducer : public GradientSync {
   int stage() const;
   int rank() const;
   ShardedBytes bytes() const;
-  // Stage 3: the units that have buckets (0 when nothing is sharded so).
+  // Stage 3: the units that have buckets (0 when nothing is sharded so),
+  // and bucket b's unit (-1: its parameters stay whole, as at stage 2).
   std::size_t unit_count() const;
+  int unit_of(std::size_t bucket) const;
 
   // Stage 3 (collectives: every rank calls them in the same order). Unit
   // u's parameters whole (a no-op when they are; waits for a prefetch);

@@ -15,7 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kMetaKey = "hotloop.checkpoint";
 const std::regex kName(R"(step-(\d+)\.safetensors)");
 
 void add(
@@ -47,7 +46,8 @@ void write_checkpoint(
   add(all, "optimizer/", c.optimizer);
   add(all, "scaler/", c.scaler);
   add(all, "rng/", c.rng);
-  model::write_weights(path, all, {{kMetaKey, c.meta.dump()}}, before_commit);
+  model::write_weights(
+      path, all, {{kCheckpointMetaKey, c.meta.dump()}}, before_commit);
 }
 
 std::string save_checkpoint(
@@ -78,7 +78,7 @@ std::string save_checkpoint(
 
 Checkpoint load_checkpoint(const std::string& path) {
   const model::WeightFile f = model::read_weight_file(path);
-  const auto meta = f.metadata.find(kMetaKey);
+  const auto meta = f.metadata.find(kCheckpointMetaKey);
   if (meta == f.metadata.end()) {
     throw DataError(
         fmt::format("{} is a weight file, not a hotloop checkpoint", path),

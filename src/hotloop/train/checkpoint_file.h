@@ -15,6 +15,9 @@
 
 namespace hotloop::train {
 
+// The metadata key of a checkpoint's `meta` (a JSON object).
+inline constexpr const char* kCheckpointMetaKey = "hotloop.checkpoint";
+
 struct Checkpoint {
   nlohmann::json meta; // step, epoch, next_batch, config, hotloop version
   model::StateDict model;
@@ -43,10 +46,10 @@ std::string save_checkpoint(
     int keep,
     const std::function<void()>& before_commit = {});
 
-// Reads and verifies one checkpoint (a sharded one's optimizer state stays
-// in its shard files: load_whole_checkpoint). Throws DataError naming the
-// file when it is corrupt (checksum, truncation), not a hotloop checkpoint,
-// or sharded with a shard file missing.
+// Reads and verifies one checkpoint (a sharded one's optimizer state, and
+// stage 3's units' weights, stay in its shard files: load_whole_checkpoint).
+// Throws DataError naming the file when it is corrupt (checksum, truncation),
+// not a hotloop checkpoint, or sharded with a shard file missing.
 Checkpoint load_checkpoint(const std::string& path);
 
 // The checkpoints in `dir`, newest (highest step) first.

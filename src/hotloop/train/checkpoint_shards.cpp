@@ -41,7 +41,12 @@ nlohmann::json ShardIndex::to_json() const {
          {"strides", t.strides},
          {"pieces", pieces}});
   }
-  return {{"id", id}, {"ranks", ranks}, {"tensors", tensors_json}};
+  nlohmann::json out = {
+      {"id", id}, {"ranks", ranks}, {"tensors", tensors_json}};
+  if (!order.empty()) {
+    out["order"] = order;
+  }
+  return out;
 }
 
 ShardIndex ShardIndex::from_json(
@@ -64,10 +69,12 @@ ShardIndex ShardIndex::from_json(
       }
       index.tensors.push_back(std::move(s));
     }
+    index.order = j.value("order", nlohmann::json::array())
+                      .get<std::vector<std::string>>();
     return index;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format(
-        "{}: its index of optimizer-state shards is unreadable ({})",
+        "{}: its index of checkpoint shards is unreadable ({})",
         where,
         e.what()));
   }
@@ -202,19 +209,88 @@ model::StateDict whole_tensors(
   return out;
 }
 
+model::StateDict whole_model(
+    const std::string& dir,
+    std::int64_t step,
+    const ShardIndex& index,
+    const model::StateDict& head) {
+  std::map<std::string, at::Tensor> named(head.begin(), head.end());
+  const std::string prefix = kModelPieces;
+  for (auto& [name, t] : whole_tensors(dir, step, index)) {
+    named[name.starts_with(prefix) ? name.substr(prefix.size()) : name] =
+        std::move(t);
+  }
+  model::StateDict out;
+  for (const std::string& name : index.order) {
+    const auto it = named.find(name);
+    if (it == named.end()) {
+      throw DataError(
+          fmt::format(
+              "the checkpoint of step {} in {} lacks the model's {}: neither its file nor its shard files hold it",
+              step,
+              dir,
+              name),
+          kRestoreShardsHint);
+    }
+    out.emplace_back(name, std::move(it->second));
+  }
+  return out;
+}
+
 Checkpoint load_whole_checkpoint(const std::string& path) {
   Checkpoint c = load_checkpoint(path);
   if (!c.meta.contains(kShardIndexKey)) {
     return c;
   }
+  const std::string dir = fs::path(path).parent_path().string();
+  const auto step = c.meta.at("step").get<std::int64_t>();
   const ShardIndex index = ShardIndex::from_json(c.meta[kShardIndexKey], path);
-  const model::StateDict whole = whole_tensors(
-      fs::path(path).parent_path().string(),
-      c.meta.at("step").get<std::int64_t>(),
-      index);
+  const model::StateDict whole = whole_tensors(dir, step, index);
   c.optimizer.insert(c.optimizer.end(), whole.begin(), whole.end());
   c.meta.erase(kShardIndexKey);
+  if (c.meta.contains(kModelShardIndexKey)) {
+    c.model = whole_model(
+        dir,
+        step,
+        ShardIndex::from_json(c.meta[kModelShardIndexKey], path),
+        c.model);
+    c.meta.erase(kModelShardIndexKey);
+  }
   return c;
+}
+
+model::WeightFile read_whole_weights(const std::string& path) {
+  model::WeightFile f = model::read_weight_file(path);
+  const auto meta = f.metadata.find(kCheckpointMetaKey);
+  if (meta == f.metadata.end()) {
+    return f;
+  }
+  nlohmann::json j = nlohmann::json::parse(meta->second, nullptr, false);
+  if (!j.is_object() || !j.contains(kModelShardIndexKey)) {
+    return f;
+  }
+  // The model's tensors of the file, then the units' from the shards.
+  const std::string prefix = kModelPieces;
+  model::StateDict head;
+  model::StateDict rest;
+  for (auto& [name, t] : f.tensors) {
+    if (name.starts_with(prefix)) {
+      head.emplace_back(name.substr(prefix.size()), std::move(t));
+    } else {
+      rest.emplace_back(name, std::move(t));
+    }
+  }
+  f.tensors = std::move(rest);
+  for (auto& [name, t] : whole_model(
+           fs::path(path).parent_path().string(),
+           j.at("step").get<std::int64_t>(),
+           ShardIndex::from_json(j[kModelShardIndexKey], path),
+           head)) {
+    f.tensors.emplace_back(prefix + name, std::move(t));
+  }
+  j.erase(kModelShardIndexKey);
+  f.metadata[kCheckpointMetaKey] = j.dump();
+  return f;
 }
 
 void remove_orphan_shards(

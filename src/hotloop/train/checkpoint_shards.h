@@ -1,15 +1,18 @@
 #pragma once
 // A sharded run's checkpoint (--shard): no rank ever holds the whole
-// optimizer state, so each rank writes its part into its own file beside
-// the checkpoint, step-<N>.rank-<R>-of-<W>.safetensors, and rank 0 writes
-// the checkpoint itself (step-<N>.safetensors: the model, the step count,
-// the loss scale, the generators, the position) once every rank's file is
-// in place. The checkpoint's metadata holds the index: for each whole
-// optimizer-state tensor ("all.3.exp_avg", as an unsharded optimizer names
-// it) its shape and memory layout, and which rank's file holds which run of
-// its elements. Only the pieces depend on how the run was sharded, so the
-// state is cut again for any number of ranks, or put back together whole
-// (resuming unsharded, `hotloop weights consolidate`).
+// optimizer state (nor, at stage 3, the whole model), so each rank writes
+// its part into its own file beside the checkpoint,
+// step-<N>.rank-<R>-of-<W>.safetensors, and rank 0 writes the checkpoint
+// itself (step-<N>.safetensors: the model but for stage 3's units, the step
+// count, the loss scale, the generators, the position) once every rank's
+// file is in place. The checkpoint's metadata holds the indexes: for each
+// whole optimizer-state tensor ("all.3.exp_avg", as an unsharded optimizer
+// names it), and at stage 3 for each of the units' weights ("model/" and
+// the model's name, as the checkpoint file names the model's), its shape and
+// memory layout, and which rank's file holds which run of its elements. Only
+// the pieces depend on how the run was sharded, so the state is cut again
+// for any number of ranks, or put back together whole (resuming unsharded,
+// `--init`, `hotloop weights consolidate`).
 
 #include <cstdint>
 #include <functional>
@@ -43,6 +46,10 @@ struct ShardIndex {
   std::string id; // one per save, in each of its files: a stray file shows
   int ranks = 0;
   std::vector<ShardedTensor> tensors;
+  // The model's index: every model tensor's name (without kModelPieces) in
+  // the model's order, those in the checkpoint file and those in the shard
+  // files together. Empty in the optimizer's.
+  std::vector<std::string> order;
 
   nlohmann::json to_json() const;
   // Throws DataError naming `where` for an index that does not parse.
@@ -55,8 +62,13 @@ struct ShardIndex {
 inline constexpr const char* kRestoreShardsHint =
     "put the checkpoint folder back as the run wrote it, or resume from an older checkpoint (--resume PATH)";
 
-// The checkpoint meta key of the index (absent: the state is whole).
+// The checkpoint meta keys of the indexes (absent: the state is whole; the
+// model's is there only with the optimizer's, indexing the same files).
 inline constexpr const char* kShardIndexKey = "optimizer_shards";
+inline constexpr const char* kModelShardIndexKey = "model_shards";
+// How a shard file and the model index name the model's pieces: this and
+// the model's name.
+inline constexpr const char* kModelPieces = "model/";
 
 // <dir>/step-<step>.rank-<rank>-of-<ranks>.safetensors
 std::string shard_file_path(
@@ -97,10 +109,24 @@ model::StateDict whole_tensors(
     std::int64_t step,
     const ShardIndex& index);
 
-// The checkpoint at `path` with its optimizer state whole: a sharded one's
-// put back together from its shard files (and its index dropped), an
-// unsharded one as it is.
+// `head` (the model's tensors a checkpoint file holds) with the model's
+// pieces in the shard files (`index`, the model's) put back together, in
+// the model's order.
+model::StateDict whole_model(
+    const std::string& dir,
+    std::int64_t step,
+    const ShardIndex& index,
+    const model::StateDict& head);
+
+// The checkpoint at `path` with its optimizer state and model whole: a
+// sharded one's put back together from its shard files (and its indexes
+// dropped), an unsharded one as it is.
 Checkpoint load_whole_checkpoint(const std::string& path);
+
+// A weight file as --init and the commands that take weights read it, with
+// a stage-3 checkpoint's model put back together from its shard files (the
+// checkpoint file alone lacks the units' weights).
+model::WeightFile read_whole_weights(const std::string& path);
 
 // Removes the shard files in `dir` of steps at most `up_to` that no
 // checkpoint there holds: a save that was stopped before its checkpoint was

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include <ATen/ops/empty.h>
 #include <fmt/format.h>
 #include <torch/nn/module.h>
 
@@ -123,12 +124,12 @@ std::string Checkpointer::save(
     const RunState& s,
     const PrecisionMode& precision,
     const nlohmann::json& progress,
-    const nlohmann::json& last_eval,
-    const model::StateDict* model) const {
+    const nlohmann::json& last_eval) const {
   auto kill = [this, &s] { faults_->kill_at(KillPoint::Checkpoint, s.step); };
-  // Sharded: every rank writes its part of the optimizer state into its own
-  // file first; the checkpoint, which indexes them, comes last.
-  std::optional<ShardIndex> shards;
+  // Sharded: every rank writes its part of the optimizer state (stage 3:
+  // and of the units' weights) into its own file first; the checkpoint,
+  // which indexes them, comes last.
+  std::optional<ShardedOptimizerState::Saved> shards;
   if (sharded_ && saves_) {
     shards = sharded_->save(dir_, s.step, *s.optimizer);
   }
@@ -146,14 +147,14 @@ std::string Checkpointer::save(
       {"config", s.options->to_json()},
       {"progress", progress},
       {"last_eval", last_eval}};
-  c.model = model != nullptr ? *model : model::state_dict(*s.model);
+  c.model = model::state_dict(*s.model);
   if (s.options->model.lora.enabled()) {
     // Only what trains: the frozen base is --init's (or the seed's), rebuilt
     // the same way on resume.
     c.model = trainable_only(*s.model, c.model);
   }
   if (shards) {
-    c.meta[kShardIndexKey] = shards->to_json();
+    c.meta[kShardIndexKey] = shards->optimizer.to_json();
     for (auto& [name, t] : s.optimizer->state()) {
       if (name == "steps") {
         c.optimizer.emplace_back(name, t);
@@ -161,6 +162,19 @@ std::string Checkpointer::save(
     }
   } else {
     c.optimizer = s.optimizer->state();
+  }
+  if (shards && shards->model) {
+    // Stage 3: the units' weights are in the shard files, the rest here.
+    ShardIndex& index = *shards->model;
+    model::StateDict rest;
+    for (auto& [name, t] : c.model) {
+      index.order.push_back(name);
+      if (!sharded_->in_unit(t)) {
+        rest.emplace_back(name, t);
+      }
+    }
+    c.model = std::move(rest);
+    c.meta[kModelShardIndexKey] = index.to_json();
   }
   c.scaler = precision.state();
   c.rng = rng_state(s.device);
@@ -190,6 +204,48 @@ void Checkpointer::load_optimizer(
   const model::StateDict pieces = whole_tensors(dir, step, index);
   whole.insert(whole.end(), pieces.begin(), pieces.end());
   s.optimizer->load_state(whole);
+}
+
+void Checkpointer::load_model_weights(
+    const std::string& path,
+    const Checkpoint& c,
+    const RunState& s,
+    const ModelLoader& load_model) const {
+  model::LoadOptions lo;
+  lo.source = path;
+  model::StateDict weights = c.model;
+  if (c.meta.contains(kModelShardIndexKey)) {
+    const ShardIndex index =
+        ShardIndex::from_json(c.meta[kModelShardIndexKey], path);
+    const std::string dir = fs::path(path).parent_path().string();
+    const auto step = c.meta.at("step").get<std::int64_t>();
+    if (sharded_ && sharded_->can_cut_model(index)) {
+      // Stage 3 from stage 3: the names and shapes checked against
+      // stand-ins, the units' shards cut from the shard files.
+      const std::string prefix = kModelPieces;
+      for (const ShardedTensor& t : index.tensors) {
+        weights.emplace_back(
+            t.name.substr(prefix.size()),
+            at::empty(t.shape, at::TensorOptions().device(at::kMeta)));
+      }
+      if (s.options->model.lora.enabled()) {
+        weights = over_model(*s.model, weights);
+      }
+      lo.defer = [this](const at::Tensor& t) { return sharded_->in_unit(t); };
+      model::load_state_dict(*s.model, weights, lo);
+      sharded_->cut_model(dir, step, index);
+      return;
+    }
+    weights = whole_model(dir, step, index, c.model);
+  }
+  if (s.options->model.lora.enabled()) {
+    weights = over_model(*s.model, weights);
+  }
+  if (load_model) {
+    load_model(weights, lo);
+  } else {
+    model::load_state_dict(*s.model, weights, lo);
+  }
 }
 
 std::optional<Resumed> Checkpointer::resume(
@@ -268,15 +324,7 @@ std::optional<Resumed> Checkpointer::resume(
               path);
     }
   }
-  model::LoadOptions lo;
-  lo.source = path;
-  const model::StateDict weights =
-      s.options->model.lora.enabled() ? over_model(*s.model, c.model) : c.model;
-  if (load_model) {
-    load_model(weights, lo);
-  } else {
-    model::load_state_dict(*s.model, weights, lo);
-  }
+  load_model_weights(path, c, s, load_model);
   load_optimizer(path, c, s);
   precision.load_state(c.scaler);
   set_rng_state(c.rng, s.device);

@@ -63,15 +63,14 @@ class Checkpointer {
   }
   // Saves the run's state at s.step with `progress` (the summary so far)
   // and `last_eval`; returns the path, or "" where this process writes none.
-  // Sharded: every rank calls it (each writes its shard file). `model`: the
-  // model's state where the caller read it (ZeRO stage 3: to the host, a
-  // unit at a time); null: the model's own tensors.
+  // Sharded: every rank calls it (each writes its shard file; ZeRO stage 3:
+  // with its shards of the units' weights, which the checkpoint file then
+  // lacks).
   std::string save(
       const RunState& s,
       const PrecisionMode& precision,
       const nlohmann::json& progress,
-      const nlohmann::json& last_eval,
-      const model::StateDict* model = nullptr) const;
+      const nlohmann::json& last_eval) const;
 
   // What options.resume asks for: nothing ("" in a folder without
   // checkpoints), the newest valid checkpoint (auto; each corrupt one
@@ -79,8 +78,10 @@ class Checkpointer {
   // optimizer, loss scale and generators; the caller moves the run to the
   // returned position. Throws UsageError when a fresh run would write into
   // another run's checkpoints, DataError for a file that does not load.
-  // `load_model`: how the model takes the checkpoint's weights (ZeRO stage
-  // 3: a block at a time); null: model::load_state_dict into s.model.
+  // `load_model`: how the model takes the checkpoint's weights when they
+  // are whole (ZeRO stage 3: a block at a time); null:
+  // model::load_state_dict into s.model. A stage-3 checkpoint resumed at
+  // stage 3 cuts each rank's shards of the units from its shard files.
   using ModelLoader =
       std::function<void(const model::StateDict&, const model::LoadOptions&)>;
   std::optional<Resumed> resume(
@@ -90,6 +91,13 @@ class Checkpointer {
       const ModelLoader& load_model = nullptr) const;
 
  private:
+  // The model's weights from checkpoint `c` (at `path`): its units' from
+  // the shard files where it has them.
+  void load_model_weights(
+      const std::string& path,
+      const Checkpoint& c,
+      const RunState& s,
+      const ModelLoader& load_model) const;
   // The optimizer state from checkpoint `c` (at `path`), whole or sharded,
   // into the run's optimizer, whole or sharded.
   void load_optimizer(

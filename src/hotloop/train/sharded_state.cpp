@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
@@ -33,8 +34,12 @@ at::Tensor flat_as(const at::Tensor& t, const at::Tensor& p) {
 ShardedOptimizerState::ShardedOptimizerState(
     const parallel::ShardedReducer& reducer,
     std::vector<ParamGroup> whole,
-    std::shared_ptr<parallel::ProcessGroup> group)
-    : reducer_(&reducer), whole_(std::move(whole)), group_(std::move(group)) {
+    std::shared_ptr<parallel::ProcessGroup> group,
+    std::vector<std::string> names)
+    : reducer_(&reducer),
+      whole_(std::move(whole)),
+      group_(std::move(group)),
+      names_(std::move(names)) {
   std::vector<std::size_t> seen(whole_.size() + 1, 0);
   for (std::size_t bi = 0; bi < reducer_->buckets().size(); ++bi) {
     const parallel::Bucket& b = reducer_->buckets()[bi];
@@ -55,6 +60,19 @@ ShardedOptimizerState::ShardedOptimizerState(
     }
     whole_index_.push_back(std::move(index));
   }
+}
+
+bool ShardedOptimizerState::shards_model() const {
+  return !names_.empty() && reducer_->unit_count() > 0;
+}
+
+std::vector<std::int64_t> ShardedOptimizerState::numels(
+    std::size_t bucket) const {
+  std::vector<std::int64_t> out;
+  for (std::size_t m : reducer_->buckets()[bucket].members) {
+    out.push_back(reducer_->params()[m].numel());
+  }
+  return out;
 }
 
 bool ShardedOptimizerState::updated(std::size_t bucket) const {
@@ -87,16 +105,12 @@ void ShardedOptimizerState::for_each_piece(
       continue;
     }
     const parallel::Bucket& bucket = reducer_->buckets()[b];
-    std::vector<std::int64_t> numels;
-    for (std::size_t m : bucket.members) {
-      numels.push_back(reducer_->params()[m].numel());
-    }
     for (const char* kind : kKinds) {
       if (!kinds.contains(shard_name(b, kind))) {
         continue; // this optimizer keeps no such state (alike on every rank)
       }
       for (const auto& piece :
-           reducer_->layout(b).pieces(bucket.offsets, numels, rank)) {
+           reducer_->layout(b).pieces(bucket.offsets, numels(b), rank)) {
         f(b, kind, piece);
       }
     }
@@ -155,11 +169,63 @@ NamedTensors ShardedOptimizerState::pieces(const Optimizer& shards) const {
   return out;
 }
 
-ShardIndex ShardedOptimizerState::save(
+ShardIndex ShardedOptimizerState::model_index() const {
+  ShardIndex index;
+  index.ranks = group_->size();
+  std::map<std::string, std::size_t> at;
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (reducer_->unit_of(b) < 0) {
+      continue;
+    }
+    const parallel::Bucket& bucket = reducer_->buckets()[b];
+    for (int r = 0; r < index.ranks; ++r) {
+      for (const auto& piece :
+           reducer_->layout(b).pieces(bucket.offsets, numels(b), r)) {
+        const std::size_t m = bucket.members[piece.member];
+        const std::string name = kModelPieces + names_[m];
+        auto [it, fresh] = at.emplace(name, index.tensors.size());
+        if (fresh) {
+          const at::Tensor& p = reducer_->params()[m];
+          index.tensors.push_back(
+              {name, p.sizes().vec(), p.strides().vec(), {}});
+        }
+        index.tensors[it->second].pieces.push_back(
+            {r, piece.from, piece.count});
+      }
+    }
+  }
+  return index;
+}
+
+NamedTensors ShardedOptimizerState::model_pieces() const {
+  NamedTensors out;
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (reducer_->unit_of(b) < 0) {
+      continue;
+    }
+    const parallel::Bucket& bucket = reducer_->buckets()[b];
+    const at::Tensor& shard = reducer_->shards()[b].tensor; // fp32 master
+    for (const auto& piece : reducer_->layout(b).pieces(
+             bucket.offsets, numels(b), reducer_->rank())) {
+      out.emplace_back(
+          kModelPieces + names_[bucket.members[piece.member]],
+          shard.detach().narrow(0, piece.at, piece.count));
+    }
+  }
+  return out;
+}
+
+ShardedOptimizerState::Saved ShardedOptimizerState::save(
     const std::string& dir,
     std::int64_t step,
     const Optimizer& shards) const {
-  ShardIndex index = this->index(shards);
+  Saved saved{index(shards), std::nullopt};
+  NamedTensors mine = pieces(shards);
+  if (shards_model()) {
+    saved.model = model_index();
+    const NamedTensors weights = model_pieces();
+    mine.insert(mine.end(), weights.begin(), weights.end());
+  }
   // One id a save, rank 0's: each file carries it, so a file of another
   // save (or run) is told apart from this one's.
   std::int64_t id = 0;
@@ -168,13 +234,16 @@ ShardIndex ShardedOptimizerState::save(
     id = static_cast<std::int64_t>(
         ((static_cast<std::uint64_t>(device()) << 32) | device()) >> 1);
   }
-  index.id =
+  saved.optimizer.id =
       fmt::format("{:016x}", group_->allreduce_max(id, "checkpoint shard id"));
+  if (saved.model) {
+    saved.model->id = saved.optimizer.id;
+  }
   // Every rank writes its file, then all learn whether every rank did.
   std::exception_ptr failed;
   try {
     create_checkpoint_dir(dir);
-    write_shard_file(dir, step, index, reducer_->rank(), pieces(shards));
+    write_shard_file(dir, step, saved.optimizer, reducer_->rank(), mine);
   } catch (...) { // any failure: the others must not wait for this rank
     failed = std::current_exception();
   }
@@ -191,89 +260,52 @@ ShardIndex ShardedOptimizerState::save(
               "the checkpoint of step {}: rank {} could not write its shard file {} (its own error says why)",
               step,
               r,
-              shard_file_path(dir, step, static_cast<int>(r), index.ranks)),
+              shard_file_path(
+                  dir, step, static_cast<int>(r), saved.optimizer.ranks)),
           "free space in or fix the permissions of " + dir);
     }
   }
-  return index;
+  return saved;
 }
 
-void ShardedOptimizerState::load(
+template <typename Name>
+bool ShardedOptimizerState::plan_copies(
+    std::size_t bucket,
+    Name&& name_of,
+    const std::map<std::string, const ShardedTensor*>& saved,
+    const at::Tensor& shard,
+    std::vector<Copy>& copies) const {
+  const parallel::Bucket& b = reducer_->buckets()[bucket];
+  for (const auto& piece : reducer_->layout(bucket).pieces(
+           b.offsets, numels(bucket), reducer_->rank())) {
+    const std::string name = name_of(piece.member);
+    const ShardedTensor& t = *saved.at(name);
+    const at::Tensor& p = reducer_->params()[b.members[piece.member]];
+    if (t.shape != p.sizes().vec() || t.strides != p.strides().vec()) {
+      return false;
+    }
+    for (const ShardPiece& s : t.pieces) {
+      const std::int64_t lo = std::max(s.from, piece.from);
+      const std::int64_t hi =
+          std::min(s.from + s.count, piece.from + piece.count);
+      if (lo < hi) {
+        copies.push_back(
+            {s.rank,
+             name,
+             lo - s.from,
+             shard.narrow(0, piece.at + (lo - piece.from), hi - lo)});
+      }
+    }
+  }
+  return true;
+}
+
+void ShardedOptimizerState::read_copies(
     const std::string& dir,
     std::int64_t step,
     const ShardIndex& index,
-    const NamedTensors& head,
-    Optimizer& shards) const {
-  std::map<std::string, const ShardedTensor*> saved;
-  for (const ShardedTensor& t : index.tensors) {
-    saved.emplace(t.name, &t);
-  }
-  struct Copy {
-    int rank;
-    std::string name;
-    std::int64_t from; // in the saved piece
-    at::Tensor to;
-  };
-  std::vector<Copy> copies;
-  NamedTensors out;
-  for (const auto& [name, t] : head) {
-    if (name == "steps") {
-      out.emplace_back(name, t);
-    }
-  }
-  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
-    if (!updated(b)) {
-      continue;
-    }
-    const parallel::Bucket& bucket = reducer_->buckets()[b];
-    std::vector<std::int64_t> numels;
-    for (std::size_t j = 0; j < bucket.members.size(); ++j) {
-      numels.push_back(reducer_->params()[bucket.members[j]].numel());
-    }
-    for (const char* kind : kKinds) {
-      std::size_t present = 0;
-      for (std::size_t j = 0; j < bucket.members.size(); ++j) {
-        present += saved.count(member_name(b, j, kind));
-      }
-      if (present == 0) {
-        continue;
-      }
-      check_complete(b, kind, present);
-      // In the shard's type: the parameters may be compute copies (bf16
-      // at stage 3), the state is the fp32 master's.
-      at::Tensor shard = at::zeros(
-          {reducer_->layout(b).shard}, reducer_->shards()[b].tensor.options());
-      for (const auto& piece : reducer_->layout(b).pieces(
-               bucket.offsets, numels, reducer_->rank())) {
-        const std::string name = member_name(b, piece.member, kind);
-        const ShardedTensor& t = *saved.at(name);
-        const at::Tensor& p = reducer_->params()[bucket.members[piece.member]];
-        if (t.shape != p.sizes().vec() || t.strides != p.strides().vec()) {
-          // Saved in another shape or memory layout: from the whole state,
-          // which scatter lays out as the parameter is now.
-          NamedTensors whole = head;
-          const auto all = whole_tensors(dir, step, index);
-          whole.insert(whole.end(), all.begin(), all.end());
-          scatter(whole, shards);
-          return;
-        }
-        for (const ShardPiece& s : t.pieces) {
-          const std::int64_t lo = std::max(s.from, piece.from);
-          const std::int64_t hi =
-              std::min(s.from + s.count, piece.from + piece.count);
-          if (lo < hi) {
-            copies.push_back(
-                {s.rank,
-                 name,
-                 lo - s.from,
-                 shard.narrow(0, piece.at + (lo - piece.from), hi - lo)});
-          }
-        }
-      }
-      out.emplace_back(shard_name(b, kind), shard);
-    }
-  }
-  // Each saved rank's file that holds a part of this rank's shards, once.
+    const std::vector<Copy>& copies) {
+  at::NoGradGuard no_grad;
   for (int r = 0; r < index.ranks; ++r) {
     if (std::none_of(copies.begin(), copies.end(), [r](const Copy& c) {
           return c.rank == r;
@@ -295,10 +327,127 @@ void ShardedOptimizerState::load(
                 c.name),
             kRestoreShardsHint);
       }
-      c.to.copy_(it->second.narrow(0, c.from, c.to.numel()));
+      at::Tensor(c.to).copy_(it->second.narrow(0, c.from, c.to.numel()));
     }
   }
+}
+
+void ShardedOptimizerState::load(
+    const std::string& dir,
+    std::int64_t step,
+    const ShardIndex& index,
+    const NamedTensors& head,
+    Optimizer& shards) const {
+  std::map<std::string, const ShardedTensor*> saved;
+  for (const ShardedTensor& t : index.tensors) {
+    saved.emplace(t.name, &t);
+  }
+  std::vector<Copy> copies;
+  NamedTensors out;
+  for (const auto& [name, t] : head) {
+    if (name == "steps") {
+      out.emplace_back(name, t);
+    }
+  }
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (!updated(b)) {
+      continue;
+    }
+    const parallel::Bucket& bucket = reducer_->buckets()[b];
+    for (const char* kind : kKinds) {
+      std::size_t present = 0;
+      for (std::size_t j = 0; j < bucket.members.size(); ++j) {
+        present += saved.count(member_name(b, j, kind));
+      }
+      if (present == 0) {
+        continue;
+      }
+      check_complete(b, kind, present);
+      // In the shard's type: the parameters may be compute copies (bf16
+      // at stage 3), the state is the fp32 master's.
+      at::Tensor shard = at::zeros(
+          {reducer_->layout(b).shard}, reducer_->shards()[b].tensor.options());
+      const auto name_of = [&](std::size_t j) {
+        return member_name(b, j, kind);
+      };
+      if (!plan_copies(b, name_of, saved, shard, copies)) {
+        // Saved in another shape or memory layout: from the whole state,
+        // which scatter lays out as the parameter is now.
+        NamedTensors whole = head;
+        const auto all = whole_tensors(dir, step, index);
+        whole.insert(whole.end(), all.begin(), all.end());
+        scatter(whole, shards);
+        return;
+      }
+      out.emplace_back(shard_name(b, kind), shard);
+    }
+  }
+  read_copies(dir, step, index, copies);
   shards.load_state(out);
+}
+
+bool ShardedOptimizerState::in_unit(const at::Tensor& t) const {
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (reducer_->unit_of(b) < 0) {
+      continue;
+    }
+    for (std::size_t m : reducer_->buckets()[b].members) {
+      if (reducer_->params()[m].unsafeGetTensorImpl() ==
+          t.unsafeGetTensorImpl()) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool ShardedOptimizerState::can_cut_model(const ShardIndex& index) const {
+  if (!shards_model()) {
+    return false;
+  }
+  std::map<std::string, const ShardedTensor*> saved;
+  for (const ShardedTensor& t : index.tensors) {
+    saved.emplace(t.name, &t);
+  }
+  std::size_t mine = 0;
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (reducer_->unit_of(b) < 0) {
+      continue;
+    }
+    for (std::size_t m : reducer_->buckets()[b].members) {
+      const auto it = saved.find(kModelPieces + names_[m]);
+      const at::Tensor& p = reducer_->params()[m];
+      if (it == saved.end() || it->second->shape != p.sizes().vec() ||
+          it->second->strides != p.strides().vec()) {
+        return false;
+      }
+      ++mine;
+    }
+  }
+  return mine == saved.size();
+}
+
+void ShardedOptimizerState::cut_model(
+    const std::string& dir,
+    std::int64_t step,
+    const ShardIndex& index) const {
+  std::map<std::string, const ShardedTensor*> saved;
+  for (const ShardedTensor& t : index.tensors) {
+    saved.emplace(t.name, &t);
+  }
+  std::vector<Copy> copies;
+  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
+    if (reducer_->unit_of(b) < 0) {
+      continue;
+    }
+    const parallel::Bucket& bucket = reducer_->buckets()[b];
+    const auto name_of = [&](std::size_t j) {
+      return kModelPieces + names_[bucket.members[j]];
+    };
+    // The fp32 master itself: the unit is gathered from it at its next use.
+    plan_copies(b, name_of, saved, reducer_->shards()[b].tensor, copies);
+  }
+  read_copies(dir, step, index, copies);
 }
 
 void ShardedOptimizerState::check_complete(

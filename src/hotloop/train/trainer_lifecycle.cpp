@@ -114,8 +114,9 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
     log(fmt::format("run directory: {}", s.run_dir));
   }
   // Resume: the position, and what the part before it leaves the summary.
-  // (Stage 3: the weights go into the blocks one at a time, each rank's
-  // shards taken from them.)
+  // (Stage 3: each rank's shards of the blocks cut from a stage-3
+  // checkpoint's shard files; whole weights go into the blocks one at a
+  // time, each rank's shards taken from them.)
   const std::optional<Resumed> resumed = checkpointer->resume(
       s,
       *precision,
@@ -187,28 +188,6 @@ void Trainer::Impl::redo_smaller(const std::string& error) {
   step->plan_changed(s);
 }
 
-model::StateDict Trainer::Impl::model_state_on_host() {
-  const bool keep = state.rank == 0;
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> copies;
-  sharded->each_unit_whole(
-      [&](std::size_t, const std::vector<at::Tensor>& params) {
-        for (const at::Tensor& p : params) {
-          if (keep) {
-            copies[p.unsafeGetTensorImpl()] =
-                p.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
-          }
-        }
-      });
-  model::StateDict out = model::state_dict(*model);
-  for (auto& [name, t] : out) {
-    const auto it = copies.find(t.unsafeGetTensorImpl());
-    if (it != copies.end()) {
-      t = it->second;
-    }
-  }
-  return out;
-}
-
 Checkpointer::ModelLoader Trainer::Impl::load_by_unit() {
   return [this](const model::StateDict& weights, const model::LoadOptions& lo) {
     std::unordered_set<const c10::TensorImpl*> in_units;
@@ -248,12 +227,8 @@ std::string Trainer::Impl::checkpoint() {
       readback->recent_losses().begin(), readback->recent_losses().end());
   progress["oom_recoveries"] = recovery->recoveries();
   progress["bad_samples"] = bad_samples_before + loader->stats().bad_samples;
-  std::optional<model::StateDict> on_host;
-  if (unit_gather && checkpointer->saves()) {
-    on_host = model_state_on_host();
-  }
-  const std::string path = checkpointer->save(
-      s, *precision, progress, last_eval, on_host ? &*on_host : nullptr);
+  const std::string path =
+      checkpointer->save(s, *precision, progress, last_eval);
   if (!path.empty()) {
     s.last_checkpoint = path;
     events.checkpoint(s, path);

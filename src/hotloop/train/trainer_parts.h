@@ -108,14 +108,11 @@ struct Trainer::Impl {
   // micro-batches (throws OutOfMemoryError when it cannot).
   void redo_smaller(const std::string& error);
   // Saves a checkpoint where this process writes them; returns its path.
-  // Stage 3 (every rank calls it): the units read one at a time.
+  // Sharded (every rank calls it): each rank writes its shard file.
   std::string checkpoint();
-  // Stage 3, a collective: the model's state with each unit's parameters
-  // gathered in turn and copied to the host on rank 0 (the others' copies
-  // are skipped): a checkpoint never holds the whole model on the device.
-  model::StateDict model_state_on_host();
-  // Stage 3, a collective: how a resume loads the weights, the blocks' one
-  // at a time (each gathered, written and its shard taken from it).
+  // Stage 3, a collective: how a resume loads whole weights (a checkpoint
+  // of another stage), the blocks' one at a time (each gathered, written
+  // and its shard taken from it).
   Checkpointer::ModelLoader load_by_unit();
   // A step failed: the last good state checkpointed, then an Error.
   [[noreturn]] void fail(const StepFailure& f);

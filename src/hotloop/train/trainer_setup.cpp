@@ -4,6 +4,7 @@
 // the run's length, then the parts the loop runs.
 
 #include <set>
+#include <unordered_map>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -28,6 +29,7 @@
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/sharded_reducer.h"
 #include "hotloop/train/callbacks/rank_status_callback.h"
+#include "hotloop/train/checkpoint_shards.h"
 #include "hotloop/train/device.h"
 #include "hotloop/train/mfu.h"
 #include "hotloop/train/model_for_data.h"
@@ -252,7 +254,7 @@ void Trainer::Impl::check_data() {
 void Trainer::Impl::load_weights() {
   if (!options.init.empty()) {
     const model::InitResult r = model::load_initial_weights(
-        *model, {options.init, options.init_strict});
+        *model, {options.init, options.init_strict, read_whole_weights});
     log(fmt::format("init: {}\n{}", options.init, model::describe(r.report)));
     if (r.head_replaced) {
       log(fmt::format(
@@ -614,12 +616,23 @@ void Trainer::Impl::make_loop_parts() {
       faults,
       /*halve_on_oom=*/unit_gather == nullptr);
   recovery = std::make_unique<OomRecovery>(options.oom_recovery);
-  checkpointer = std::make_unique<Checkpointer>(
-      s,
-      faults,
-      sharded != nullptr ? std::make_shared<const ShardedOptimizerState>(
-                               *sharded, whole_groups, group)
-                         : nullptr);
+  std::shared_ptr<const ShardedOptimizerState> state_shards;
+  if (sharded != nullptr) {
+    // Stage 3: the units' weights are saved sharded too, by their names.
+    std::vector<std::string> names;
+    if (unit_gather) {
+      std::unordered_map<const c10::TensorImpl*, std::string> named;
+      for (const auto& [name, t] : model::state_dict(*model)) {
+        named.emplace(t.unsafeGetTensorImpl(), name);
+      }
+      for (const at::Tensor& p : sharded->params()) {
+        names.push_back(named.at(p.unsafeGetTensorImpl()));
+      }
+    }
+    state_shards = std::make_shared<const ShardedOptimizerState>(
+        *sharded, whole_groups, group, std::move(names));
+  }
+  checkpointer = std::make_unique<Checkpointer>(s, faults, state_shards);
 }
 
 void Trainer::Impl::make_loader() {
