@@ -654,6 +654,32 @@ TEST(ShardCli, Stage3CheckpointsEachRanksPiecesOfTheBlocks) {
       units["peak_whole"].get<double>(), 2 * units["largest"].get<double>());
 }
 
+// After training, stage 3 gathers the model whole only where every rank
+// can hold it. When one rank cannot (an OOM injected on rank 1 once its
+// buffers are allocated), the model stays sharded on both, saying so, and
+// rank 0 writes the final weights from host memory a block at a time: the
+// weights of the run that ended whole, bit for bit, and its evaluation.
+TEST(ShardCli, Stage3EndsShardedWhereTheWholeModelDoesNotFit) {
+  test::TempDir dir;
+  const std::string args = gpt_args(dir, 2) + " --shard 3";
+  const std::string whole = (dir.path() / "whole").string();
+  const auto w = launch(args, whole);
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  const std::string stays = "shard: the model stays sharded after training";
+  EXPECT_EQ(w.out.find(stays), std::string::npos) << w.out;
+  const std::string sharded = (dir.path() / "sharded").string();
+  const auto r = launch(
+      args, sharded, "HOTLOOP_INJECT_OOM_WHOLE=1 HOTLOOP_INJECT_OOM_RANK=1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(stays), std::string::npos) << r.out;
+  expect_same_tensors(
+      model::read_weight_file(whole + "/model.safetensors").tensors,
+      model::read_weight_file(sharded + "/model.safetensors").tensors,
+      0,
+      0);
+  EXPECT_EQ(summary(whole)["val_loss"], summary(sharded)["val_loss"]);
+}
+
 TEST(ShardCli, AnOffloadedOptimizerTrainsAsOnTheDevice) {
   test::TempDir dir;
   const std::string device = (dir.path() / "device").string();

@@ -13,6 +13,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -629,6 +630,43 @@ void ShardedReducer::set_whole(bool whole, bool written) {
     }
     m.unwhole(i, written);
   }
+}
+
+bool ShardedReducer::try_whole(const std::function<void()>& allocated) {
+  Impl& m = *impl_;
+  m.release_all();
+  std::vector<std::size_t> buffers;
+  bool fits = true;
+  try {
+    for (const auto& unit : m.unit_buckets) {
+      for (std::size_t i : unit) {
+        if (m.lowered[i] != 0) {
+          m.allocate_master(i); // the fp32 weights, as set_whole's
+        } else {
+          m.allocate_flat(i);
+        }
+        buffers.push_back(i);
+      }
+    }
+    if (allocated) {
+      allocated();
+    }
+  } catch (const c10::OutOfMemoryError&) {
+    fits = false;
+  }
+  const std::vector<double> short_of = m.group->allreduce_sum(
+      {fits ? 0.0 : 1.0}, "the whole model after training");
+  if (short_of.front() > 0) {
+    for (std::size_t i : buffers) {
+      m.unwhole(i, /*written=*/false);
+    }
+    return false;
+  }
+  m.keep_whole = true;
+  for (auto& wait : m.start_gathers(buffers)) {
+    wait();
+  }
+  return true;
 }
 
 void ShardedReducer::each_unit_whole(

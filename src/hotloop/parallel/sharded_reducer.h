@@ -145,6 +145,13 @@ class ShardedReducer : public GradientSync {
   // nothing. false: each unit freed; `written`: the parameters were written
   // while whole (a checkpoint loaded), so each shard is taken from them.
   void set_whole(bool whole, bool written = false);
+  // The end of training: every unit whole (as set_whole(true)) where every
+  // rank can hold the whole model. Each rank allocates every unit's whole
+  // buffers first and calls `allocated` (a test's fault may throw there),
+  // then the ranks agree; only then are the units gathered. false where a
+  // rank ran out of memory: every rank frees what it allocated and the
+  // units stay sharded. A collective.
+  bool try_whole(const std::function<void()>& allocated = {});
   // The whole model read (a checkpoint) or written (a resume) one unit at a
   // time: each unit in turn gathered in fp32, `visit(unit, params)` called
   // with its parameters (as the model holds them) while they are whole,

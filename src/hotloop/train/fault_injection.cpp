@@ -38,7 +38,17 @@ FaultInjection read_fault_injection() {
   const std::string oom = env("HOTLOOP_INJECT_OOM_ABOVE");
   const std::string only = env("HOTLOOP_INJECT_OOM_RANK");
   const std::string rank = env("RANK");
-  if (!oom.empty() && (only.empty() || only == (rank.empty() ? "0" : rank))) {
+  const bool this_rank = only.empty() || only == (rank.empty() ? "0" : rank);
+  if (const std::string whole = env("HOTLOOP_INJECT_OOM_WHOLE");
+      !whole.empty() && whole != "0") {
+    if (whole != "1") {
+      throw UsageError(
+          fmt::format("HOTLOOP_INJECT_OOM_WHOLE={}: expected 1", whole),
+          "unset it, or set it to 1");
+    }
+    f.oom_whole = this_rank;
+  }
+  if (!oom.empty() && this_rank) {
     f.oom_above = parse_count(oom);
     if (!f.oom_above) {
       throw UsageError(
@@ -111,6 +121,15 @@ FaultInjection read_fault_injection() {
     }
   }
   return f;
+}
+
+void FaultInjection::oom_if_whole() const {
+  if (oom_whole) {
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        false,
+        "out of memory (injected by HOTLOOP_INJECT_OOM_WHOLE: the whole model does not fit this device)");
+  }
 }
 
 void FaultInjection::oom_if_above(std::int64_t samples) const {

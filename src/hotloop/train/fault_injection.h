@@ -6,6 +6,11 @@
 //                                    c10::OutOfMemoryError after its backward
 //                                    (the memory peak);
 //   HOTLOOP_INJECT_OOM_RANK=R        ... only on rank R of a data-parallel job;
+//   HOTLOOP_INJECT_OOM_WHOLE=1       at the end of a ZeRO stage-3 run the
+//                                    whole model's buffers throw the real
+//                                    c10::OutOfMemoryError once allocated (it
+//                                    does not fit one device whole; with
+//                                    HOTLOOP_INJECT_OOM_RANK only on rank R);
 //   HOTLOOP_INJECT_OVERFLOW_STEPS=N[,M...]
 //                                    after the backward of optimizer step N
 //                                    (1-based) the first trainable gradient is
@@ -46,6 +51,7 @@ enum class KillPoint {
 
 struct FaultInjection {
   std::optional<std::int64_t> oom_above;
+  bool oom_whole = false;
   std::vector<std::int64_t> overflow_steps;
   KillPoint kill = KillPoint::None;
   std::int64_t kill_step = 0; // for Step and Checkpoint
@@ -54,6 +60,8 @@ struct FaultInjection {
 
   // Throws c10::OutOfMemoryError when `samples` exceeds oom_above.
   void oom_if_above(std::int64_t samples) const;
+  // Throws c10::OutOfMemoryError where oom_whole is set.
+  void oom_if_whole() const;
   // Whether step `step` (1-based) overflows.
   bool overflow_at(std::int64_t step) const;
   // SIGKILLs this process when `point` (at `step`, where it counts) is the

@@ -324,18 +324,88 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
       {"host", optimizer_state + copies}};
 }
 
+bool Trainer::Impl::whole_after_training() {
+  if (!unit_gather) {
+    return true;
+  }
+  unit_gather.reset(); // the hooks out of the model
+  if (sharded->try_whole([this] { faults.oom_if_whole(); })) {
+    return true;
+  }
+  log(fmt::format(
+      "shard: the model stays sharded after training: it does not fit one device whole on every rank{}",
+      options.save_weights && !state.run_dir.empty()
+          ? "; rank 0 writes its weights from host memory, a block at a time"
+          : ""));
+  return false;
+}
+
+void Trainer::Impl::write_final_weights(TrainSummary& sum, bool whole) {
+  const RunState& s = state;
+  const TrainerOptions& o = options;
+  if (s.run_dir.empty() || !o.save_weights) {
+    return;
+  }
+  // Sharded (stage 3, the model not whole): every rank takes part.
+  const model::StateDict weights =
+      whole ? model::state_dict(*model) : model_state_on_host();
+  if (s.rank != 0) {
+    return;
+  }
+  sum.weights = RunFolder(s.run_dir).weights();
+  if (!o.model.lora.enabled()) {
+    model::write_weights(sum.weights, weights);
+    return;
+  }
+  // The adapters: the base is --init's (a bf16 run's copy is rounded).
+  model::StateDict adapters;
+  for (const auto& [name, t] :
+       model::lora_state(static_cast<model::LanguageModel&>(*model))) {
+    for (const auto& [from, value] : weights) {
+      if (from == name) {
+        adapters.emplace_back(name, value);
+      }
+    }
+  }
+  model::write_weights(sum.weights, adapters);
+  if (whole) {
+    write_adapter(s, *model);
+  } else {
+    log(fmt::format(
+        "lora: the PEFT adapter folder is not written (the model stays sharded); {} holds the adapters",
+        sum.weights));
+  }
+}
+
+model::StateDict Trainer::Impl::model_state_on_host() {
+  const bool keep = state.rank == 0;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> copies;
+  sharded->each_unit_whole(
+      [&](std::size_t, const std::vector<at::Tensor>& params) {
+        for (const at::Tensor& p : params) {
+          if (keep) {
+            copies[p.unsafeGetTensorImpl()] =
+                p.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+          }
+        }
+      });
+  model::StateDict out = model::state_dict(*model);
+  for (auto& [name, t] : out) {
+    const auto it = copies.find(t.unsafeGetTensorImpl());
+    if (it != copies.end()) {
+      t = it->second;
+    }
+  }
+  return out;
+}
+
 TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   RunState& s = state;
-  // Stage 3: the model whole from here on, for the final evaluation, the
-  // weights written and whoever uses the model after.
-  if (unit_gather) {
-    sharded->set_whole(true); // a collective
-    unit_gather.reset(); // out of the model
-  }
   const TrainerOptions& o = options;
   readback->drain(s, events);
   TrainSummary sum;
-  if (!final_eval && s.step == s.total_steps && s.rank == 0 &&
+  // Stage 3 evaluates on every rank, through the blocks' hooks.
+  if (!final_eval && s.step == s.total_steps && (s.rank == 0 || unit_gather) &&
       evaluator->has_data()) {
     // Resumed after the last step: the evaluation its checkpoint holds, or,
     // when it has none, one now.
@@ -383,18 +453,7 @@ TrainSummary Trainer::Impl::finish(double wall_s, bool stopped_early) {
   sum.last_checkpoint = s.last_checkpoint;
   sum.resumed_at = s.resumed_at;
   sum.wall_s = wall_s;
-  if (writes_files(s) && o.save_weights) {
-    sum.weights = RunFolder(s.run_dir).weights();
-    if (o.model.lora.enabled()) {
-      // The adapters: the base is --init's (a bf16 run's copy is rounded).
-      model::write_weights(
-          sum.weights,
-          model::lora_state(static_cast<model::LanguageModel&>(*model)));
-      write_adapter(s, *model);
-    } else {
-      model::write_weights(sum.weights, model::state_dict(*model));
-    }
-  }
+  write_final_weights(sum, whole_after_training());
   sum.callbacks = events.fit_end(s, sum);
   if (writes_files(s)) {
     RunFolder::write_json(RunFolder(s.run_dir).summary(), sum.to_json());

@@ -122,6 +122,18 @@ struct Trainer::Impl {
   // After the last step (or a stop): the final evaluation a resumed run
   // still owes, on_fit_end, summary.json.
   TrainSummary finish(double wall_s, bool stopped_early);
+  // Stage 3 (a collective): the model whole on every rank after training
+  // where every rank can hold it (true; always without stage 3), else it
+  // stays sharded and says so.
+  bool whole_after_training();
+  // model.safetensors (and a LoRA run's adapter folder) on rank 0; not
+  // `whole` (stage 3, a collective), from the blocks read one at a time
+  // to rank 0's host memory.
+  void write_final_weights(TrainSummary& sum, bool whole);
+  // Stage 3, a collective: the model's state with each unit's parameters
+  // gathered in turn and copied to the host on rank 0 (the others' copies
+  // are skipped).
+  model::StateDict model_state_on_host();
 };
 
 } // namespace hotloop::train
