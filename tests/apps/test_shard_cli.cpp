@@ -149,9 +149,21 @@ TEST(ShardCli, EachStageTrainsAGptAsUnshardedDataParallelDoes) {
   std::vector<std::string> runs;
   for (int stage : {0, 1, 2, 3}) {
     const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
-    const auto r =
-        launch(gpt_args(dir, steps) + " --shard " + std::to_string(stage), run);
+    // (The CUDA-graph seam: the run decides as on a GPU, and says why not.)
+    const auto r = launch(
+        gpt_args(dir, steps) + " --shard " + std::to_string(stage),
+        run,
+        "HOTLOOP_FAKE_CUDA_GRAPH=1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string why =
+        summary(run)["cuda_graphs"]["off_reason"].get<std::string>();
+    EXPECT_NE(
+        why.find(
+            stage == 0      ? "data parallel:"
+                : stage < 3 ? "gradients are reduced from autograd hooks"
+                            : "each block's parameters are allocated"),
+        std::string::npos)
+        << why;
     if (stage == 3) {
       // Each block's buckets its own: two decayed and exempt pairs, and the
       // embeddings' and final norm's.

@@ -114,6 +114,10 @@ TEST(GraphPolicy, EachObstacleGivesItsReason) {
   c = capturable();
   c.world_size = 2;
   cases.push_back({"data parallel", c, "data parallel"});
+  c.shard = 2;
+  cases.push_back({"stage 2", c, "--shard 2: gradients are reduced"});
+  c.shard = 3;
+  cases.push_back({"stage 3", c, "--shard 3: each block's parameters"});
   c = capturable();
   c.steps_to_run = kGraphWarmupSteps;
   cases.push_back({"short", c, "3 step(s) to run"});

@@ -27,6 +27,15 @@ GraphDecision decide_graph_capture(CudaGraphs mode, const GraphConditions& c) {
   if (!c.precision.empty()) {
     return no(c.precision);
   }
+  if (c.world_size > 1 && c.shard == 3) {
+    return no(
+        "--shard 3: each block's parameters are allocated, all-gathered and freed around every use, at addresses a captured graph cannot keep, and the ranks agree on every step");
+  }
+  if (c.world_size > 1 && c.shard > 0) {
+    return no(fmt::format(
+        "--shard {}: gradients are reduced from autograd hooks, the updated shards all-gathered after the optimizer, and the ranks agree on every step",
+        c.shard));
+  }
   if (c.world_size > 1) {
     return no(
         "data parallel: gradients are all-reduced from autograd hooks and the ranks agree on every step");

@@ -29,6 +29,7 @@ struct GraphConditions {
   std::string precision; // why the precision mode cannot be captured, or ""
   std::int64_t accum_steps = 1;
   int world_size = 1;
+  int shard = 0; // the ZeRO stage (--shard) of a data-parallel run
   std::int64_t steps_to_run = 0; // steps this process will still run
   bool packed_rows = false; // batches of rows packed with several examples
 };
