@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <stdexcept>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
@@ -17,6 +18,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
 
 #include "hotloop/parallel/process_group.h"
 #include "hotloop/parallel/shard_layout.h"
@@ -339,6 +341,60 @@ TEST(ShardedReducer, Stage3GathersEachUnitOnlyWhileItIsUsed) {
     EXPECT_EQ(params[0].storage().nbytes(), 0u);
     reducer.gather_unit(0);
     EXPECT_TRUE(at::equal(params[0], at::full({10}, 7.0f)));
+  });
+}
+
+// The end of training, and the block-at-a-time reads: try_whole makes every
+// unit whole where both ranks can hold it; where one cannot, both free
+// every buffer and keep their shards. A visit that throws leaves its unit
+// freed and its shards as they were, even when it wrote the parameters.
+TEST(ShardedReducer, Stage3IsMadeWholeOnlyWhereEveryRankCanHoldIt) {
+  two_ranks([](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    {
+      at::NoGradGuard no_grad;
+      params[0].copy_(at::arange(10, at::kFloat));
+      params[1].copy_(at::arange(30, at::kFloat).reshape({5, 6}) * 0.5);
+    }
+    const at::Tensor first = params[0].detach().clone();
+    const at::Tensor second = params[1].detach().clone();
+    ShardOptions o = options(3, true);
+    o.buckets.bucket_bytes = 1u << 20;
+    o.units = {0, 1, -1};
+    ShardedReducer reducer(g, params, {}, o);
+    std::vector<at::Tensor> shards;
+    for (const auto& s : reducer.shards()) {
+      shards.push_back(s.tensor.detach().clone());
+    }
+    auto shards_kept = [&] {
+      for (std::size_t b = 0; b < shards.size(); ++b) {
+        EXPECT_TRUE(at::equal(reducer.shards()[b].tensor, shards[b])) << b;
+      }
+    };
+
+    EXPECT_FALSE(reducer.try_whole([r] {
+      TORCH_CHECK_WITH(OutOfMemoryError, r != 1, "rank 1 is short");
+    }));
+    EXPECT_EQ(params[0].storage().nbytes(), 0u);
+    EXPECT_EQ(params[1].storage().nbytes(), 0u);
+    shards_kept();
+
+    EXPECT_THROW(
+        reducer.each_unit_whole(
+            [](std::size_t, const std::vector<at::Tensor>& whole) {
+              at::Tensor(whole.front()).fill_(9.0f);
+              throw std::runtime_error("the visit failed");
+            },
+            /*written=*/true),
+        std::runtime_error);
+    EXPECT_EQ(params[0].storage().nbytes(), 0u);
+    shards_kept();
+
+    EXPECT_TRUE(reducer.try_whole());
+    EXPECT_TRUE(at::equal(params[0], first));
+    EXPECT_TRUE(at::equal(params[1], second));
+    reducer.release_unit(0); // whole from here on
+    EXPECT_EQ(params[0].storage().nbytes(), 10u * 4);
   });
 }
 

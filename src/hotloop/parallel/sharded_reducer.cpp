@@ -703,7 +703,16 @@ void ShardedReducer::each_unit_whole(
         params.push_back(m.buckets->params()[member]);
       }
     }
-    visit(u, params);
+    try {
+      visit(u, params);
+    } catch (...) {
+      // Freed again, its shards as they were (whatever the visit wrote).
+      for (std::size_t i : gathered) {
+        m.unwhole(i, /*written=*/false);
+      }
+      m.units_whole_bytes -= bytes;
+      throw;
+    }
     for (std::size_t i : gathered) {
       m.unwhole(i, written);
     }

@@ -156,7 +156,10 @@ class ShardedReducer : public GradientSync {
   // time: each unit in turn gathered in fp32, `visit(unit, params)` called
   // with its parameters (as the model holds them) while they are whole,
   // then (`written`: each shard taken from them first) freed again; units
-  // already whole (set_whole) are visited as they are.
+  // already whole (set_whole) are visited as they are. A visit that throws
+  // leaves its unit freed, its shards as they were; the other ranks are
+  // still in the loop, so a caller whose visit may fail on one rank alone
+  // catches there and goes on (Trainer's final weights do).
   void each_unit_whole(
       const std::function<void(std::size_t, const std::vector<at::Tensor>&)>&
           visit,

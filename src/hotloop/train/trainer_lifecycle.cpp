@@ -2,6 +2,7 @@
 // (config.json, resume, the step chosen), OOM recovery applied, checkpoints,
 // evaluation, failures, and the end (summary.json, report.html).
 
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
@@ -380,15 +381,26 @@ void Trainer::Impl::write_final_weights(TrainSummary& sum, bool whole) {
 model::StateDict Trainer::Impl::model_state_on_host() {
   const bool keep = state.rank == 0;
   std::unordered_map<const c10::TensorImpl*, at::Tensor> copies;
+  // A copy that fails (host memory) fails this rank after the loop: the
+  // other ranks' gathers of the later units still need it.
+  std::exception_ptr failed;
   sharded->each_unit_whole(
       [&](std::size_t, const std::vector<at::Tensor>& params) {
-        for (const at::Tensor& p : params) {
-          if (keep) {
+        if (!keep || failed) {
+          return;
+        }
+        try {
+          for (const at::Tensor& p : params) {
             copies[p.unsafeGetTensorImpl()] =
                 p.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
           }
+        } catch (...) {
+          failed = std::current_exception();
         }
       });
+  if (failed) {
+    std::rethrow_exception(failed);
+  }
   model::StateDict out = model::state_dict(*model);
   for (auto& [name, t] : out) {
     const auto it = copies.find(t.unsafeGetTensorImpl());
