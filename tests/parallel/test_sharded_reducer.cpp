@@ -346,8 +346,9 @@ TEST(ShardedReducer, Stage3GathersEachUnitOnlyWhileItIsUsed) {
 
 // The end of training, and the block-at-a-time reads: try_whole makes every
 // unit whole where both ranks can hold it; where one cannot, both free
-// every buffer and keep their shards. A visit that throws leaves its unit
-// freed and its shards as they were, even when it wrote the parameters.
+// every buffer and keep their shards (a rank whose error is not a
+// shortage throws it). A visit that throws leaves its unit freed and its
+// shards as they were, even when it wrote the parameters.
 TEST(ShardedReducer, Stage3IsMadeWholeOnlyWhereEveryRankCanHoldIt) {
   two_ranks([](int r, std::shared_ptr<ProcessGroup> g) {
     std::vector<at::Tensor> params = make_params();
@@ -378,6 +379,15 @@ TEST(ShardedReducer, Stage3IsMadeWholeOnlyWhereEveryRankCanHoldIt) {
     EXPECT_EQ(params[0].storage().nbytes(), 0u);
     EXPECT_EQ(params[1].storage().nbytes(), 0u);
     shards_kept();
+    // Another error on rank 1 is its own to throw; rank 0 stays sharded.
+    if (r == 1) {
+      EXPECT_THROW(
+          reducer.try_whole([] { throw std::runtime_error("not memory"); }),
+          std::runtime_error);
+    } else {
+      EXPECT_FALSE(reducer.try_whole());
+    }
+    EXPECT_EQ(params[0].storage().nbytes(), 0u);
 
     EXPECT_THROW(
         reducer.each_unit_whole(

@@ -32,8 +32,9 @@
 // before the unit runs (forward, and again before its backward; the next
 // unit's gather is started while one computes: prefetch_unit()), and
 // release_unit() frees them after. The parameters outside the units stay
-// whole, as at stage 2. set_whole() keeps every unit whole while the model
-// is read as a whole (a checkpoint, the evaluation, after training).
+// whole, as at stage 2. After training try_whole() makes every unit whole
+// where every rank can hold the model; each_unit_whole() reads or writes
+// it a unit at a time instead.
 //
 // Stage 3 in mixed precision (ShardOptions::compute_dtype, FSDP's
 // param_dtype bf16 with reduce_dtype fp32): a unit's matrices (linear and
@@ -45,9 +46,9 @@
 // them. The matrices' bf16 gradients are reduced in
 // fp32 (copied into the fp32 buffer the reduce-scatter sends); under
 // gradient accumulation each micro-batch's are added into an fp32 sum as
-// backward makes them, as an fp32 model's accumulate. While the model is
-// read as a whole the units are gathered in fp32 instead: a checkpoint
-// holds the master weights.
+// backward makes them, as an fp32 model's accumulate. Where the model is
+// read or written whole the units are gathered in fp32 instead (the
+// master weights).
 
 #include <cstddef>
 #include <cstdint>
@@ -152,8 +153,10 @@ class ShardedReducer : public GradientSync {
   // rank ran out of memory: every rank frees what it allocated and the
   // units stay sharded. A collective.
   bool try_whole(const std::function<void()>& allocated = {});
-  // The whole model read (a checkpoint) or written (a resume) one unit at a
-  // time: each unit in turn gathered in fp32, `visit(unit, params)` called
+  // The whole model read (the final weights of a run that ends sharded) or
+  // written (a resume of whole weights) one unit at a time: each unit in
+  // turn gathered in fp32 (the ranks agreeing first that each could
+  // allocate it; else every rank throws), `visit(unit, params)` called
   // with its parameters (as the model holds them) while they are whole,
   // then (`written`: each shard taken from them first) freed again; units
   // already whole (set_whole) are visited as they are. A visit that throws
