@@ -77,7 +77,9 @@ class Trainer {
   // first when options.resume says so. Writes the run directory.
   TrainSummary fit(const std::atomic<bool>* stop = nullptr);
 
-  // One evaluation pass over `val` (empty without it).
+  // One evaluation pass over `val` (empty without it). Throws UsageError
+  // after a ZeRO stage-3 fit whose model stayed sharded (it did not fit one
+  // device whole).
   EvalResult evaluate();
 
   const TrainerOptions& options() const;

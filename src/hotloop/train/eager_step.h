@@ -36,6 +36,9 @@ struct StepParts {
   Readback* readback = nullptr;
   Events* events = nullptr;
   StepSync* sync = nullptr; // null: one process
+  // The ZeRO stage the run trains at (--shard; a stage-3 run whose model
+  // has no units trains at 2), 0 unsharded.
+  int shard = 0;
   const FaultInjection* faults = nullptr;
   // Trainable, by name, in registration order; with --shard, this rank's
   // shards (what the optimizer updates).

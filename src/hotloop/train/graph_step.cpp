@@ -161,7 +161,7 @@ std::unique_ptr<Step> make_step(
   c.precision = parts.precision->capture_blocker();
   c.accum_steps = s.accum_steps;
   c.world_size = s.world_size;
-  c.shard = o.shard;
+  c.shard = parts.shard;
   c.steps_to_run = s.total_steps - s.step;
   c.packed_rows = s.batches != nullptr && s.batches->packed_rows();
   const GraphDecision d = decide_graph_capture(o.cuda_graphs, c);

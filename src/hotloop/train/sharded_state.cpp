@@ -220,11 +220,8 @@ ShardedOptimizerState::Saved ShardedOptimizerState::save(
     std::int64_t step,
     const Optimizer& shards) const {
   Saved saved{index(shards), std::nullopt};
-  NamedTensors mine = pieces(shards);
   if (shards_model()) {
     saved.model = model_index();
-    const NamedTensors weights = model_pieces();
-    mine.insert(mine.end(), weights.begin(), weights.end());
   }
   // One id a save, rank 0's: each file carries it, so a file of another
   // save (or run) is told apart from this one's.
@@ -242,6 +239,11 @@ ShardedOptimizerState::Saved ShardedOptimizerState::save(
   // Every rank writes its file, then all learn whether every rank did.
   std::exception_ptr failed;
   try {
+    NamedTensors mine = pieces(shards);
+    if (saved.model) {
+      const NamedTensors weights = model_pieces();
+      mine.insert(mine.end(), weights.begin(), weights.end());
+    }
     create_checkpoint_dir(dir);
     write_shard_file(dir, step, saved.optimizer, reducer_->rank(), mine);
   } catch (...) { // any failure: the others must not wait for this rank

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "hotloop/errors.h"
 #include "hotloop/train/schedule.h"
 #include "hotloop/train/trainer_parts.h"
 
@@ -131,6 +132,11 @@ TrainSummary Trainer::fit(const std::atomic<bool>* stop) {
 
 EvalResult Trainer::evaluate() {
   Impl& p = *impl_;
+  if (p.sharded_after_fit) {
+    throw UsageError(
+        "evaluate: the model stayed sharded after training (it does not fit one device whole), so its blocks hold no weights here",
+        "evaluate the weights the run wrote (its model.safetensors) with a model on a device that holds them");
+  }
   return p.evaluator->run(p.state, *p.precision, p.state.log);
 }
 

@@ -2,6 +2,7 @@
 // (config.json, resume, the step chosen), OOM recovery applied, checkpoints,
 // evaluation, failures, and the end (summary.json, report.html).
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -155,6 +156,9 @@ void Trainer::Impl::begin(const std::atomic<bool>* stop) {
   parts.readback = readback.get();
   parts.events = &events;
   parts.sync = sync.get();
+  if (sharded != nullptr) {
+    parts.shard = unit_gather ? 3 : std::min(options.shard, 2);
+  }
   parts.faults = &faults;
   parts.params = params;
   parts.tensors = tensors;
@@ -333,6 +337,7 @@ bool Trainer::Impl::whole_after_training() {
   if (sharded->try_whole([this] { faults.oom_if_whole(); })) {
     return true;
   }
+  sharded_after_fit = true;
   log(fmt::format(
       "shard: the model stays sharded after training: it does not fit one device whole on every rank{}",
       options.save_weights && !state.run_dir.empty()

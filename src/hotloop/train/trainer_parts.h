@@ -59,6 +59,8 @@ struct Trainer::Impl {
   std::vector<ParamGroup> whole_groups;
   // --shard 3 with units: the hooks in the model's forward (unit_gather.h).
   std::unique_ptr<model::UnitHooks> unit_gather;
+  // Stage 3: training ended with the model sharded (whole_after_training).
+  bool sharded_after_fit = false;
   std::unique_ptr<data::EpochLoader> loader;
   std::size_t bad_samples_before = 0; // in loaders OOM recovery replaced
   std::unique_ptr<Evaluator> evaluator;

@@ -552,14 +552,15 @@ void Trainer::Impl::shard_optimizer(
     held += l.shard;
   }
   log(fmt::format(
-      "shard: ZeRO stage {} over {} ranks in {} bucket(s): this rank updates {} of the {} trainable parameters ({} of padding over the job); the optimizer state{} held by the rank it belongs to; each rank saves its part of the optimizer state in its own file beside each checkpoint",
+      "shard: ZeRO stage {} over {} ranks in {} bucket(s): this rank updates {} of the {} trainable parameters ({} of padding over the job); the optimizer state{} held by the rank it belongs to; each rank saves its part of the optimizer state{} in its own file beside each checkpoint",
       options.shard,
       group->size(),
       reducer->buckets().size(),
       held,
       trainable,
       padding,
-      options.shard >= 2 ? " and the gradients are" : " is"));
+      options.shard >= 2 ? " and the gradients are" : " is",
+      reducer->unit_count() > 0 ? " (and of the blocks' weights)" : ""));
   if (options.shard == 3) {
     log(stage3_line(*reducer, units != nullptr, so.compute_dtype));
   }
