@@ -33,6 +33,7 @@ InitResult load_initial_weights(Model& model, const InitOptions& options) {
   if (const auto meta = weights.metadata.find("hotloop.checkpoint");
       meta != weights.metadata.end()) {
     const auto j = nlohmann::json::parse(meta->second, nullptr, false);
+    // train/checkpoint_shards.h's kModelShardIndexKey (a layer above).
     if (j.is_object() && j.contains("model_shards")) {
       throw UsageError(
           fmt::format(

@@ -214,34 +214,33 @@ void Checkpointer::load_model_weights(
   model::LoadOptions lo;
   lo.source = path;
   model::StateDict weights = c.model;
+  const std::string dir = fs::path(path).parent_path().string();
+  const auto step = c.meta.at("step").get<std::int64_t>();
+  std::optional<ShardIndex> cut; // stage 3 from stage 3
   if (c.meta.contains(kModelShardIndexKey)) {
-    const ShardIndex index =
-        ShardIndex::from_json(c.meta[kModelShardIndexKey], path);
-    const std::string dir = fs::path(path).parent_path().string();
-    const auto step = c.meta.at("step").get<std::int64_t>();
+    ShardIndex index = ShardIndex::from_json(c.meta[kModelShardIndexKey], path);
     if (sharded_ && sharded_->can_cut_model(index)) {
-      // Stage 3 from stage 3: the names and shapes checked against
-      // stand-ins, the units' shards cut from the shard files.
+      // The names and shapes checked against stand-ins without memory.
       const std::string prefix = kModelPieces;
       for (const ShardedTensor& t : index.tensors) {
         weights.emplace_back(
             t.name.substr(prefix.size()),
             at::empty(t.shape, at::TensorOptions().device(at::kMeta)));
       }
-      if (s.options->model.lora.enabled()) {
-        weights = over_model(*s.model, weights);
-      }
-      lo.defer = [this](const at::Tensor& t) { return sharded_->in_unit(t); };
-      model::load_state_dict(*s.model, weights, lo);
-      sharded_->cut_model(dir, step, index);
-      return;
+      cut = std::move(index);
+    } else {
+      weights = whole_model(dir, step, index, c.model);
     }
-    weights = whole_model(dir, step, index, c.model);
   }
   if (s.options->model.lora.enabled()) {
     weights = over_model(*s.model, weights);
   }
-  if (load_model) {
+  if (cut) {
+    // The rest loaded; the units' shards cut from the shard files.
+    lo.defer = [this](const at::Tensor& t) { return sharded_->in_unit(t); };
+    model::load_state_dict(*s.model, weights, lo);
+    sharded_->cut_model(dir, step, *cut);
+  } else if (load_model) {
     load_model(weights, lo);
   } else {
     model::load_state_dict(*s.model, weights, lo);

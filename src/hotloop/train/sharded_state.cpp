@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <unordered_set>
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
@@ -29,6 +30,15 @@ at::Tensor flat_as(const at::Tensor& t, const at::Tensor& p) {
   return laid.as_strided({laid.numel()}, {1});
 }
 
+// The index's tensors by name.
+std::map<std::string, const ShardedTensor*> by_name(const ShardIndex& index) {
+  std::map<std::string, const ShardedTensor*> out;
+  for (const ShardedTensor& t : index.tensors) {
+    out.emplace(t.name, &t);
+  }
+  return out;
+}
+
 } // namespace
 
 ShardedOptimizerState::ShardedOptimizerState(
@@ -40,6 +50,9 @@ ShardedOptimizerState::ShardedOptimizerState(
       whole_(std::move(whole)),
       group_(std::move(group)),
       names_(std::move(names)) {
+  for (const at::Tensor& p : reducer_->unit_params()) {
+    in_units_.insert(p.unsafeGetTensorImpl());
+  }
   std::vector<std::size_t> seen(whole_.size() + 1, 0);
   for (std::size_t bi = 0; bi < reducer_->buckets().size(); ++bi) {
     const parallel::Bucket& b = reducer_->buckets()[bi];
@@ -340,10 +353,7 @@ void ShardedOptimizerState::load(
     const ShardIndex& index,
     const NamedTensors& head,
     Optimizer& shards) const {
-  std::map<std::string, const ShardedTensor*> saved;
-  for (const ShardedTensor& t : index.tensors) {
-    saved.emplace(t.name, &t);
-  }
+  const auto saved = by_name(index);
   std::vector<Copy> copies;
   NamedTensors out;
   for (const auto& [name, t] : head) {
@@ -389,28 +399,14 @@ void ShardedOptimizerState::load(
 }
 
 bool ShardedOptimizerState::in_unit(const at::Tensor& t) const {
-  for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
-    if (reducer_->unit_of(b) < 0) {
-      continue;
-    }
-    for (std::size_t m : reducer_->buckets()[b].members) {
-      if (reducer_->params()[m].unsafeGetTensorImpl() ==
-          t.unsafeGetTensorImpl()) {
-        return true;
-      }
-    }
-  }
-  return false;
+  return in_units_.contains(t.unsafeGetTensorImpl());
 }
 
 bool ShardedOptimizerState::can_cut_model(const ShardIndex& index) const {
   if (!shards_model()) {
     return false;
   }
-  std::map<std::string, const ShardedTensor*> saved;
-  for (const ShardedTensor& t : index.tensors) {
-    saved.emplace(t.name, &t);
-  }
+  const auto saved = by_name(index);
   std::size_t mine = 0;
   for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
     if (reducer_->unit_of(b) < 0) {
@@ -433,10 +429,7 @@ void ShardedOptimizerState::cut_model(
     const std::string& dir,
     std::int64_t step,
     const ShardIndex& index) const {
-  std::map<std::string, const ShardedTensor*> saved;
-  for (const ShardedTensor& t : index.tensors) {
-    saved.emplace(t.name, &t);
-  }
+  const auto saved = by_name(index);
   std::vector<Copy> copies;
   for (std::size_t b = 0; b < reducer_->buckets().size(); ++b) {
     if (reducer_->unit_of(b) < 0) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -149,6 +150,7 @@ class ShardedOptimizerState {
   std::vector<std::size_t> shard_index_; // per bucket: within its group
   std::vector<std::vector<std::size_t>> whole_index_; // per bucket, member
   std::vector<std::string> names_; // per reducer parameter (stage 3)
+  std::unordered_set<const c10::TensorImpl*> in_units_; // stage 3's sharded
 };
 
 } // namespace hotloop::train
