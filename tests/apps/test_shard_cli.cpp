@@ -365,43 +365,105 @@ TEST(ShardCli, AnOutOfMemoryOnOneRankIsRecoveredShardedAsUnsharded) {
   expect_same_training(whole, sharded, 4, 0, 0);
 }
 
+// Stage 3: rank 1 alone runs out of memory inside a block, in its forward
+// (the next block's gather under way) or its backward (the previous one's):
+// it waits for that gather, makes the rest of the step's gathers so that
+// rank 0's find their partner, and both redo the step at micro-batch 2, as
+// unsharded ranks do after an OOM anywhere in the step.
+TEST(ShardCli, Stage3RecoversAnOutOfMemoryInsideABlockOnOneRank) {
+  test::TempDir dir;
+  const int steps = 3;
+  const std::string args =
+      "--model gpt-nano --layers 3 --width 32 --context 16 --data " +
+      corpus(dir) + " --steps " + std::to_string(steps) +
+      " --batch 16 --micro-batch 4 --clip-grad-norm 0 --log-every 1" +
+      " --dist-timeout 60"; // a gather left without its partner fails
+  auto run = [&](const std::string& name,
+                 const std::string& more,
+                 const std::string& unit) {
+    const std::string out = (dir.path() / name).string();
+    const auto r = test::run_cli(
+        "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
+            " -- train " + args + more +
+            " --threads 1 --workers 1 --device cpu --seed 3 --out " + out,
+        "HOTLOOP_INJECT_OOM_ABOVE=2 HOTLOOP_INJECT_OOM_RANK=1" +
+            (unit.empty() ? "" : " HOTLOOP_INJECT_OOM_UNIT=" + unit));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return out;
+  };
+  const std::string whole = run("whole", " --shard 0", "");
+  // (Recomputed in backward, a checkpointed block's gathers stay in line.)
+  for (const std::string where : {"forward", "backward", "checkpointed"}) {
+    const bool checkpointed = where == "checkpointed";
+    const std::string sharded =
+        run(where,
+            checkpointed ? " --shard 3 --activation-checkpointing blocks"
+                         : " --shard 3",
+            (checkpointed ? "backward" : where) + ":1");
+    const std::string report = test::slurp(sharded + "/oom_report-rank1.jsonl");
+    EXPECT_NE(
+        report.find(
+            "injected: HOTLOOP_INJECT_OOM_ABOVE=2 in unit 1's " +
+            (checkpointed ? std::string("backward") : where)),
+        std::string::npos)
+        << report;
+    EXPECT_EQ(summary(sharded)["oom_recoveries"], 1) << where;
+    EXPECT_EQ(summary(sharded)["micro_batch"], 2) << where;
+    // As stage 3 without an OOM: the global norm's sum aside, two ranks
+    // sum alike in either order.
+    expect_same_training(whole, sharded, steps, 1e-6, 1e-7);
+  }
+}
+
 // Without OOM recovery an OOM on one rank stops every rank after the step's
-// agreement, each naming it, rather than leaving the others to be stopped.
+// agreement, each naming it, rather than leaving the others to be stopped;
+// at stage 3 too, from inside a block's forward.
 TEST(ShardCli, WithRecoveryOffAnOutOfMemoryOnOneRankStopsEveryRankSayingSo) {
   test::TempDir dir;
-  const auto r = launch(
-      gpt_args(dir, 4) + " --shard 2 --oom-recovery false",
-      (dir.path() / "run").string(),
-      "HOTLOOP_INJECT_OOM_ABOVE=2 HOTLOOP_INJECT_OOM_RANK=1");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(
-      r.out.find(
-          "[rank 0] hotloop: error: step 1: out of memory at micro-batch 4 with OOM recovery off (out of memory on another rank)"),
-      std::string::npos)
-      << r.out;
-  EXPECT_NE(
-      r.out.find(
-          "[rank 1] hotloop: error: step 1: out of memory at micro-batch 4 with OOM recovery off (out of memory (injected"),
-      std::string::npos)
-      << r.out;
+  for (const int stage : {2, 3}) {
+    const auto r = launch(
+        gpt_args(dir, 4) + " --shard " + std::to_string(stage) +
+            " --oom-recovery false --dist-timeout 60",
+        (dir.path() / fmt::format("s{}", stage)).string(),
+        std::string("HOTLOOP_INJECT_OOM_ABOVE=2 HOTLOOP_INJECT_OOM_RANK=1") +
+            (stage == 3 ? " HOTLOOP_INJECT_OOM_UNIT=forward:0" : ""));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(
+        r.out.find(
+            "[rank 0] hotloop: error: step 1: out of memory at micro-batch 4 with OOM recovery off (out of memory on another rank)"),
+        std::string::npos)
+        << r.out;
+    EXPECT_NE(
+        r.out.find(
+            "[rank 1] hotloop: error: step 1: out of memory at micro-batch 4 with OOM recovery off (out of memory (injected"),
+        std::string::npos)
+        << r.out;
+  }
 }
 
 // A sharded batch trial that runs out of memory on one rank is off on every
 // rank, so the search goes on in step and all find the same size.
+// Stage 3's trials train at stage 3: the OOM is injected inside a block's
+// backward, which only a stage-3 trial runs.
 TEST(ShardCli, AShardedBatchTrialOutOfMemoryOnOneRankIsOffOnEveryRank) {
   test::TempDir dir;
-  const std::string run = (dir.path() / "run").string();
-  const auto r = launch(
-      "--model gpt-nano --layers 2 --width 32 --context 16 --data " +
-          corpus(dir) + " --steps 2 --batch auto --shard 2",
-      run,
-      "HOTLOOP_INJECT_OOM_ABOVE=8 HOTLOOP_INJECT_OOM_RANK=1");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("batch    16: out of memory"), std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("batch     9: out of memory"), std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("max batch: 8\n"), std::string::npos) << r.out;
+  for (const int stage : {2, 3}) {
+    const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
+    const auto r = launch(
+        "--model gpt-nano --layers 2 --width 32 --context 16 --data " +
+            corpus(dir) + " --steps 2 --batch auto --shard " +
+            std::to_string(stage),
+        run,
+        std::string("HOTLOOP_INJECT_OOM_ABOVE=8 HOTLOOP_INJECT_OOM_RANK=1") +
+            (stage == 3 ? " HOTLOOP_INJECT_OOM_UNIT=backward:0" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("batch    16: out of memory"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("batch     9: out of memory"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("max batch: 8\n"), std::string::npos) << r.out;
+    EXPECT_EQ(summary(run)["shard"], stage);
+  }
 }
 
 // The batch finder under data parallelism (the ranks agree on the

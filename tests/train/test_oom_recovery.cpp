@@ -239,6 +239,22 @@ TEST(FaultInjection, EachVariableParsesOrIsAUsageErrorNamingIt) {
     test::ScopedEnv inject("HOTLOOP_INJECT_OVERFLOW_STEPS", bad);
     EXPECT_THROW(read_fault_injection(), UsageError) << bad;
   }
+  {
+    // In a unit instead of after backward: that unit's pass only.
+    test::ScopedEnv above("HOTLOOP_INJECT_OOM_ABOVE", "2");
+    test::ScopedEnv unit("HOTLOOP_INJECT_OOM_UNIT", "backward:1");
+    const FaultInjection f = read_fault_injection();
+    EXPECT_NO_THROW(f.oom_if_above(3));
+    EXPECT_NO_THROW(f.oom_in_unit(1, /*backward=*/false, 3));
+    EXPECT_NO_THROW(f.oom_in_unit(0, /*backward=*/true, 3));
+    EXPECT_NO_THROW(f.oom_in_unit(1, /*backward=*/true, 2));
+    EXPECT_THROW(f.oom_in_unit(1, /*backward=*/true, 3), c10::OutOfMemoryError);
+  }
+  for (const char* bad :
+       {"backward", "sideways:1", "forward:x", "forward:-1"}) {
+    test::ScopedEnv inject("HOTLOOP_INJECT_OOM_UNIT", bad);
+    EXPECT_THROW(read_fault_injection(), UsageError) << bad;
+  }
   for (const char* bad : {"step", "step:x", "final-checkpoint:3", "nowhere"}) {
     test::ScopedEnv inject("HOTLOOP_INJECT_KILL", bad);
     EXPECT_THROW(read_fault_injection(), UsageError) << bad;

@@ -47,6 +47,13 @@ class ProcessGroup {
   int size() const;
   const GroupOptions& options() const;
 
+  // A second group of the same ranks, with connections of its own (its
+  // `purpose` names it in the store): its collectives match across ranks
+  // among themselves, in their own order, and neither queue behind this
+  // group's nor are ordered with them. Every rank creates its siblings in
+  // the same order (a rendezvous). Failures name the ranks as this one's do.
+  std::shared_ptr<ProcessGroup> sibling(const std::string& purpose);
+
   // Rank 0's values into every rank's tensors (in place).
   void broadcast(std::vector<at::Tensor>& tensors, const std::string& phase);
   // Starts summing `tensor` over ranks in place and returns without waiting;

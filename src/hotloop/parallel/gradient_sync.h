@@ -5,7 +5,8 @@
 //   arm()          before the backward whose gradients are final (the last
 //                  micro-batch): buckets start during backward from now on;
 //   launch_rest()  after backward, or after an OOM in it: starts the buckets
-//                  not started yet, so every rank has started the same ones;
+//                  not started yet (stage 3: first the step's gathers not
+//                  made yet), so every rank has started the same ones;
 //   finish()       waits and leaves the mean gradients where the optimizer
 //                  reads them; or
 //   discard()      waits and throws the results away (an OOM on some rank:
@@ -26,17 +27,12 @@ namespace hotloop::parallel {
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
+  virtual void begin_step(std::size_t /*micro_batches*/) {}
   virtual void arm() = 0;
   virtual void launch_rest() = 0;
   virtual void finish() = 0;
   virtual void discard() = 0;
   virtual void after_update() {}
-  // Whether a rank that ran out of memory part-way through a step can still
-  // reach the step's agreement in line with the others (not when they wait
-  // in collectives inside the forward pass: ZeRO stage 3's gathers).
-  virtual bool survives_oom() const {
-    return true;
-  }
   virtual std::size_t bucket_count() const = 0;
   // Buckets started by hooks during the last backward (overlapped).
   virtual std::size_t started_during_backward() const = 0;

@@ -23,15 +23,36 @@ bool loopback(const std::string& host) {
   return host == "localhost" || host.starts_with("127.");
 }
 
+c10::intrusive_ptr<c10d::Backend> make_backend(
+    const c10::intrusive_ptr<c10d::Store>& store,
+    int rank,
+    int size,
+    const std::string& master_addr,
+    const GroupOptions& options) {
+  if (options.backend == Backend::Nccl) {
+    return cuda::make_nccl_backend(
+        store, rank, size, nccl_watchdog_timeout(options.timeout));
+  }
+  auto o = c10d::ProcessGroupGloo::Options::create();
+  o->timeout = options.timeout;
+  o->devices.push_back(
+      loopback(master_addr)
+          ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+          : c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+}
+
 } // namespace
 
 struct ProcessGroup::Impl {
   int rank = 0;
   int size = 1;
+  std::string master_addr;
   GroupOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
-  std::unique_ptr<RankStatus> status;
+  std::shared_ptr<RankStatus> status; // shared with the siblings
+  int siblings = 0; // made so far: each one's store prefix
 
   // Runs a collective; a failure (a rank that died, a timeout) becomes an
   // Error naming this rank, the collective and the ranks that stopped
@@ -155,26 +176,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
     // this process's exit) for the whole --dist-timeout.
     auto status_store = tcp->clone();
     status_store->setTimeout(std::chrono::seconds(5));
-    m.status = std::make_unique<RankStatus>(
+    m.status = std::make_shared<RankStatus>(
         env.rank,
         c10::make_intrusive<c10d::PrefixStore>("hotloop", status_store),
         env.status_file);
-    if (options.backend == Backend::Nccl) {
-      m.backend = cuda::make_nccl_backend(
-          m.store,
-          env.rank,
-          env.world_size,
-          nccl_watchdog_timeout(options.timeout));
-    } else {
-      auto o = c10d::ProcessGroupGloo::Options::create();
-      o->timeout = options.timeout;
-      o->devices.push_back(
-          loopback(env.master_addr)
-              ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-              : c10d::ProcessGroupGloo::createDefaultDevice());
-      m.backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          m.store, env.rank, env.world_size, o);
-    }
+    m.master_addr = env.master_addr;
+    m.backend = make_backend(
+        m.store, env.rank, env.world_size, env.master_addr, options);
   } catch (const c10::Error& e) {
     throw EnvError(
         fmt::format(
@@ -186,6 +194,24 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
             first_line(e.what())),
         "every rank must start within --dist-timeout and reach MASTER_ADDR:MASTER_PORT; check that the port is free on the master");
   }
+  return g;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::sibling(
+    const std::string& purpose) {
+  Impl& m = *impl_;
+  std::shared_ptr<ProcessGroup> g(new ProcessGroup());
+  Impl& s = *g->impl_;
+  s.rank = m.rank;
+  s.size = m.size;
+  s.master_addr = m.master_addr;
+  s.options = m.options;
+  s.status = m.status;
+  s.store = c10::make_intrusive<c10d::PrefixStore>(
+      fmt::format("{}-{}", purpose, ++m.siblings), m.store);
+  m.guarded(purpose + " group", [&] {
+    s.backend = make_backend(s.store, s.rank, s.size, s.master_addr, s.options);
+  });
   return g;
 }
 

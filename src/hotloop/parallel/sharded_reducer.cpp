@@ -246,6 +246,9 @@ ShardedReducer::ShardedReducer(
     }
   }
   m.pending.resize(m.unit_buckets.size());
+  if (!m.unit_buckets.empty()) {
+    m.unit_group = m.group->sibling("unit-gathers");
+  }
   m.master.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     m.flatten(i);
@@ -312,7 +315,13 @@ void ShardedReducer::arm() {
   impl_->buckets->arm();
 }
 
+void ShardedReducer::begin_step(std::size_t micro_batches) {
+  impl_->micro_batches = micro_batches;
+  impl_->started_units.clear();
+}
+
 void ShardedReducer::launch_rest() {
+  impl_->catch_up(); // stage 3: the unit gathers an OOM skipped
   impl_->buckets->launch_rest();
 }
 
@@ -333,6 +342,7 @@ void ShardedReducer::finish() {
   }
   m.buckets->reset();
   m.armed = false;
+  m.micro_batches = 0;
   m.release_all(); // the units backward gathered last
 }
 
@@ -347,6 +357,7 @@ void ShardedReducer::discard() {
   }
   m.buckets->reset();
   m.armed = false;
+  m.micro_batches = 0;
   m.release_all();
 }
 
@@ -373,10 +384,6 @@ void ShardedReducer::after_update() {
   for (auto& w : waits) {
     w();
   }
-}
-
-bool ShardedReducer::survives_oom() const {
-  return impl_->unit_buckets.empty();
 }
 
 std::size_t ShardedReducer::bucket_count() const {

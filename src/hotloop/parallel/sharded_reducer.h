@@ -32,9 +32,14 @@
 // before the unit runs (forward, and again before its backward; the next
 // unit's gather is started while one computes: prefetch_unit()), and
 // release_unit() frees them after. The parameters outside the units stay
-// whole, as at stage 2. After training try_whole() makes every unit whole
-// where every rank can hold the model; each_unit_whole() reads or writes
-// it a unit at a time instead.
+// whole, as at stage 2. The units' gathers have a process group of their
+// own: a rank that ran out of memory part-way through a step makes the
+// gathers it missed there, in the order every step makes them (forward
+// through the units, backward back), before it starts the buckets it did
+// not start, so that every rank reaches the step's agreement and the step
+// is redone at a smaller micro-batch (OOM recovery, as at stages 1-2). After
+// training try_whole() makes every unit whole where every rank can hold the
+// model; each_unit_whole() reads or writes it a unit at a time instead.
 //
 // Stage 3 in mixed precision (ShardOptions::compute_dtype, FSDP's
 // param_dtype bf16 with reduce_dtype fp32): a unit's matrices (linear and
@@ -170,12 +175,14 @@ class ShardedReducer : public GradientSync {
   // Every parameter that lives in a unit's buckets (stage 3's sharded ones).
   std::vector<at::Tensor> unit_params() const;
 
+  void begin_step(std::size_t micro_batches) override;
   void arm() override;
+  // Stage 3: first makes the unit gathers of the step this rank missed
+  // (it ran out of memory part-way), then starts the buckets not started.
   void launch_rest() override;
   void finish() override;
   void discard() override;
   void after_update() override;
-  bool survives_oom() const override;
   std::size_t bucket_count() const override;
   std::size_t started_during_backward() const override;
 

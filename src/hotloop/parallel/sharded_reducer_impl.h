@@ -26,6 +26,10 @@ inline constexpr const char* kGather = "parameter all-gather";
 
 struct ShardedReducer::Impl {
   std::shared_ptr<ProcessGroup> group;
+  // Stage 3: the units' gathers' own group, so that a rank that ran out of
+  // memory part-way through a step can make the gathers it missed in their
+  // order (catch_up) while the gradients' reduce-scatters keep theirs.
+  std::shared_ptr<ProcessGroup> unit_group;
   ShardOptions options;
   int rank = 0;
   int ranks = 1;
@@ -52,6 +56,10 @@ struct ShardedReducer::Impl {
   std::vector<at::Tensor> master;
   std::vector<at::Tensor> compute_views;
   std::vector<at::Tensor> accumulated;
+  // Stage 3: the step begun (begin_step), its micro-batches (0: none), and
+  // the units whose gathers it has started, in order.
+  std::size_t micro_batches = 0;
+  std::vector<std::size_t> started_units;
   bool armed = false;
   bool keep_whole = false;
   std::uint64_t units_whole_bytes = 0; // now, outside keep_whole
@@ -124,6 +132,16 @@ struct ShardedReducer::Impl {
   void finish_gather(std::size_t unit);
   void release(std::size_t unit);
   void release_all();
+  // The units' gathers a step of `micro_batches` makes on every rank: each
+  // micro-batch's forward gathers every unit that has buckets in order
+  // (but the first after the first micro-batch: the backward before left
+  // it whole), its backward in reverse (unit_gather.h).
+  std::vector<std::size_t> step_schedule() const;
+  // A rank that stopped part-way through the step (out of memory) waits
+  // for the gathers it started, frees every unit and makes the rest of the
+  // step's gathers, a unit at a time, so that the others' find their
+  // partner; nothing where it made them all.
+  void catch_up();
 };
 
 } // namespace hotloop::parallel

@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "hotloop/core/first_line.h"
 #include "hotloop/errors.h"
 #include "hotloop/parallel/process_group.h"
 
@@ -92,7 +93,8 @@ std::function<void()> ShardedReducer::Impl::start_bucket_gather(
     std::size_t i,
     at::Tensor source) {
   const at::Tensor& into = master[i].defined() ? master[i] : flat_params[i];
-  auto wait = group->start_allgather(source, into, kGather);
+  auto wait = (unit_group ? *unit_group : *group)
+                  .start_allgather(source, into, kGather);
   return [wait = std::move(wait), source = std::move(source)] { wait(); };
 }
 
@@ -131,6 +133,9 @@ void ShardedReducer::Impl::start_gather(std::size_t unit) {
   }
   std::vector<std::function<void()>> waits = start_gathers(gathered);
   peak_units = std::max(peak_units, units_whole_bytes);
+  if (!waits.empty() && micro_batches > 0) {
+    started_units.push_back(unit);
+  }
   if (!waits.empty()) {
     pending[unit] = [waits = std::move(waits)] {
       for (const auto& w : waits) {
@@ -169,6 +174,56 @@ void ShardedReducer::Impl::release_all() {
   }
   for (std::size_t u = 0; u < unit_buckets.size(); ++u) {
     release(u);
+  }
+}
+
+std::vector<std::size_t> ShardedReducer::Impl::step_schedule() const {
+  std::vector<std::size_t> forward;
+  for (std::size_t u = 0; u < unit_buckets.size(); ++u) {
+    if (!unit_buckets[u].empty()) {
+      forward.push_back(u);
+    }
+  }
+  std::vector<std::size_t> step;
+  for (std::size_t k = 0; k < micro_batches && !forward.empty(); ++k) {
+    // After the first, the first unit is still whole from the backward
+    // before (finish() frees it).
+    step.insert(step.end(), forward.begin() + (k > 0 ? 1 : 0), forward.end());
+    step.insert(step.end(), forward.rbegin(), forward.rend());
+  }
+  return step;
+}
+
+void ShardedReducer::Impl::catch_up() {
+  if (micro_batches == 0 || keep_whole || unit_buckets.empty()) {
+    return;
+  }
+  const std::vector<std::size_t> step = step_schedule();
+  const std::size_t made = started_units.size();
+  if (made > step.size() ||
+      !std::equal(started_units.begin(), started_units.end(), step.begin())) {
+    throw Error(fmt::format(
+        "rank {}: stage 3 gathered the model's units in an order the step does not plan ({} gathers for {} planned; a model that runs a unit twice, or skips one, cannot be sharded so)",
+        rank,
+        made,
+        step.size()));
+  }
+  for (std::size_t u = 0; u < unit_buckets.size(); ++u) {
+    finish_gather(u);
+  }
+  release_all();
+  try {
+    for (std::size_t k = made; k < step.size(); ++k) {
+      gather(step[k]);
+      release(step[k]);
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    throw Error(
+        fmt::format(
+            "rank {}: out of memory again while making the rest of the step's parameter gathers after an out-of-memory: {}",
+            rank,
+            first_line(e.what())),
+        "lower --batch or --micro-batch, or turn on --activation-checkpointing");
   }
 }
 

@@ -60,9 +60,6 @@ BatchTrial run_trial(
   TrainerOptions o = options.trainer;
   o.world_size = group ? group->size() : 1;
   o.rank = group ? group->rank() : 0;
-  if (group) {
-    o.shard = std::min(o.shard, 2);
-  }
   o.batch = size * o.world_size;
   o.micro_batch = size;
   o.steps = options.trial_steps;

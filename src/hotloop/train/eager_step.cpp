@@ -111,6 +111,9 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   StepResult r;
   std::optional<data::Batch> first;
   TargetCount targets;
+  if (parts_.sync != nullptr) {
+    parts_.sync->begin_step(static_cast<std::size_t>(s.accum_steps));
+  }
   try {
     for (std::int64_t a = 0; a < s.accum_steps; ++a) {
       data::Batch b = take_batch(s, static_cast<std::size_t>(a), r);
@@ -161,11 +164,9 @@ StepResult EagerStep::run(const RunState& s, double lr) {
   }
 
   bool stop = s.stop_requested();
-  // Without recovery the loop stops the run on an OOM: after the agreement
-  // where the ranks can reach it in line (each then stops, naming it), else
-  // before any collective (the launcher stops the others).
-  if (r.out_of_memory && !o.oom_recovery &&
-      (parts_.sync == nullptr || !parts_.sync->survives_oom())) {
+  // Without recovery the loop stops the run on an OOM: a data-parallel rank
+  // after the agreement (each then stops, naming it).
+  if (r.out_of_memory && !o.oom_recovery && parts_.sync == nullptr) {
     r.stop = stop;
     return r;
   }

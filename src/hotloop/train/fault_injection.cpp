@@ -31,6 +31,27 @@ std::optional<std::int64_t> parse_count(std::string_view text) {
   return n;
 }
 
+// HOTLOOP_INJECT_OOM_UNIT=forward:U|backward:U.
+std::optional<UnitFault> read_oom_unit() {
+  const std::string text = env("HOTLOOP_INJECT_OOM_UNIT");
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  const std::size_t colon = text.find(':');
+  const std::string pass = text.substr(0, colon);
+  const std::optional<std::int64_t> unit = colon == std::string::npos
+      ? std::nullopt
+      : parse_count(std::string_view(text).substr(colon + 1));
+  if (!unit || (pass != "forward" && pass != "backward")) {
+    throw UsageError(
+        fmt::format(
+            "HOTLOOP_INJECT_OOM_UNIT={}: expected forward:U or backward:U (a unit's number, from 0)",
+            text),
+        "unset it, or name the unit whose pass runs out of memory");
+  }
+  return UnitFault{pass == "backward", static_cast<std::size_t>(*unit)};
+}
+
 } // namespace
 
 FaultInjection read_fault_injection() {
@@ -48,6 +69,7 @@ FaultInjection read_fault_injection() {
     }
     f.oom_whole = this_rank;
   }
+  f.oom_unit = read_oom_unit();
   if (!oom.empty() && this_rank) {
     f.oom_above = parse_count(oom);
     if (!f.oom_above) {
@@ -133,12 +155,32 @@ void FaultInjection::oom_if_whole() const {
 }
 
 void FaultInjection::oom_if_above(std::int64_t samples) const {
-  if (oom_above && samples > *oom_above) {
+  if (!oom_unit && oom_above && samples > *oom_above) {
     TORCH_CHECK_WITH(
         OutOfMemoryError,
         false,
         "out of memory (injected: HOTLOOP_INJECT_OOM_ABOVE=",
         *oom_above,
+        ", the micro-batch holds ",
+        samples,
+        " samples)");
+  }
+}
+
+void FaultInjection::oom_in_unit(
+    std::size_t unit,
+    bool backward,
+    std::int64_t samples) const {
+  if (oom_unit && oom_unit->unit == unit && oom_unit->backward == backward &&
+      oom_above && samples > *oom_above) {
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        false,
+        "out of memory (injected: HOTLOOP_INJECT_OOM_ABOVE=",
+        *oom_above,
+        " in unit ",
+        unit,
+        backward ? "'s backward" : "'s forward",
         ", the micro-batch holds ",
         samples,
         " samples)");

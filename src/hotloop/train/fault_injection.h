@@ -6,6 +6,11 @@
 //                                    c10::OutOfMemoryError after its backward
 //                                    (the memory peak);
 //   HOTLOOP_INJECT_OOM_RANK=R        ... only on rank R of a data-parallel job;
+//   HOTLOOP_INJECT_OOM_UNIT=forward:U|backward:U
+//                                    ... at ZeRO stage 3, inside unit U's
+//                                    forward or backward instead (once its
+//                                    parameters are gathered and the next
+//                                    unit's gather started);
 //   HOTLOOP_INJECT_OOM_WHOLE=1       at the end of a ZeRO stage-3 run the
 //                                    whole model's buffers throw the real
 //                                    c10::OutOfMemoryError once allocated (it
@@ -34,6 +39,7 @@
 //                                    and whose replay runs it.
 // A value that does not parse is a UsageError naming the variable.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,8 +55,15 @@ enum class KillPoint {
   FinalEvaluation
 };
 
+// Where HOTLOOP_INJECT_OOM_UNIT throws: unit `unit`'s forward or backward.
+struct UnitFault {
+  bool backward = false;
+  std::size_t unit = 0;
+};
+
 struct FaultInjection {
   std::optional<std::int64_t> oom_above;
+  std::optional<UnitFault> oom_unit;
   bool oom_whole = false;
   std::vector<std::int64_t> overflow_steps;
   KillPoint kill = KillPoint::None;
@@ -58,8 +71,12 @@ struct FaultInjection {
   std::optional<std::int64_t> hang_step;
   bool fake_cuda_graph = false;
 
-  // Throws c10::OutOfMemoryError when `samples` exceeds oom_above.
+  // Throws c10::OutOfMemoryError when `samples` exceeds oom_above (and no
+  // unit is named: then oom_in_unit does).
   void oom_if_above(std::int64_t samples) const;
+  // Throws c10::OutOfMemoryError in the unit and pass oom_unit names when
+  // `samples` exceeds oom_above.
+  void oom_in_unit(std::size_t unit, bool backward, std::int64_t samples) const;
   // Throws c10::OutOfMemoryError where oom_whole is set.
   void oom_if_whole() const;
   // Whether step `step` (1-based) overflows.

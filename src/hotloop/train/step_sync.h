@@ -27,6 +27,10 @@ class StepSync {
       std::shared_ptr<parallel::ProcessGroup> group,
       std::unique_ptr<parallel::GradientSync> reducer);
 
+  // Before a step of `micro_batches` micro-batches.
+  void begin_step(std::size_t micro_batches) {
+    reducer_->begin_step(micro_batches);
+  }
   // Before the backward whose gradients are final.
   void arm() {
     reducer_->arm();
@@ -40,10 +44,6 @@ class StepSync {
   // agrees with the other ranks; `targets`: this rank's trained targets.
   Agreement agree(bool out_of_memory, bool stop, std::int64_t targets);
   int world_size() const;
-  // An OOM part-way through the step still reaches agree() in line.
-  bool survives_oom() const {
-    return reducer_->survives_oom();
-  }
   // The mean gradients, written back.
   void finish() {
     reducer_->finish();

@@ -565,13 +565,14 @@ void Trainer::Impl::shard_optimizer(
     log(stage3_line(*reducer, units != nullptr, so.compute_dtype));
   }
   if (reducer->unit_count() > 0) {
-    unit_gather = std::make_unique<UnitGather>(*reducer, *units);
-    if (options.oom_recovery) {
-      // An OOM part-way through one rank's step would leave the others in
-      // a block's gather that rank never reaches.
-      options.oom_recovery = false;
-      log("shard: stage 3: OOM recovery is off (find the batch size first: --batch auto)");
+    UnitGather::Probe probe;
+    if (faults.oom_unit) {
+      probe = [this](std::size_t unit, bool backward) {
+        faults.oom_in_unit(unit, backward, state.micro_batch);
+      };
     }
+    unit_gather =
+        std::make_unique<UnitGather>(*reducer, *units, std::move(probe));
   }
   sharded = reducer.get();
   whole_groups = std::move(whole);

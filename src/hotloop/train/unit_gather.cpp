@@ -1,6 +1,7 @@
 #include "hotloop/train/unit_gather.h"
 
 #include <map>
+#include <utility>
 
 #include <ATen/core/grad_mode.h>
 
@@ -10,8 +11,9 @@ namespace hotloop::train {
 
 UnitGather::UnitGather(
     parallel::ShardedReducer& reducer,
-    model::ShardUnits& model)
-    : reducer_(&reducer), model_(&model) {
+    model::ShardUnits& model,
+    Probe probe)
+    : reducer_(&reducer), model_(&model), probe_(std::move(probe)) {
   model_->set_unit_hooks(this);
 }
 
@@ -40,16 +42,23 @@ std::vector<int> units_of(
 void UnitGather::before(std::size_t unit) {
   reducer_->gather_unit(unit);
   reducer_->prefetch_unit(unit + 1); // while this one computes
+  if (probe_) {
+    probe_(unit, /*backward=*/false);
+  }
 }
 
 void UnitGather::after(std::size_t unit, const at::Tensor& out) {
   if (at::GradMode::is_enabled() && out.requires_grad()) {
     parallel::ShardedReducer* reducer = reducer_;
-    out.register_hook([reducer, unit](const at::Tensor&) {
+    const Probe* probe = &probe_;
+    out.register_hook([reducer, probe, unit](const at::Tensor&) {
       reducer->release_unit(unit + 1); // its backward is done
       reducer->gather_unit(unit);
       if (unit > 0) {
         reducer->prefetch_unit(unit - 1); // while this one's backward runs
+      }
+      if (*probe) {
+        (*probe)(unit, /*backward=*/true);
       }
     });
   }

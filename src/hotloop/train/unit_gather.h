@@ -8,6 +8,8 @@
 // most two units are whole at a time. The last units backward gathers are
 // freed by the reducer's finish().
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "hotloop/model/shard_units.h"
@@ -26,10 +28,18 @@ std::vector<int> units_of(
 
 class UnitGather final : public model::UnitHooks {
  public:
+  // Called once a unit's parameters are whole (and the next unit's gather
+  // started), in its forward (`backward` false) and its backward: the
+  // fault seam (HOTLOOP_INJECT_OOM_UNIT).
+  using Probe = std::function<void(std::size_t unit, bool backward)>;
+
   // Installs itself in `model` (which must outlive it) and takes itself
   // out when destroyed: the model may outlive its trainer (a set-up or a
   // fit that threw).
-  UnitGather(parallel::ShardedReducer& reducer, model::ShardUnits& model);
+  UnitGather(
+      parallel::ShardedReducer& reducer,
+      model::ShardUnits& model,
+      Probe probe = {});
   ~UnitGather() override;
   UnitGather(const UnitGather&) = delete;
   UnitGather& operator=(const UnitGather&) = delete;
@@ -40,6 +50,7 @@ class UnitGather final : public model::UnitHooks {
  private:
   parallel::ShardedReducer* reducer_;
   model::ShardUnits* model_;
+  Probe probe_;
 };
 
 } // namespace hotloop::train
