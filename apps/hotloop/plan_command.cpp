@@ -150,6 +150,23 @@ train::UnitSizes unit_sizes(
   return out;
 }
 
+// Stages 2-3: the reduce-scatters' whole buffers a rank holds at once, at
+// most (sharded_reducer.h): --reduces-in-flight buckets, each at most
+// --bucket-mb plus the largest trainable parameter's fp32 gradient (0: no
+// bound).
+train::ReduceSizes reduce_sizes(
+    const model::Model& model,
+    const train::TrainerOptions& o) {
+  std::uint64_t largest = 0;
+  for (const at::Tensor& p : model.parameters()) {
+    if (p.requires_grad()) {
+      largest = std::max<std::uint64_t>(largest, 4 * p.numel());
+    }
+  }
+  const auto bucket = static_cast<std::uint64_t>(o.bucket_mb * 1024 * 1024);
+  return {static_cast<std::uint64_t>(o.reduces_in_flight) * (bucket + largest)};
+}
+
 std::string row(const train::PlanCandidate& c, const std::string& mark) {
   const train::RankMemory& m = c.memory;
   return fmt::format(
@@ -289,11 +306,13 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
   PlanFound p;
   p.model = o.model.name;
   train::UnitSizes units;
+  train::ReduceSizes reduce;
   {
     // Released before the trials, whose peak it would add to.
     const auto built = train::model_factory(o)();
     p.state = train::model_state(*built, o);
     units = unit_sizes(*built, train::compute_dtype(o.precision));
+    reduce = reduce_sizes(*built, o);
   }
   const std::string optimizer =
       o.optimizer.kind == train::OptimizerKind::AdamW ? "AdamW" : "SGD";
@@ -329,7 +348,8 @@ int run_plan(PlanFlags& f, const CLI::App& cmd) {
       p.fit,
       p.budget,
       units,
-      p.checkpointed ? &*p.checkpointed : nullptr);
+      p.checkpointed ? &*p.checkpointed : nullptr,
+      reduce);
   if (f.json) {
     print_plan_json(f, p);
   } else {

@@ -97,6 +97,32 @@ TEST(ShardCli, EachStageTrainsAGptAsUnshardedDataParallelDoes) {
   EXPECT_GE(three["units"]["peak_whole"].get<double>(), largest);
 }
 
+// Many buckets (--bucket-mb 0.01: some 10 KB each): at stages 2 and 3 at
+// most two buckets' whole gradients are being reduce-scattered at once
+// (before, every bucket's lived until the step's end: the whole model's
+// gradients at the peak), and the training is unsharded data parallel's.
+TEST(ShardCli, Stages2And3HoldAtMostTwoBucketsWholeGradientsAtOnce) {
+  test::TempDir dir;
+  const int steps = 3;
+  const std::string args = gpt_args(dir, steps) + " --bucket-mb 0.01";
+  const std::string whole = (dir.path() / "whole").string();
+  ASSERT_EQ(launch(args + " --shard 0", whole).exit_code, 0);
+  const double p = summary(whole)["model_state_bytes"]["parameters"];
+  for (const int stage : {2, 3}) {
+    const std::string run = (dir.path() / fmt::format("s{}", stage)).string();
+    const auto r = launch(args + " --shard " + std::to_string(stage), run);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto reducing = summary(run)["model_state_bytes"]["reduce_scatter"];
+    const double largest = reducing["largest_bucket"].get<double>();
+    const double peak = reducing["peak_whole"].get<double>();
+    EXPECT_GT(largest, 0) << stage;
+    EXPECT_LT(largest, p / 4) << stage; // many buckets
+    EXPECT_GT(peak, largest / 2) << stage; // some bucket was whole
+    EXPECT_LE(peak, 2 * largest) << stage;
+    expect_same_training(whole, run, steps, 1e-6, 1e-7);
+  }
+}
+
 TEST(ShardCli, Stages2And3TrainALlamaInBf16AsUnshardedDataParallelDoes) {
   test::TempDir dir;
   const int steps = 4;

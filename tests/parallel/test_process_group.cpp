@@ -133,7 +133,7 @@ TEST(GradientReducer, BucketsStartDuringBackwardAndEndAsTheMean) {
       }
       reducer.arm();
       loss_for(params, rank_grads(r), 1.0).backward();
-      reducer.launch_rest();
+      reducer.launch_rest(/*failed=*/false);
       // Every bucket's gradients were ready inside backward.
       EXPECT_EQ(reducer.started_during_backward(), reducer.bucket_count());
       reducer.finish();
@@ -151,7 +151,7 @@ TEST(GradientReducer, OnlyTheArmedBackwardStartsBucketsWhenAccumulating) {
     loss_for(params, rank_grads(r), 0.5).backward();
     reducer.arm();
     loss_for(params, rank_grads(r), 0.5).backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     EXPECT_EQ(reducer.started_during_backward(), reducer.bucket_count());
     reducer.finish();
     expect_means(params);
@@ -168,7 +168,7 @@ TEST(GradientReducer, ARankThatFailedBeforeBackwardStillLinesUpAndDiscards) {
       reducer.arm();
       loss_for(params, rank_grads(r), 1.0).backward();
     }
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     EXPECT_EQ(g->allreduce_max(r == 1 ? 1 : 0, "step agreement"), 1);
     reducer.discard();
     // Step 2, redone by both: the mean, as if step 1 never happened.
@@ -177,7 +177,7 @@ TEST(GradientReducer, ARankThatFailedBeforeBackwardStillLinesUpAndDiscards) {
     }
     reducer.arm();
     loss_for(params, rank_grads(r), 1.0).backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     EXPECT_EQ(g->allreduce_max(0, "step agreement"), 0);
     reducer.finish();
     expect_means(params);
@@ -190,7 +190,7 @@ TEST(GradientReducer, WithoutOverlapEveryBucketStartsAfterBackward) {
     GradientReducer reducer(g, params, small_buckets(false));
     reducer.arm();
     loss_for(params, rank_grads(r), 1.0).backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     EXPECT_EQ(reducer.started_during_backward(), 0u);
     reducer.finish();
     expect_means(params);
@@ -290,7 +290,7 @@ TEST(ProcessGroup, TwoGlooRanksAverageBroadcastAndAgree) {
       params[i].mutable_grad() = grads[i].clone();
     }
     GradientReducer reducer(g, params, small_buckets(false));
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     reducer.finish();
     std::vector<at::Tensor> got;
     for (const auto& p : params) {

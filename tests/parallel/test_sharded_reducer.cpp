@@ -122,7 +122,7 @@ TEST(ShardedReducer, EachStageLeavesThisRanksShardOfTheMeanGradient) {
         for (int step = 0; step < 2; ++step) {
           reducer.arm();
           loss_for(params, rank_grads(r), 1.0).backward();
-          reducer.launch_rest();
+          reducer.launch_rest(/*failed=*/false);
           EXPECT_EQ(reducer.started_during_backward(), overlap ? 2u : 0u);
           reducer.finish();
           expect_shards_of_the_mean(reducer, r);
@@ -140,7 +140,7 @@ TEST(ShardedReducer, AccumulatesLocallyAndReducesOnlyTheArmedBackward) {
     EXPECT_TRUE(params[0].grad().defined()); // kept for the next micro-batch
     reducer.arm();
     loss_for(params, rank_grads(r), 0.5).backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     reducer.finish();
     expect_shards_of_the_mean(reducer, r);
   });
@@ -183,7 +183,7 @@ TEST(ShardedReducer, ParametersKeepTheirValuesAndLayoutAsViewsOfTheBuffers) {
     // weight's own memory order.
     reducer.arm();
     (conv * conv_before).sum().backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     reducer.finish();
     const ShardLayout& l = reducer.layout(0);
     // Both ranks' shards together: the weight's values in memory order.
@@ -210,7 +210,7 @@ TEST(ShardedReducer, ANonFiniteGradientOnOneRankIsNonFiniteOnEveryRank) {
     }
     reducer.arm();
     loss_for(params, grads, 1.0).backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     reducer.finish();
     for (const auto& s : reducer.shards()) {
       EXPECT_TRUE(at::isnan(s.tensor.grad()).all().item<bool>());
@@ -225,13 +225,79 @@ TEST(ShardedReducer, EachRankHoldsWholeParametersAndItsShareOfGradients) {
       ShardedReducer reducer(g, params, {}, options(stage, true));
       reducer.arm();
       loss_for(params, rank_grads(r), 1.0).backward();
-      reducer.launch_rest();
+      reducer.launch_rest(/*failed=*/false);
       reducer.finish();
       const ShardedBytes b = reducer.bytes();
       EXPECT_EQ(b.parameters, (34u + 10u) * 4u); // whole, with padding
       EXPECT_EQ(b.gradients, (stage == 1 ? 34u + 10u : 17u + 5u) * 4u);
     });
   }
+}
+
+// One bucket a parameter (4-byte buckets): {params[2]} (3 elements, padded
+// to 4), {params[1]} (30), {params[0]} (10), started in that order. At
+// most `bound` of their whole gradient buffers are alive at once, the mean
+// unchanged; 0: all of them until finish().
+TEST(ShardedReducer, AtMostTheBoundOfWholeGradientBuffersAreReducedAtOnce) {
+  const std::vector<at::Tensor> means = {
+      at::cat({at::full({3}, 0.5f), at::zeros({1})}),
+      at::arange(30, at::kFloat) * 1.5,
+      at::arange(10, at::kFloat) * 1.5};
+  for (const std::size_t bound : {0u, 1u, 2u}) {
+    two_ranks([&](int r, std::shared_ptr<ProcessGroup> g) {
+      std::vector<at::Tensor> params = make_params();
+      ShardOptions o = options(2, true);
+      o.buckets.bucket_bytes = 4;
+      o.reduces_in_flight = bound;
+      ShardedReducer reducer(g, params, {}, o);
+      ASSERT_EQ(reducer.bucket_count(), 3u);
+      reducer.arm();
+      loss_for(params, rank_grads(r), 1.0).backward();
+      reducer.launch_rest(/*failed=*/false);
+      reducer.finish();
+      for (std::size_t b = 0; b < means.size(); ++b) {
+        const ShardLayout& l = reducer.layout(b);
+        EXPECT_TRUE(at::equal(
+            reducer.shards()[b].tensor.grad(),
+            means[b].narrow(0, l.begin(r), l.shard)))
+            << "bucket " << b << " bound " << bound;
+      }
+      const ShardedBytes bytes = reducer.bytes();
+      EXPECT_EQ(bytes.largest_bucket, 30u * 4u);
+      EXPECT_EQ(
+          bytes.peak_reducing,
+          bound == 0       ? (4u + 30u + 10u) * 4u
+              : bound == 1 ? 30u * 4u
+                           : (30u + 10u) * 4u)
+          << "bound " << bound;
+    });
+  }
+}
+
+// A rank that ran out of memory before its backward starts every bucket
+// from zeros without waiting for any, while the other waits for each
+// before its next (a bound of 1): both get through and discard, their
+// parameters as they were.
+TEST(ShardedReducer, AFailedRankStartsItsBucketsWithoutWaitingAndAllDiscard) {
+  two_ranks([](int r, std::shared_ptr<ProcessGroup> g) {
+    std::vector<at::Tensor> params = make_params();
+    ShardOptions o = options(2, true);
+    o.buckets.bucket_bytes = 4;
+    o.reduces_in_flight = 1;
+    ShardedReducer reducer(g, params, {}, o);
+    reducer.arm();
+    if (r == 0) {
+      loss_for(params, rank_grads(r), 1.0).backward();
+    }
+    reducer.launch_rest(/*failed=*/r == 1);
+    reducer.discard();
+    for (const at::Tensor& p : reducer.params()) {
+      EXPECT_FALSE(p.grad().defined());
+      EXPECT_EQ(p.abs().sum().item<float>(), 0.0f);
+    }
+    // The failed rank sent one buffer of zeros, no bucket's own.
+    EXPECT_EQ(reducer.bytes().peak_reducing, r == 1 ? 0u : 30u * 4u);
+  });
 }
 
 TEST(ShardedReducer, BucketsNeverMixTheOptimizersGroups) {
@@ -298,7 +364,7 @@ TEST(ShardedReducer, Stage3GathersEachUnitOnlyWhileItIsUsed) {
     reducer.gather_unit(1);
     reducer.arm();
     test::loss_for(params, rank_grads(r), 1.0).backward();
-    reducer.launch_rest();
+    reducer.launch_rest(/*failed=*/false);
     reducer.finish();
     EXPECT_EQ(params[0].storage().nbytes(), 0u);
     const ShardedBytes bytes = reducer.bytes();

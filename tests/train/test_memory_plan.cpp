@@ -47,6 +47,9 @@ TEST(MemoryPlan, EachStageHoldsWhatTheTrainerCounts) {
   m = rank_memory(adamw_state(), c, kFlat);
   EXPECT_EQ(m.gradients, 1000u + 4000u); // 1/N, and the buffers in flight
   EXPECT_EQ(m.optimizer, 2000u);
+  // At most so many bytes of them at once (never more than all of them).
+  EXPECT_EQ(rank_memory(adamw_state(), c, kFlat, {}, {1500}).gradients, 2500u);
+  EXPECT_EQ(rank_memory(adamw_state(), c, kFlat, {}, {9000}).gradients, 5000u);
   c.offload = true;
   m = rank_memory(adamw_state(), c, kFlat);
   EXPECT_EQ(m.optimizer, 0u);

@@ -132,7 +132,7 @@ TEST(ShardedOptimizerState, AdamwOnShardsEndsWhereTheWholeOptimizerEnds) {
         loss = loss + (params[i] * grad_of(params[i], r, step, i)).sum();
       }
       loss.backward();
-      s.reducer->launch_rest();
+      s.reducer->launch_rest(/*failed=*/false);
       s.reducer->finish();
       s.optimizer->step(0.01);
       s.optimizer->zero_grad();

@@ -93,8 +93,12 @@ struct TrainerOptions {
   double bucket_mb = 25;
   // ZeRO stage: 0 keeps everything whole on every rank (plain data
   // parallel); 1 shards the optimizer state over the ranks; 2 also
-  // reduce-scatters the gradients into each rank's shard.
+  // reduce-scatters the gradients into each rank's shard; 3 also shards
+  // the blocks' parameters.
   int shard = 0;
+  // Stages 2-3: gradient buckets being reduce-scattered at once, whole
+  // (0: every bucket until the step's end).
+  std::int64_t reduces_in_flight = 2;
   // "optimizer": the optimizer's state and update in host memory
   // (ZeRO-Offload); "none": on the training device.
   std::string offload = "none";

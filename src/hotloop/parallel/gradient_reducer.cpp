@@ -69,7 +69,7 @@ void GradientReducer::arm() {
   impl_->buckets->arm();
 }
 
-void GradientReducer::launch_rest() {
+void GradientReducer::launch_rest(bool /*failed*/) {
   impl_->buckets->launch_rest();
 }
 

@@ -32,7 +32,7 @@ class GradientReducer : public GradientSync {
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   void arm() override;
-  void launch_rest() override;
+  void launch_rest(bool failed) override;
   void finish() override;
   void discard() override;
 

@@ -5,7 +5,7 @@
 //   arm()          before the backward whose gradients are final (the last
 //                  micro-batch): buckets start during backward from now on;
 //   launch_rest()  after backward, or after an OOM in it: starts the buckets
-//                  not started yet (stage 3: first the step's gathers not
+//                  not started yet (stage 3: then the step's gathers not
 //                  made yet), so every rank has started the same ones;
 //   finish()       waits and leaves the mean gradients where the optimizer
 //                  reads them; or
@@ -29,7 +29,9 @@ class GradientSync {
   virtual ~GradientSync() = default;
   virtual void begin_step(std::size_t /*micro_batches*/) {}
   virtual void arm() = 0;
-  virtual void launch_rest() = 0;
+  // `failed`: this rank ran out of memory part-way through the step (what
+  // its buckets send is thrown away by every rank).
+  virtual void launch_rest(bool failed) = 0;
   virtual void finish() = 0;
   virtual void discard() = 0;
   virtual void after_update() {}

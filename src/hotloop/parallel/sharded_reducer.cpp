@@ -133,9 +133,37 @@ void ShardedReducer::Impl::start(std::size_t i) {
   if (!flat_grads[i].defined()) {
     flat_grads[i] = at::empty({l.shard}, o);
   }
+  if (failed) {
+    // Thrown away by every rank: zeros, one buffer read by every such
+    // collective, and no wait (see launch_rest); the gradients stay where
+    // they are until discard().
+    if (!zeros.defined() || zeros.numel() < l.padded) {
+      zeros = at::zeros({l.padded}, o);
+    }
+    sending[i] = zeros.narrow(0, 0, l.padded);
+    wait[i] =
+        group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
+    return;
+  }
+  while (options.reduces_in_flight > 0 &&
+         reducing.size() >= options.reduces_in_flight) {
+    retire_oldest();
+  }
   sending[i] = at::empty({l.padded}, o);
+  reducing.push_back(i);
+  reducing_bytes += sending[i].nbytes();
+  peak_reducing = std::max(peak_reducing, reducing_bytes);
   gather_gradients(i, sending[i]);
   wait[i] = group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
+}
+
+void ShardedReducer::Impl::retire_oldest() {
+  const std::size_t j = reducing.front();
+  reducing.pop_front();
+  wait[j]();
+  wait[j] = nullptr;
+  reducing_bytes -= sending[j].nbytes();
+  sending[j] = at::Tensor();
 }
 
 void ShardedReducer::Impl::wait_all() {
@@ -146,6 +174,8 @@ void ShardedReducer::Impl::wait_all() {
     }
     sending[i] = at::Tensor();
   }
+  reducing.clear();
+  reducing_bytes = 0;
 }
 
 at::Tensor ShardedReducer::Impl::shard_gradient(std::size_t i) const {
@@ -302,6 +332,15 @@ ShardedBytes ShardedReducer::bytes() const {
     b.largest_unit = std::max(b.largest_unit, bytes);
   }
   b.peak_units = m.peak_units;
+  if (m.options.stage >= 2) {
+    for (std::size_t i = 0; i < m.layouts.size(); ++i) {
+      b.largest_bucket = std::max<std::uint64_t>(
+          b.largest_bucket,
+          static_cast<std::uint64_t>(m.layouts[i].padded) *
+              m.shards[i].tensor.element_size());
+    }
+  }
+  b.peak_reducing = m.peak_reducing;
   for (const auto& t : impl_->flat_grads) {
     if (t.defined()) {
       b.gradients += t.nbytes();
@@ -320,9 +359,20 @@ void ShardedReducer::begin_step(std::size_t micro_batches) {
   impl_->started_units.clear();
 }
 
-void ShardedReducer::launch_rest() {
-  impl_->catch_up(); // stage 3: the unit gathers an OOM skipped
-  impl_->buckets->launch_rest();
+void ShardedReducer::launch_rest(bool failed) {
+  Impl& m = *impl_;
+  // A failed rank's buckets first, none waited for: another rank may be
+  // waiting for one of them (its next bucket's bound) before it makes the
+  // gathers this rank's catch-up waits for.
+  m.failed = failed;
+  try {
+    m.buckets->launch_rest();
+  } catch (...) {
+    m.failed = false;
+    throw;
+  }
+  m.failed = false;
+  m.catch_up(); // stage 3: the unit gathers an OOM skipped
 }
 
 void ShardedReducer::finish() {
@@ -355,6 +405,7 @@ void ShardedReducer::discard() {
   for (auto& sum : m.accumulated) {
     sum = at::Tensor();
   }
+  m.zeros = at::Tensor();
   m.buckets->reset();
   m.armed = false;
   m.micro_batches = 0;

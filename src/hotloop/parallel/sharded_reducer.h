@@ -18,7 +18,10 @@
 //   stage 1: the flat gradients are all-reduced (kept whole, as plain data
 //            parallel keeps its buckets), the shard's part is its gradient;
 //   stage 2: they are reduce-scattered into a shard-sized buffer, the whole
-//            flat one freed as soon as the collective is done.
+//            flat one freed once the collective is done: at most
+//            ShardOptions::reduces_in_flight of them at a time (a bucket
+//            that would be one more waits for the oldest first; on NCCL
+//            the compute stream waits, the host does not).
 // finish() scales the shard's gradient to the mean and, where the precision
 // skips overflowing steps, makes a non-finite gradient on any rank
 // non-finite on every rank (all ranks skip together). After the optimizer
@@ -84,6 +87,11 @@ struct ShardOptions {
   BucketOptions buckets;
   // Loss scaling: a non-finite gradient anywhere is seen on every rank.
   bool agree_on_non_finite = false;
+  // Stages 2-3: the buckets whose whole gradients may be in flight at once
+  // (being reduce-scattered); a bucket that would be one more first waits
+  // for the oldest, whose whole buffer is then freed. 0: no bound (every
+  // bucket's whole buffer lives until finish()).
+  std::size_t reduces_in_flight = 2;
 };
 
 // What a rank holds of the model's training state between steps, in bytes.
@@ -97,6 +105,10 @@ struct ShardedBytes {
   // one being gathered) since construction.
   std::uint64_t largest_unit = 0;
   std::uint64_t peak_units = 0;
+  // Stages 2-3: the largest bucket's whole gradient buffer, and the most
+  // the buffers being reduce-scattered held at once since construction.
+  std::uint64_t largest_bucket = 0;
+  std::uint64_t peak_reducing = 0;
 };
 
 // `flat`'s elements [offset, offset + p.numel()) seen as `p` is laid out in
@@ -177,9 +189,11 @@ class ShardedReducer : public GradientSync {
 
   void begin_step(std::size_t micro_batches) override;
   void arm() override;
-  // Stage 3: first makes the unit gathers of the step this rank missed
-  // (it ran out of memory part-way), then starts the buckets not started.
-  void launch_rest() override;
+  // Starts the buckets not started. `failed` (this rank ran out of memory
+  // part-way): they send zeros, from one buffer, without waiting for any
+  // (the others may be waiting for them before their next gather), and
+  // then, at stage 3, the step's unit gathers this rank missed are made.
+  void launch_rest(bool failed) override;
   void finish() override;
   void discard() override;
   void after_update() override;

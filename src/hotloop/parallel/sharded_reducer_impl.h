@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -42,6 +43,13 @@ struct ShardedReducer::Impl {
   std::vector<at::Tensor> flat_grads; // stage 1: whole; stage 2: the shard
   std::vector<at::Tensor> sending; // stage 2: whole, while reduce-scattered
   std::vector<std::function<void()>> wait; // per bucket, set once started
+  // Stages 2-3: the buckets whose sending buffers are alive, oldest first,
+  // and their bytes now and at most; a failed rank's zeros (launch_rest).
+  std::deque<std::size_t> reducing;
+  std::uint64_t reducing_bytes = 0;
+  std::uint64_t peak_reducing = 0;
+  at::Tensor zeros;
+  bool failed = false;
   // Stage 3: per bucket, its unit (-1: kept whole) and whether its flat
   // parameters hold memory now; per unit, its buckets.
   std::vector<int> unit_of;
@@ -82,6 +90,8 @@ struct ShardedReducer::Impl {
   // the only one).
   void on_accumulated(std::size_t k);
   void start(std::size_t i);
+  // Waits for the oldest reduce-scatter and frees its sending buffer.
+  void retire_oldest();
   void wait_all();
   // The shard's part of bucket i's summed gradients.
   at::Tensor shard_gradient(std::size_t i) const;

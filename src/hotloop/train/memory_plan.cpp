@@ -50,7 +50,8 @@ RankMemory rank_memory(
     const ModelState& state,
     const PlanConfig& c,
     const ActivationFit& activations,
-    const UnitSizes& units) {
+    const UnitSizes& units,
+    const ReduceSizes& reduce) {
   RankMemory m;
   m.parameters = state.weight_bytes;
   if (c.shard >= 3 && units.bytes > 0) {
@@ -58,10 +59,11 @@ RankMemory rank_memory(
         per_rank(units.bytes, c.ranks) + units.largest_two;
   }
   if (c.shard >= 2) {
-    // The shard's, and each bucket's whole buffer, alive from its
-    // reduce-scatter's start to the step's wait for all of them.
-    m.gradients =
-        per_rank(state.gradient_bytes, c.ranks) + state.gradient_bytes;
+    // The shard's, and the whole buffers being reduce-scattered.
+    const std::uint64_t in_flight = reduce.in_flight > 0
+        ? std::min(reduce.in_flight, state.gradient_bytes)
+        : state.gradient_bytes;
+    m.gradients = per_rank(state.gradient_bytes, c.ranks) + in_flight;
   } else if (c.shard == 1 || c.ranks == 1) {
     m.gradients = state.gradient_bytes;
   } else {
@@ -84,7 +86,8 @@ std::vector<PlanCandidate> plan_candidates(
     const ActivationFit& activations,
     std::uint64_t budget,
     const UnitSizes& units,
-    const ActivationFit* checkpointed) {
+    const ActivationFit* checkpointed,
+    const ReduceSizes& reduce) {
   std::vector<PlanConfig> order = {asked};
   auto add = [&order](PlanConfig c) {
     if (std::find_if(order.begin(), order.end(), [&c](const PlanConfig& o) {
@@ -123,7 +126,8 @@ std::vector<PlanCandidate> plan_candidates(
         state,
         config,
         config.checkpointing && can_checkpoint ? *checkpointed : activations,
-        units);
+        units,
+        reduce);
     p.fits = p.memory.device() <= budget;
     out.push_back(p);
   }

@@ -49,6 +49,14 @@ struct UnitSizes {
   std::size_t count = 0; // units (with or without trainable parameters)
 };
 
+// Stages 2-3: the most a rank's whole gradient buffers being
+// reduce-scattered hold at once: ShardOptions::reduces_in_flight buckets,
+// each at most --bucket-mb plus the parameter that closed it. 0: every
+// bucket's at once (the whole gradients).
+struct ReduceSizes {
+  std::uint64_t in_flight = 0;
+};
+
 struct RankMemory {
   std::uint64_t parameters = 0;
   std::uint64_t gradients = 0;
@@ -64,9 +72,9 @@ struct RankMemory {
 // One rank's memory for `c`: the parameters whole (stages 0-2; stage 3:
 // the units' 1/N, and two units whole); the gradients twice over under
 // plain data parallel (the parameters' own and the all-reduce buckets),
-// once at stage 1 (the buckets), 1/N from stage 2 plus, at the peak, every
-// bucket's whole buffer (each lives from its reduce-scatter's start to the
-// step's wait for all of them);
+// once at stage 1 (the buckets), 1/N from stage 2 plus, at the peak, the
+// whole buffers being reduce-scattered (`reduce`, at most the whole
+// gradients);
 // the optimizer state whole, 1/N from stage 1, none on the device when
 // offloaded (then in `host`, with the float32 copies it updates and their
 // gradients).
@@ -74,7 +82,8 @@ RankMemory rank_memory(
     const ModelState& state,
     const PlanConfig& c,
     const ActivationFit& activations,
-    const UnitSizes& units = {});
+    const UnitSizes& units = {},
+    const ReduceSizes& reduce = {});
 
 struct PlanCandidate {
   PlanConfig config;
@@ -99,6 +108,7 @@ std::vector<PlanCandidate> plan_candidates(
     const ActivationFit& activations,
     std::uint64_t budget,
     const UnitSizes& units = {},
-    const ActivationFit* checkpointed = nullptr);
+    const ActivationFit* checkpointed = nullptr,
+    const ReduceSizes& reduce = {});
 
 } // namespace hotloop::train

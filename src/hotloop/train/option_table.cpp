@@ -699,6 +699,12 @@ std::vector<TrainerOption> parallel_options() {
           field(&O::bucket_mb),
           "Gradient bucket size in MiB",
           positive()),
+      number<O, std::int64_t>(
+          "reduces-in-flight",
+          section,
+          field(&O::reduces_in_flight),
+          "--shard 2-3: gradient buckets reduce-scattered at once, each holding its whole gradients until done (a bucket more waits for the oldest); 0: every bucket's whole gradients live until the step's end (the most overlap, the whole model's gradients at the peak)",
+          at_least(0)),
   };
 }
 

@@ -16,7 +16,7 @@ StepSync::Agreement StepSync::agree(
   // Every rank starts every gradient bucket, OOM or not, so the collectives
   // line up; then one all-reduce shares what any rank saw (counts below
   // 2^53: exact in the doubles it sums).
-  reducer_->launch_rest();
+  reducer_->launch_rest(out_of_memory);
   const std::vector<double> sum = group_->allreduce_sum(
       {out_of_memory ? 1.0 : 0.0,
        stop ? 1.0 : 0.0,

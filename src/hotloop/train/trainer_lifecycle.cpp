@@ -292,12 +292,18 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
   }
   std::uint64_t gradients = group ? 2 * trainable : trainable;
   nlohmann::json units;
+  nlohmann::json reducing;
   if (sharded != nullptr) {
     const parallel::ShardedBytes b = sharded->bytes();
     parameters += b.parameters - trainable;
     gradients = b.gradients;
     if (sharded->unit_count() > 0) {
       units = {{"largest", b.largest_unit}, {"peak_whole", b.peak_units}};
+    }
+    if (sharded->stage() >= 2) {
+      reducing = {
+          {"largest_bucket", b.largest_bucket},
+          {"peak_whole", b.peak_reducing}};
     }
   }
   std::uint64_t optimizer_state = 0;
@@ -312,6 +318,10 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
     if (!units.is_null()) {
       out["units"] = units; // stage 3: a unit's parameters while it runs
     }
+    if (!reducing.is_null()) {
+      // Stages 2-3: whole gradient buffers while reduce-scattered.
+      out["reduce_scatter"] = reducing;
+    }
     return out;
   }
   // --offload optimizer: the state and the update's parameter copies (and
@@ -322,11 +332,15 @@ nlohmann::json Trainer::Impl::model_state_bytes() const {
       copies += 2 * p.nbytes();
     }
   }
-  return {
+  nlohmann::json out = {
       {"parameters", parameters},
       {"gradients", gradients},
       {"optimizer", 0},
       {"host", optimizer_state + copies}};
+  if (!reducing.is_null()) {
+    out["reduce_scatter"] = reducing;
+  }
+  return out;
 }
 
 bool Trainer::Impl::whole_after_training() {

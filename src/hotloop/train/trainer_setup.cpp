@@ -518,6 +518,7 @@ void Trainer::Impl::shard_optimizer(
   parallel::ShardOptions so;
   so.stage = options.shard;
   so.buckets = buckets;
+  so.reduces_in_flight = static_cast<std::size_t>(options.reduces_in_flight);
   so.agree_on_non_finite = precision->skips_overflow();
   so.compute_dtype = compute_dtype(precision->precision());
   auto* units = dynamic_cast<model::ShardUnits*>(model.get());
