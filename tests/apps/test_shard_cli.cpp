@@ -403,6 +403,10 @@ TEST(ShardCli, Stage3RecoversAnOutOfMemoryInsideABlockOnOneRank) {
       "--model gpt-nano --layers 3 --width 32 --context 16 --data " +
       corpus(dir) + " --steps " + std::to_string(steps) +
       " --batch 16 --micro-batch 4 --clip-grad-norm 0 --log-every 1" +
+      // Many buckets: a healthy rank waits for its oldest reduce-scatter
+      // (--reduces-in-flight) within a block's backward, before the
+      // gathers of the blocks below it.
+      " --bucket-mb 0.004" +
       " --dist-timeout 60"; // a gather left without its partner fails
   auto run = [&](const std::string& name,
                  const std::string& more,
