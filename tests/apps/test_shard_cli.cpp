@@ -392,17 +392,19 @@ TEST(ShardCli, AnOutOfMemoryOnOneRankIsRecoveredShardedAsUnsharded) {
 }
 
 // Stage 3: rank 1 alone runs out of memory inside a block, in its forward
-// (the next block's gather under way) or its backward (the previous one's):
-// it waits for that gather, makes the rest of the step's gathers so that
-// rank 0's find their partner, and both redo the step at micro-batch 2, as
-// unsharded ranks do after an OOM anywhere in the step.
+// (the next block's gather under way) or its backward (the previous one's),
+// in an earlier micro-batch or the last one (whose buckets it has started
+// in part): it starts the rest of its buckets, waits for that gather, makes
+// the rest of the step's gathers so that rank 0's find their partner, and
+// both redo the step at half the micro-batch, as unsharded ranks do after
+// an OOM anywhere in the step.
 TEST(ShardCli, Stage3RecoversAnOutOfMemoryInsideABlockOnOneRank) {
   test::TempDir dir;
   const int steps = 3;
   const std::string args =
       "--model gpt-nano --layers 3 --width 32 --context 16 --data " +
       corpus(dir) + " --steps " + std::to_string(steps) +
-      " --batch 16 --micro-batch 4 --clip-grad-norm 0 --log-every 1" +
+      " --batch 16 --clip-grad-norm 0 --log-every 1" +
       // Many buckets: a healthy rank waits for its oldest reduce-scatter
       // (--reduces-in-flight) within a block's backward, before the
       // gathers of the blocks below it.
@@ -410,39 +412,68 @@ TEST(ShardCli, Stage3RecoversAnOutOfMemoryInsideABlockOnOneRank) {
       " --dist-timeout 60"; // a gather left without its partner fails
   auto run = [&](const std::string& name,
                  const std::string& more,
+                 int above,
                  const std::string& unit) {
     const std::string out = (dir.path() / name).string();
     const auto r = test::run_cli(
         "launch --nproc 2 --master-port " + std::to_string(test::free_port()) +
             " -- train " + args + more +
             " --threads 1 --workers 1 --device cpu --seed 3 --out " + out,
-        "HOTLOOP_INJECT_OOM_ABOVE=2 HOTLOOP_INJECT_OOM_RANK=1" +
+        "HOTLOOP_INJECT_OOM_ABOVE=" + std::to_string(above) +
+            " HOTLOOP_INJECT_OOM_RANK=1" +
             (unit.empty() ? "" : " HOTLOOP_INJECT_OOM_UNIT=" + unit));
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return out;
   };
-  const std::string whole = run("whole", " --shard 0", "");
+  struct Case {
+    std::string name;
+    std::string more; // micro-batch 4: two a step; 8: one
+    std::string unit;
+  };
   // (Recomputed in backward, a checkpointed block's gathers stay in line.)
-  for (const std::string where : {"forward", "backward", "checkpointed"}) {
-    const bool checkpointed = where == "checkpointed";
+  const std::vector<Case> cases = {
+      {"forward", " --micro-batch 4", "forward:1"},
+      {"backward", " --micro-batch 4", "backward:1"},
+      {"checkpointed",
+       " --micro-batch 4 --activation-checkpointing blocks",
+       "backward:1"},
+      {"last-micro-batch", " --micro-batch 8", "backward:1"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int micro = c.more.find("8") != std::string::npos ? 8 : 4;
+    const std::string whole =
+        run("whole-" + c.name, c.more + " --shard 0", micro / 2, "");
     const std::string sharded =
-        run(where,
-            checkpointed ? " --shard 3 --activation-checkpointing blocks"
-                         : " --shard 3",
-            (checkpointed ? "backward" : where) + ":1");
+        run(c.name, c.more + " --shard 3", micro / 2, c.unit);
     const std::string report = test::slurp(sharded + "/oom_report-rank1.jsonl");
     EXPECT_NE(
-        report.find(
-            "injected: HOTLOOP_INJECT_OOM_ABOVE=2 in unit 1's " +
-            (checkpointed ? std::string("backward") : where)),
+        report.find(fmt::format(
+            "injected: HOTLOOP_INJECT_OOM_ABOVE={} in unit 1's {}",
+            micro / 2,
+            c.unit.substr(0, c.unit.find(':')))),
         std::string::npos)
         << report;
-    EXPECT_EQ(summary(sharded)["oom_recoveries"], 1) << where;
-    EXPECT_EQ(summary(sharded)["micro_batch"], 2) << where;
+    EXPECT_EQ(summary(sharded)["oom_recoveries"], 1);
+    EXPECT_EQ(summary(sharded)["micro_batch"], micro / 2);
     // As stage 3 without an OOM: the global norm's sum aside, two ranks
     // sum alike in either order.
     expect_same_training(whole, sharded, steps, 1e-6, 1e-7);
   }
+}
+
+// A frozen first block has no buckets, but its output still needs a
+// gradient (the embeddings train), so its backward hook frees the second
+// block: under accumulation every micro-batch gathers the same blocks all
+// the same, and stage 3 trains as unsharded data parallel does.
+TEST(ShardCli, Stage3TrainsWithItsFirstBlockFrozenUnderAccumulation) {
+  test::TempDir dir;
+  const std::string args = gpt_args(dir, 3) + " --freeze 'transformer.h.0.*'";
+  const std::string whole = (dir.path() / "whole").string();
+  ASSERT_EQ(launch(args + " --shard 0", whole).exit_code, 0);
+  const std::string sharded = (dir.path() / "sharded").string();
+  const auto r = launch(args + " --shard 3", sharded);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  expect_same_training(whole, sharded, 3, 1e-6, 1e-7);
 }
 
 // Without OOM recovery an OOM on one rank stops every rank after the step's

@@ -104,9 +104,8 @@ using TrialCallback = std::function<void(const BatchTrial&)>;
 // Throws what a trial throws other than out of memory (bad data, bad
 // options). `group`: a sharded data-parallel job's (options.trainer.shard 1
 // or more): each trial trains sharded over it, every rank in step, so what
-// it measures is what a rank of the sharded run holds (stage 3's trials
-// run at stage 2, whose OOM cannot leave another rank waiting in a block's
-// gather: they hold the blocks' parameters whole, more than the run), and
+// it measures is what a rank of the sharded run holds (at the run's stage,
+// an OOM inside a block's gather at stage 3 included), and
 // a trial fits only where it fits on every rank; an OOM outside a step's
 // agreement (building the model) is an error there. Without one, or
 // unsharded, each trial runs in this process alone.

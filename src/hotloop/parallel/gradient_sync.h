@@ -2,6 +2,8 @@
 // How a data-parallel rank's gradients become the step's: the protocol every
 // rank follows every step, whatever happened (an out-of-memory on some rank
 // included), so that the collectives line up across ranks:
+//   begin_step(n)  before a step of n micro-batches (ZeRO stage 3 plans
+//                  the gathers its forward and backward passes make);
 //   arm()          before the backward whose gradients are final (the last
 //                  micro-batch): buckets start during backward from now on;
 //   launch_rest()  after backward, or after an OOM in it: starts the buckets
@@ -13,8 +15,9 @@
 //                  the step is redone);
 //   after_update() once the optimizer has stepped (the sharded reducer
 //                  gathers the updated parameters).
-// A rank that ran out of memory mid-backward still starts every bucket,
-// with whatever its buffers hold; the step-agreement all-reduce that follows
+// A rank that ran out of memory mid-backward still starts every bucket
+// (with whatever its buffers hold; ZeRO stages 2-3: zeros) and at stage 3
+// the gathers it missed; the step-agreement all-reduce that follows
 // launch_rest() tells every rank to discard.
 //
 // GradientReducer (gradient_reducer.h): every rank keeps whole gradients,

@@ -137,7 +137,8 @@ void ShardedReducer::Impl::start(std::size_t i) {
     // Thrown away by every rank: zeros, one buffer read by every such
     // collective, and no wait (see launch_rest); the gradients stay where
     // they are until discard().
-    if (!zeros.defined() || zeros.numel() < l.padded) {
+    if (!zeros.defined() || zeros.numel() < l.padded ||
+        zeros.dtype() != o.dtype() || zeros.device() != o.device()) {
       zeros = at::zeros({l.padded}, o);
     }
     sending[i] = zeros.narrow(0, 0, l.padded);
@@ -150,11 +151,18 @@ void ShardedReducer::Impl::start(std::size_t i) {
     retire_oldest();
   }
   sending[i] = at::empty({l.padded}, o);
-  reducing.push_back(i);
   reducing_bytes += sending[i].nbytes();
   peak_reducing = std::max(peak_reducing, reducing_bytes);
-  gather_gradients(i, sending[i]);
-  wait[i] = group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
+  try {
+    gather_gradients(i, sending[i]);
+    wait[i] =
+        group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
+  } catch (...) {
+    reducing_bytes -= sending[i].nbytes();
+    sending[i] = at::Tensor();
+    throw;
+  }
+  reducing.push_back(i); // started: retire_oldest may wait for it
 }
 
 void ShardedReducer::Impl::retire_oldest() {

@@ -36,11 +36,12 @@
 // unit's gather is started while one computes: prefetch_unit()), and
 // release_unit() frees them after. The parameters outside the units stay
 // whole, as at stage 2. The units' gathers have a process group of their
-// own: a rank that ran out of memory part-way through a step makes the
-// gathers it missed there, in the order every step makes them (forward
-// through the units, backward back), before it starts the buckets it did
-// not start, so that every rank reaches the step's agreement and the step
-// is redone at a smaller micro-batch (OOM recovery, as at stages 1-2). After
+// own: a rank that ran out of memory part-way through a step starts the
+// buckets it did not start (from zeros, waiting for none), then makes the
+// gathers it missed, in the order every step makes them (each micro-batch
+// forward through the units, backward back), so that every rank reaches
+// the step's agreement and the step is redone at a smaller micro-batch
+// (OOM recovery, as at stages 1-2). After
 // training try_whole() makes every unit whole where every rank can hold the
 // model; each_unit_whole() reads or writes it a unit at a time instead.
 //

@@ -144,8 +144,8 @@ struct ShardedReducer::Impl {
   void release_all();
   // The units' gathers a step of `micro_batches` makes on every rank: each
   // micro-batch's forward gathers every unit that has buckets in order
-  // (but the first after the first micro-batch: the backward before left
-  // it whole), its backward in reverse (unit_gather.h).
+  // (it starts with every unit freed), its backward in reverse
+  // (unit_gather.h).
   std::vector<std::size_t> step_schedule() const;
   // A rank that stopped part-way through the step (out of memory) waits
   // for the gathers it started, frees every unit and makes the rest of the

@@ -185,10 +185,8 @@ std::vector<std::size_t> ShardedReducer::Impl::step_schedule() const {
     }
   }
   std::vector<std::size_t> step;
-  for (std::size_t k = 0; k < micro_batches && !forward.empty(); ++k) {
-    // After the first, the first unit is still whole from the backward
-    // before (finish() frees it).
-    step.insert(step.end(), forward.begin() + (k > 0 ? 1 : 0), forward.end());
+  for (std::size_t k = 0; k < micro_batches; ++k) {
+    step.insert(step.end(), forward.begin(), forward.end());
     step.insert(step.end(), forward.rbegin(), forward.rend());
   }
   return step;

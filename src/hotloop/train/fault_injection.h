@@ -10,7 +10,9 @@
 //                                    ... at ZeRO stage 3, inside unit U's
 //                                    forward or backward instead (once its
 //                                    parameters are gathered and the next
-//                                    unit's gather started);
+//                                    unit's gather started; in training
+//                                    forwards only; a run without units
+//                                    refuses it);
 //   HOTLOOP_INJECT_OOM_WHOLE=1       at the end of a ZeRO stage-3 run the
 //                                    whole model's buffers throw the real
 //                                    c10::OutOfMemoryError once allocated (it

@@ -159,6 +159,11 @@ void Trainer::Impl::set_up() {
   log(fmt::format(
       "parameters: {} trainable, {} frozen", count.trainable, count.frozen));
   make_optimizer();
+  if (faults.oom_unit && !unit_gather) {
+    throw UsageError(
+        "HOTLOOP_INJECT_OOM_UNIT: this run has no units to inject an OOM into (it needs --shard 3 over ranks and a model with blocks)",
+        "unset it, or use HOTLOOP_INJECT_OOM_ABOVE alone");
+  }
   make_loader();
   if (const std::string line = loader->packing_line(); !line.empty()) {
     log(line);

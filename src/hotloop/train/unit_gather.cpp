@@ -40,9 +40,18 @@ std::vector<int> units_of(
 }
 
 void UnitGather::before(std::size_t unit) {
+  if (unit == 0 && at::GradMode::is_enabled()) {
+    // A training forward starts with every unit freed, whatever the
+    // backward before left whole (its last hook's unit, or the one after
+    // a unit without buckets): every micro-batch gathers the same units
+    // in the same order, which a rank that ran out of memory replays.
+    for (std::size_t u = 0; u < reducer_->unit_count(); ++u) {
+      reducer_->release_unit(u);
+    }
+  }
   reducer_->gather_unit(unit);
   reducer_->prefetch_unit(unit + 1); // while this one computes
-  if (probe_) {
+  if (probe_ && at::GradMode::is_enabled()) {
     probe_(unit, /*backward=*/false);
   }
 }

@@ -3,7 +3,8 @@
 // unit's parameters gathered from the ranks' shards just before it runs and
 // freed after; in training, gathered again just before its backward (a
 // hook on its output's gradient, which is whole once the next unit's
-// backward is done, so that unit is freed then). The next unit's gather
+// backward is done, so that unit is freed then); a training forward starts
+// with every unit freed. The next unit's gather
 // (in backward, the previous one's) is started while one computes, so at
 // most two units are whole at a time. The last units backward gathers are
 // freed by the reducer's finish().
