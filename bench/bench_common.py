@@ -1,9 +1,11 @@
-"""What the benchmark drivers share: Fashion-MNIST in torchvision's layout, and writing results."""
+"""What the benchmark drivers share: Fashion-MNIST in torchvision's layout, writing results, and a free
+port for a launched job's master."""
 import gzip
 import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -56,3 +58,10 @@ def image_sets(given, tmp, sets, scale=1.0):
         raise SystemExit(f"{root} has no set {', '.join(missing)}: make it with bench/make_image_sets.py "
                          f"{root} --sets {','.join(sets)}, or pass --which {','.join(made['sets'])}")
     return root, made
+
+
+def free_port():
+    """A TCP port free on this machine now (a launched job's --master-port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -19,12 +19,11 @@ the medians of their paired per-round ratios to K = 0, with their range.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import tempfile
 
-from bench_common import report, run_info
+from bench_common import free_port, report, run_info
 
 p = argparse.ArgumentParser()
 p.add_argument("--hotloop", default="build/hotloop")
@@ -41,12 +40,6 @@ p.add_argument("--bound", type=int, default=2)
 p.add_argument("--data", default="text:fortunes")
 p.add_argument("--out")
 a = p.parse_args()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SETTINGS = [0, a.bound]

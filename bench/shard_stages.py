@@ -17,12 +17,11 @@ all-gathers of each block a step instead (one before its forward, one before its
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import tempfile
 
-from bench_common import report, run_info
+from bench_common import free_port, report, run_info
 
 p = argparse.ArgumentParser()
 p.add_argument("--hotloop", default="build/hotloop")
@@ -34,12 +33,6 @@ p.add_argument("--batch", type=int, default=32)
 p.add_argument("--precision", default="fp32")
 p.add_argument("--out")
 a = p.parse_args()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 STAGES = [0, 1, 2, 3]
