@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -312,6 +314,43 @@ TEST(ProcessGroup, TwoGlooRanksAverageBroadcastAndAgree) {
     EXPECT_TRUE(at::allclose(grads[2], at::full({3}, 0.5f)));
     EXPECT_TRUE(at::allclose(weights[0], at::full({4}, 7.0f)));
     EXPECT_EQ(agreed, 5);
+  }
+}
+
+// A sibling group: made once per purpose and kept (the same group again),
+// its collectives matched among themselves: rank 0 starts one on the
+// sibling before the parent's, rank 1 after, and both complete (on one
+// group they would pair with each other's other collective).
+TEST(ProcessGroup, ASiblingIsMadeOnceAndOrdersItsCollectivesApart) {
+  const int port = free_port();
+  GroupOptions o;
+  o.timeout = std::chrono::seconds(20);
+  auto rank = [&](int r) {
+    auto g = ProcessGroup::create(rank_env(r, port), o);
+    auto s = g->sibling("test");
+    const bool same = s == g->sibling("test");
+    const bool other = s != g->sibling("other");
+    at::Tensor sum = at::full({2}, r + 1.0f);
+    std::function<void()> pending;
+    if (r == 0) {
+      pending = s->start_allreduce_sum(sum, "sibling");
+    }
+    const std::vector<double> parent =
+        g->allreduce_sum({static_cast<double>(r + 1)}, "parent");
+    if (r == 1) {
+      pending = s->start_allreduce_sum(sum, "sibling");
+    }
+    pending();
+    return std::make_tuple(same, other, parent.front(), sum);
+  };
+  auto f0 = std::async(std::launch::async, rank, 0);
+  auto f1 = std::async(std::launch::async, rank, 1);
+  for (auto* f : {&f0, &f1}) {
+    const auto [same, other, parent, sum] = f->get();
+    EXPECT_TRUE(same);
+    EXPECT_TRUE(other);
+    EXPECT_EQ(parent, 3.0);
+    EXPECT_TRUE(at::equal(sum, at::full({2}, 3.0f)));
   }
 }
 

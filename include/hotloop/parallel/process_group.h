@@ -50,8 +50,10 @@ class ProcessGroup {
   // A second group of the same ranks, with connections of its own (its
   // `purpose` names it in the store): its collectives match across ranks
   // among themselves, in their own order, and neither queue behind this
-  // group's nor are ordered with them. Every rank creates its siblings in
-  // the same order (a rendezvous). Failures name the ranks as this one's do.
+  // group's nor are ordered with them. Made once per purpose (a rendezvous,
+  // which every rank reaches in the same order: the first call for it) and
+  // kept with this group: later calls return it. Failures name the ranks as
+  // this one's do.
   std::shared_ptr<ProcessGroup> sibling(const std::string& purpose);
 
   // Rank 0's values into every rank's tensors (in place).

@@ -1,6 +1,7 @@
 #include "hotloop/parallel/process_group.h"
 
 #include <algorithm>
+#include <map>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -52,7 +53,7 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
   std::shared_ptr<RankStatus> status; // shared with the siblings
-  int siblings = 0; // made so far: each one's store prefix
+  std::map<std::string, std::shared_ptr<ProcessGroup>> siblings;
 
   // Runs a collective; a failure (a rank that died, a timeout) becomes an
   // Error naming this rank, the collective and the ranks that stopped
@@ -200,6 +201,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(
 std::shared_ptr<ProcessGroup> ProcessGroup::sibling(
     const std::string& purpose) {
   Impl& m = *impl_;
+  if (const auto it = m.siblings.find(purpose); it != m.siblings.end()) {
+    return it->second;
+  }
   std::shared_ptr<ProcessGroup> g(new ProcessGroup());
   Impl& s = *g->impl_;
   s.rank = m.rank;
@@ -207,11 +211,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::sibling(
   s.master_addr = m.master_addr;
   s.options = m.options;
   s.status = m.status;
-  s.store = c10::make_intrusive<c10d::PrefixStore>(
-      fmt::format("{}-{}", purpose, ++m.siblings), m.store);
+  s.store = c10::make_intrusive<c10d::PrefixStore>(purpose, m.store);
   m.guarded(purpose + " group", [&] {
     s.backend = make_backend(s.store, s.rank, s.size, s.master_addr, s.options);
   });
+  m.siblings.emplace(purpose, g);
   return g;
 }
 
