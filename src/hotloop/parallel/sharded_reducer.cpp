@@ -142,27 +142,20 @@ void ShardedReducer::Impl::start(std::size_t i) {
       zeros = at::zeros({l.padded}, o);
     }
     sending[i] = zeros.narrow(0, 0, l.padded);
-    wait[i] =
-        group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
-    return;
-  }
-  while (options.reduces_in_flight > 0 &&
-         reducing.size() >= options.reduces_in_flight) {
-    retire_oldest();
-  }
-  sending[i] = at::empty({l.padded}, o);
-  reducing_bytes += sending[i].nbytes();
-  peak_reducing = std::max(peak_reducing, reducing_bytes);
-  try {
+  } else {
+    while (options.reduces_in_flight > 0 &&
+           reducing.size() >= options.reduces_in_flight) {
+      retire_oldest();
+    }
+    sending[i] = at::empty({l.padded}, o);
     gather_gradients(i, sending[i]);
-    wait[i] =
-        group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
-  } catch (...) {
-    reducing_bytes -= sending[i].nbytes();
-    sending[i] = at::Tensor();
-    throw;
   }
-  reducing.push_back(i); // started: retire_oldest may wait for it
+  wait[i] = group->start_reduce_scatter_sum(sending[i], flat_grads[i], kReduce);
+  if (!failed) {
+    reducing.push_back(i); // started: retire_oldest may wait for it
+    reducing_bytes += sending[i].nbytes();
+    peak_reducing = std::max(peak_reducing, reducing_bytes);
+  }
 }
 
 void ShardedReducer::Impl::retire_oldest() {

@@ -206,10 +206,7 @@ void ShardedReducer::Impl::catch_up() {
         made,
         step.size()));
   }
-  for (std::size_t u = 0; u < unit_buckets.size(); ++u) {
-    finish_gather(u);
-  }
-  release_all();
+  release_all(); // each unit's started gather waited for first
   try {
     for (std::size_t k = made; k < step.size(); ++k) {
       gather(step[k]);
