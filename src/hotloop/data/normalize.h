@@ -44,6 +44,7 @@ class SampleNormalizer {
   std::vector<float> scale_, shift_;
   at::ScalarType dtype_;
   bool channels_last_;
+  bool avx2_ = false; // planar channels with AVX2 where the CPU has it
 };
 
 } // namespace hotloop::data
