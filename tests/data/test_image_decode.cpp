@@ -2,6 +2,7 @@
 
 #include "hotloop/data/decode/image_decode.h"
 #include "hotloop/data/decode/image_tensor.h"
+#include "hotloop/data/decode/jpeg_region.h"
 #include "hotloop/errors.h"
 #include "support/image_files.h"
 
@@ -127,6 +128,59 @@ TEST(ImageDecode, AGoodJpegAfterADamagedOneOnTheSameThreadDecodes) {
     EXPECT_EQ(img.width, 16);
     EXPECT_EQ(img.height, 16);
   }
+}
+
+// A JPEG may leave out its Huffman tables (Motion-JPEG frames do; the
+// decoder then uses the standard ones). A decoder that keeps a previous
+// file's tables would use those instead: every file decodes as on a fresh
+// decoder, whole (TurboJPEG) and as a region (libjpeg), whatever the same
+// thread decoded before.
+TEST(ImageDecode, AFileWithoutTablesNeverUsesThePreviousFilesTables) {
+  const auto px = test::textured_image(48, 64, 3, 2);
+  // The standard tables, then every DHT segment cut out.
+  const auto standard = test::jpeg_file(px, 48, 64, 3);
+  std::vector<std::uint8_t> tableless(standard.begin(), standard.begin() + 2);
+  for (std::size_t i = 2; i + 3 < standard.size();) {
+    const std::size_t length =
+        static_cast<std::size_t>(standard[i + 2]) << 8 | standard[i + 3];
+    const bool scan = standard[i + 1] == 0xDA;
+    if (standard[i + 1] != 0xC4 || scan) {
+      tableless.insert(
+          tableless.end(),
+          standard.begin() + static_cast<long>(i),
+          scan ? standard.end()
+               : standard.begin() + static_cast<long>(i + 2 + length));
+    }
+    if (scan) {
+      break;
+    }
+    i += 2 + length;
+  }
+  ASSERT_LT(tableless.size(), standard.size());
+  const DecodedImage fresh = decode_image(tableless, "frame.jpg", {});
+  EXPECT_EQ(fresh.pixels, decode_image(standard, "standard.jpg", {}).pixels);
+  // Tables fitted to another image, decoded first on this thread.
+  test::JpegWriteOptions fitted;
+  fitted.optimize_coding = true;
+  const auto other =
+      test::jpeg_file(test::textured_image(48, 64, 3, 9), 48, 64, 3, fitted);
+  decode_image(other, "other.jpg", {});
+  EXPECT_EQ(decode_image(tableless, "frame.jpg", {}).pixels, fresh.pixels);
+  std::vector<std::uint8_t> buffer;
+  const auto region = [&](const std::vector<std::uint8_t>& bytes) {
+    const JpegRegion r = decode_jpeg_region(
+        bytes,
+        "r.jpg",
+        [](const JpegInfo&) {
+          return JpegRegionRequest{8, {}, 3};
+        },
+        buffer,
+        std::int64_t{1} << 20);
+    return std::vector<std::uint8_t>(
+        r.pixels, r.pixels + r.row_bytes * static_cast<std::size_t>(r.rect.h));
+  };
+  region(other);
+  EXPECT_EQ(region(tableless), fresh.pixels);
 }
 
 TEST(ImageDecode, OversizedImagesAreRefusedBeforeAllocating) {

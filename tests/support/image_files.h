@@ -77,6 +77,7 @@ struct JpegWriteOptions {
   bool progressive = false;
   int restart_rows = 0; // a restart marker every this many MCU rows
   bool cmyk = false; // C = 4 pixels, stored as Adobe YCCK (inverted CMYK)
+  bool optimize_coding = false; // Huffman tables fitted to the image
 };
 
 // JPEG bytes of (H, W, C) pixels, C = 1, 3 or 4 (CMYK, with options.cmyk),
@@ -112,6 +113,7 @@ inline std::vector<std::uint8_t> jpeg_file(
   if (o.progressive) {
     jpeg_simple_progression(&ci);
   }
+  ci.optimize_coding = o.optimize_coding ? TRUE : FALSE;
   ci.restart_in_rows = o.restart_rows;
   jpeg_start_compress(&ci, TRUE);
   const std::size_t stride = static_cast<std::size_t>(w) * c;

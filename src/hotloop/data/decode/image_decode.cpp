@@ -40,35 +40,27 @@ void check_image_size(
 
 namespace {
 
-// One TurboJPEG decompressor per thread, destroyed with the thread. After a
-// failed decode it is made anew: TurboJPEG 2.x leaves a handle whose header
-// read failed half-way in a state where the next, valid, file reads as
-// having no size.
+// A TurboJPEG decompressor for one file. Not kept across files: a handle
+// keeps the tables of the files it read, so a file that leaves its Huffman
+// tables out (Motion-JPEG frames rely on the standard ones) would decode
+// with the previous file's (and TurboJPEG 2.x leaves a handle whose header
+// read failed half-way unable to read the next file's size).
 class JpegDecoder {
  public:
-  static JpegDecoder& of_this_thread() {
-    thread_local JpegDecoder d;
-    return d;
-  }
-  tjhandle get() {
-    if (h_ == nullptr) {
-      h_ = tjInitDecompress();
-    }
-    return h_;
-  }
-  void reset() {
+  JpegDecoder() : h_(tjInitDecompress()) {}
+  ~JpegDecoder() {
     if (h_ != nullptr) {
       tjDestroy(h_);
-      h_ = nullptr;
     }
   }
-  ~JpegDecoder() {
-    reset();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+  tjhandle get() const {
+    return h_;
   }
 
  private:
-  JpegDecoder() = default;
-  tjhandle h_ = nullptr;
+  tjhandle h_;
 };
 
 // The whole image through the libjpeg API (jpeg_region.h), which converts
@@ -94,7 +86,7 @@ DecodedImage decode_jpeg(
     std::span<const std::uint8_t> bytes,
     const std::string& name,
     const DecodeOptions& o) {
-  JpegDecoder& decoder = JpegDecoder::of_this_thread();
+  const JpegDecoder decoder;
   tjhandle tj = decoder.get();
   if (tj == nullptr) {
     throw DataError(fmt::format("{}: cannot create a TurboJPEG decoder", name));
@@ -108,12 +100,10 @@ DecodedImage decode_jpeg(
   const auto size = static_cast<unsigned long>(bytes.size());
   if (tjDecompressHeader3(
           tj, data, size, &width, &height, &subsampling, &colorspace) != 0) {
-    const std::string why = tjGetErrorStr2(tj);
-    decoder.reset();
-    throw bad_image(name, fmt::format("not a valid JPEG: {}", why));
+    throw bad_image(
+        name, fmt::format("not a valid JPEG: {}", tjGetErrorStr2(tj)));
   }
   if (width <= 0 || height <= 0) {
-    decoder.reset();
     throw bad_image(
         name,
         "not a valid JPEG: the header has no image size (truncated file?)");
@@ -138,9 +128,8 @@ DecodedImage decode_jpeg(
           height,
           format,
           TJFLAG_STOPONWARNING) != 0) {
-    const std::string why = tjGetErrorStr2(tj);
-    decoder.reset();
-    throw bad_image(name, fmt::format("corrupt JPEG data: {}", why));
+    throw bad_image(
+        name, fmt::format("corrupt JPEG data: {}", tjGetErrorStr2(tj)));
   }
   return img;
 }

@@ -41,8 +41,11 @@ void on_message(j_common_ptr c, int level) {
   }
 }
 
-// One decompressor per thread, made anew after an error (libjpeg's state
-// after a jump out of it is not worth trusting).
+// A thread's decompressor and its buffers. The libjpeg object is made for
+// each file and destroyed after it (with_libjpeg): it keeps the tables of
+// the files it read, so a file that leaves its Huffman tables out
+// (Motion-JPEG frames rely on the standard ones) would decode with the
+// previous file's, and after an error its state is not worth trusting.
 class Decompressor {
  public:
   static Decompressor& of_this_thread() {
@@ -269,7 +272,7 @@ void decode_protected(
 
 // Runs `body` on this thread's decompressor where a libjpeg error jumps
 // back to: the error becomes a DataError naming `name` ("WHAT: libjpeg's
-// message"), and any error resets the decompressor for the next file.
+// message"). The decompressor is destroyed afterwards either way.
 template <typename Body>
 void with_libjpeg(const std::string& name, const char* what, Body&& body) {
   Decompressor& d = Decompressor::of_this_thread();
@@ -280,6 +283,7 @@ void with_libjpeg(const std::string& name, const char* what, Body&& body) {
       throw bad_image(name, fmt::format("{}: {}", what, why));
     }
     body(d);
+    d.reset();
   } catch (...) {
     d.reset();
     throw;
