@@ -76,6 +76,7 @@ struct JpegWriteOptions {
   bool subsample_420 = true; // chroma at half size both ways (else 4:4:4)
   bool progressive = false;
   int restart_rows = 0; // a restart marker every this many MCU rows
+  int restart_interval = 0; // or every this many MCUs (0: restart_rows)
   bool cmyk = false; // C = 4 pixels, stored as Adobe YCCK (inverted CMYK)
   bool optimize_coding = false; // Huffman tables fitted to the image
 };
@@ -115,6 +116,7 @@ inline std::vector<std::uint8_t> jpeg_file(
   }
   ci.optimize_coding = o.optimize_coding ? TRUE : FALSE;
   ci.restart_in_rows = o.restart_rows;
+  ci.restart_interval = static_cast<unsigned int>(o.restart_interval);
   jpeg_start_compress(&ci, TRUE);
   const std::size_t stride = static_cast<std::size_t>(w) * c;
   while (ci.next_scanline < ci.image_height) {

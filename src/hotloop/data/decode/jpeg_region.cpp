@@ -5,41 +5,121 @@
 #include <cstdio>
 
 #include <jpeglib.h>
+// jerror.h after jpeglib.h: its WARNMS uses jpeglib's types.
+#include <jerror.h>
 
 #include <algorithm>
+#include <array>
 #include <csetjmp>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/jpeg_restart_cut.h"
+#include "hotloop/data/decode/libjpeg_errors.h"
 #include "hotloop/errors.h"
 
 namespace hotloop::data {
 namespace {
 
-// libjpeg reports errors through error_exit, which must not return: it jumps
-// back to decode_jpeg_region's setjmp with the message kept here.
-struct ErrorManager {
-  jpeg_error_mgr pub{};
-  std::jmp_buf jump{};
-  char message[JMSG_LENGTH_MAX] = {};
-};
+using libjpeg::ErrorManager;
 
-[[noreturn]] void jump_out(j_common_ptr c) {
-  auto* e = reinterpret_cast<ErrorManager*>(c->err);
-  (*c->err->format_message)(c, e->message);
-  std::longjmp(e->jump, 1);
-}
+// libjpeg's source of bytes: pieces of memory read one after another. A
+// whole file is one piece; a restart cut (jpeg_restart_cut.h) is the header
+// around its patched height, then the data after the cut's marker. Past the
+// last piece comes an end-of-image marker and a warning, as jpeg_mem_src
+// does (the warning stops the decode: on_message).
+struct PieceSource {
+  jpeg_source_mgr pub{};
+  std::array<std::span<const std::uint8_t>, 4> pieces{};
+  int count = 0;
+  int next = 0;
+  int marker_shift = 0; // RestartCut::marker_shift; 0 for a whole file
+  std::array<std::uint8_t, 2> height{}; // the cut's patched height
 
-// Level -1 is a warning: corrupt entropy data, a premature end of the file.
-// They stop the decode, as TJFLAG_STOPONWARNING makes them stop a full one
-// (a truncated file otherwise "decodes" with a gray bottom). Trace messages
-// (level >= 0) are dropped.
-void on_message(j_common_ptr c, int level) {
-  if (level < 0) {
-    jump_out(c);
+  static PieceSource& of(j_decompress_ptr c) {
+    return *reinterpret_cast<PieceSource*>(c->src);
   }
-}
+  void whole(std::span<const std::uint8_t> bytes) {
+    start({bytes}, 0);
+  }
+  void cut(
+      std::span<const std::uint8_t> bytes,
+      std::size_t scan_start,
+      const RestartCut& cut,
+      int new_height) {
+    height = {
+        static_cast<std::uint8_t>(new_height >> 8),
+        static_cast<std::uint8_t>(new_height & 0xFF)};
+    start(
+        {bytes.first(cut.height_at),
+         std::span<const std::uint8_t>(height),
+         bytes.subspan(cut.height_at + 2, scan_start - cut.height_at - 2),
+         bytes.subspan(cut.data_at)},
+        cut.marker_shift);
+  }
+  void start(
+      std::initializer_list<std::span<const std::uint8_t>> list,
+      int shift) {
+    count = 0;
+    for (const auto& piece : list) {
+      pieces[static_cast<std::size_t>(count++)] = piece;
+    }
+    next = 0;
+    marker_shift = shift;
+    pub.next_input_byte = nullptr;
+    pub.bytes_in_buffer = 0;
+  }
+  void install(jpeg_decompress_struct& c) {
+    pub.init_source = [](j_decompress_ptr) {};
+    pub.fill_input_buffer = fill;
+    pub.skip_input_data = skip;
+    pub.resync_to_restart = resync;
+    pub.term_source = [](j_decompress_ptr) {};
+    c.src = &pub;
+  }
+
+  static boolean fill(j_decompress_ptr c) {
+    PieceSource& s = of(c);
+    while (s.next < s.count) {
+      const auto piece = s.pieces[static_cast<std::size_t>(s.next++)];
+      if (!piece.empty()) {
+        s.pub.next_input_byte = piece.data();
+        s.pub.bytes_in_buffer = piece.size();
+        return TRUE;
+      }
+    }
+    static const JOCTET kEnd[2] = {0xFF, JPEG_EOI};
+    WARNMS(c, JWRN_JPEG_EOF);
+    s.pub.next_input_byte = kEnd;
+    s.pub.bytes_in_buffer = 2;
+    return TRUE;
+  }
+  static void skip(j_decompress_ptr c, long n) {
+    PieceSource& s = of(c);
+    while (n > static_cast<long>(s.pub.bytes_in_buffer)) {
+      n -= static_cast<long>(s.pub.bytes_in_buffer);
+      fill(c);
+    }
+    if (n > 0) {
+      s.pub.next_input_byte += n;
+      s.pub.bytes_in_buffer -= static_cast<std::size_t>(n);
+    }
+  }
+  // After a cut the data's markers run `marker_shift` ahead of the ones
+  // libjpeg counts from RST0: that one is the expected marker. Anything else
+  // goes to libjpeg's resync, which warns (a corrupt file, as before).
+  static boolean resync(j_decompress_ptr c, int desired) {
+    const PieceSource& s = of(c);
+    if (s.marker_shift != 0 &&
+        c->unread_marker == JPEG_RST0 + (desired + s.marker_shift) % 8) {
+      c->unread_marker = 0;
+      return TRUE;
+    }
+    return jpeg_resync_to_restart(c, desired);
+  }
+};
 
 // A thread's decompressor and its buffers. The libjpeg object is made for
 // each file and destroyed after it (with_libjpeg): it keeps the tables of
@@ -55,10 +135,9 @@ class Decompressor {
   // Call only where errors() jumps back to.
   jpeg_decompress_struct& get() {
     if (!live_) {
-      c_.err = jpeg_std_error(&errors_.pub);
-      errors_.pub.error_exit = jump_out;
-      errors_.pub.emit_message = on_message;
+      c_.err = libjpeg::install(errors_);
       jpeg_create_decompress(&c_);
+      source_.install(c_);
       live_ = true;
     }
     return c_;
@@ -68,6 +147,9 @@ class Decompressor {
   }
   std::vector<std::uint8_t>& cmyk_rows() {
     return cmyk_rows_;
+  }
+  PieceSource& source() {
+    return source_;
   }
   void reset() {
     if (live_) {
@@ -87,6 +169,7 @@ class Decompressor {
   ErrorManager errors_;
   bool live_ = false;
   std::vector<std::uint8_t> cmyk_rows_;
+  PieceSource source_;
 };
 
 // Whether an end-of-image marker follows the first scan's start. Inside
@@ -134,13 +217,15 @@ void cmyk_to(
 // Reads the header of `bytes` into `c` and what hotloop needs of it: a file
 // must end with its end-of-image marker and hold at most `max_pixels`.
 JpegInfo header_info(
-    jpeg_decompress_struct& c,
+    Decompressor& d,
     std::span<const std::uint8_t> bytes,
     const std::string& name,
-    std::int64_t max_pixels) {
-  jpeg_mem_src(&c, bytes.data(), static_cast<unsigned long>(bytes.size()));
+    std::int64_t max_pixels,
+    std::size_t& scan_start) {
+  jpeg_decompress_struct& c = d.get();
+  d.source().whole(bytes);
   jpeg_read_header(&c, TRUE);
-  const std::size_t scan_start = bytes.size() - c.src->bytes_in_buffer;
+  scan_start = bytes.size() - c.src->bytes_in_buffer;
   if (!has_end_marker(bytes, scan_start)) {
     throw bad_image(
         name, "truncated JPEG: the file ends before its end-of-image marker");
@@ -165,6 +250,48 @@ JpegInfo header_info(
   return info;
 }
 
+// With the header read, moves the decode's start down to the lowest restart
+// marker at a row of MCUs whose first row is above `first_row` (the first
+// row needed, in the image at k/8; one row of margin keeps fancy
+// upsampling's context, which reaches one chroma row up) and re-reads the
+// header from there, with the height that is left. Returns how many rows
+// (at k/8) the decode skips, 0 where it starts at the top as before.
+int start_at_restart(
+    Decompressor& d,
+    std::span<const std::uint8_t> bytes,
+    std::size_t scan_start,
+    int first_row,
+    int scale_eighths) {
+  jpeg_decompress_struct& c = d.get();
+  const jpeg_component_info& luma = c.comp_info[0];
+  const bool interleaved =
+      c.num_components > 1 && c.comps_in_scan == c.num_components;
+  const bool plain_gray = c.num_components == 1 && c.comps_in_scan == 1 &&
+      luma.h_samp_factor == 1 && luma.v_samp_factor == 1;
+  if (c.progressive_mode || c.arith_code || c.restart_interval == 0 ||
+      first_row < 2 || (!interleaved && !plain_gray)) {
+    return 0;
+  }
+  const int mcu_rows_scaled = c.max_v_samp_factor * scale_eighths;
+  const std::optional<RestartCut> cut = find_restart_cut(
+      bytes,
+      scan_start,
+      {static_cast<int>(c.image_width),
+       static_cast<int>(c.image_height),
+       8 * c.max_h_samp_factor,
+       8 * c.max_v_samp_factor,
+       static_cast<int>(c.restart_interval)},
+      (first_row - 1) / mcu_rows_scaled);
+  if (!cut) {
+    return 0;
+  }
+  const int height = static_cast<int>(c.image_height) - cut->rows;
+  jpeg_abort_decompress(&c);
+  d.source().cut(bytes, scan_start, *cut, height);
+  jpeg_read_header(&c, TRUE);
+  return cut->rows / 8 * scale_eighths;
+}
+
 // The body of decode_jpeg_region, run where a libjpeg error jumps back to its
 // caller: nothing here may own memory while libjpeg runs (a jump skips
 // destructors).
@@ -177,7 +304,8 @@ void decode_protected(
     std::int64_t max_pixels,
     JpegRegion& out) {
   jpeg_decompress_struct& c = d.get();
-  const JpegInfo info = header_info(c, bytes, name, max_pixels);
+  std::size_t scan_start = 0;
+  const JpegInfo info = header_info(d, bytes, name, max_pixels, scan_start);
   const JpegRegionRequest req = plan(info);
   if (req.channels != 1 && req.channels != 3) {
     throw UsageError(
@@ -204,6 +332,9 @@ void decode_protected(
         sh,
         req.scale_eighths));
   }
+  // Rows above the region that a restart cut skips (in the scaled image's
+  // rows); the decode then starts at row `y0` of the image.
+  const int y0 = start_at_restart(d, bytes, scan_start, r.y, req.scale_eighths);
   c.scale_num = static_cast<unsigned int>(req.scale_eighths);
   c.scale_denom = 8;
   c.out_color_space = info.cmyk ? JCS_CMYK
@@ -211,7 +342,7 @@ void decode_protected(
                                 : JCS_RGB;
   jpeg_start_decompress(&c);
   if (c.output_width != static_cast<JDIMENSION>(sw) ||
-      c.output_height != static_cast<JDIMENSION>(sh)) {
+      c.output_height != static_cast<JDIMENSION>(sh - y0)) {
     throw DataError(fmt::format(
         "{}: libjpeg decodes {}/8 as {}x{}, not {}x{}",
         name,
@@ -219,7 +350,7 @@ void decode_protected(
         c.output_width,
         c.output_height,
         sw,
-        sh));
+        sh - y0));
   }
   // A column more on the left and two on the right where the image has
   // them: fancy upsampling treats the decoded columns' ends as the image's
@@ -231,8 +362,9 @@ void decode_protected(
   if (x != 0 || w != c.output_width) {
     jpeg_crop_scanline(&c, &x, &w); // x moves left to the iMCU column
   }
-  if (r.y > 0) {
-    jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(r.y));
+  const int top = r.y - y0; // the region's first row in the decoded rows
+  if (top > 0) {
+    jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(top));
   }
   out.rect = {static_cast<int>(x), r.y, static_cast<int>(w), r.h};
   out.scaled_width = sw;
@@ -245,14 +377,14 @@ void decode_protected(
   if (info.cmyk) {
     d.cmyk_rows().resize(cmyk_row * kRows);
   }
-  const auto end = static_cast<JDIMENSION>(r.y + r.h);
+  const auto end = static_cast<JDIMENSION>(top + r.h);
   while (c.output_scanline < end) {
     const JDIMENSION first = c.output_scanline;
     const int n = static_cast<int>(std::min<JDIMENSION>(kRows, end - first));
     JSAMPROW rows[kRows];
     for (int i = 0; i < n; ++i) {
       rows[i] = info.cmyk ? d.cmyk_rows().data() + cmyk_row * i
-                          : buffer.data() + out.row_bytes * (first - r.y + i);
+                          : buffer.data() + out.row_bytes * (first - top + i);
     }
     const JDIMENSION got =
         jpeg_read_scanlines(&c, rows, static_cast<JDIMENSION>(n));
@@ -260,7 +392,7 @@ void decode_protected(
       for (JDIMENSION i = 0; i < got; ++i) {
         cmyk_to(
             rows[i],
-            buffer.data() + out.row_bytes * (first - r.y + i),
+            buffer.data() + out.row_bytes * (first - top + i),
             w,
             req.channels);
       }
@@ -316,9 +448,9 @@ JpegInfo read_jpeg_info(
     std::int64_t max_pixels) {
   JpegInfo info;
   with_libjpeg(name, "corrupt JPEG header", [&](Decompressor& d) {
-    jpeg_decompress_struct& c = d.get();
-    info = header_info(c, bytes, name, max_pixels);
-    jpeg_abort_decompress(&c);
+    std::size_t scan_start = 0;
+    info = header_info(d, bytes, name, max_pixels, scan_start);
+    jpeg_abort_decompress(&d.get());
   });
   return info;
 }
