@@ -1,13 +1,14 @@
 // libFuzzer target for the JPEG decoders (data/decode/): the whole-image
 // decode (TurboJPEG; CMYK and YCCK through libjpeg) and the region and
 // DCT-scaled decode the training crops use (libjpeg under setjmp/longjmp,
-// into hotloop's own buffer), and the header read that routes a file for
-// --decode-device gpu. Any bytes must decode or give a DataError,
-// never a crash, an out-of-bounds access or a huge allocation; what decodes
-// has the size the header says, and a region lies inside the scaled image
-// and inside the buffer. Built and run by fuzz/run, seeded with
-// fuzz/seeds/jpeg (baseline, progressive, restart markers, 4:4:4, 4:2:0,
-// gray, CMYK, arithmetic-coded).
+// into hotloop's own buffer; from a restart marker below the top where the
+// file has them), the header read that routes a file for --decode-device
+// gpu, and pack's lossless rewrite with restart markers. Any bytes must decode
+// or give a DataError, never a crash, an out-of-bounds access or a huge
+// allocation; what decodes has the size the header says, and a region lies
+// inside the scaled image and inside the buffer. Built and run by fuzz/run,
+// seeded with fuzz/seeds/jpeg (baseline, progressive, restart markers, 4:4:4,
+// 4:2:0, gray, CMYK, arithmetic-coded).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -15,6 +16,7 @@
 
 #include "decoded_image.h"
 #include "hotloop/data/decode/image_decode.h"
+#include "hotloop/data/decode/image_encode.h"
 #include "hotloop/data/decode/jpeg_region.h"
 #include "hotloop/errors.h"
 
@@ -117,6 +119,29 @@ void region_decode(std::span<const std::uint8_t> bytes, std::uint32_t seed) {
   }
 }
 
+// `hotloop pack`'s lossless rewrite with restart markers: a JPEG or none,
+// and where the input decodes, the rewrite decodes to the same pixels.
+void rewrite(std::span<const std::uint8_t> bytes) {
+  const auto marked = hotloop::data::with_row_restarts(bytes, kMaxPixels);
+  if (!marked) {
+    return;
+  }
+  std::vector<std::uint8_t> original;
+  try {
+    original =
+        hotloop::data::decode_image(bytes, "fuzz.jpg", {3, kMaxPixels}).pixels;
+  } catch (const hotloop::DataError&) {
+    return;
+  }
+  try {
+    check(
+        hotloop::data::decode_image(*marked, "marked.jpg", {3, kMaxPixels})
+            .pixels == original);
+  } catch (const hotloop::DataError&) {
+    check(false); // what decoded before must decode after
+  }
+}
+
 // The header alone: within the limit, and what it says is what a decode
 // can act on (the GPU's routing reads these fields).
 void header_read(std::span<const std::uint8_t> bytes) {
@@ -146,5 +171,6 @@ extern "C" int LLVMFuzzerTestOneInput(
   full_decode(bytes, (seed & 1) != 0 ? 1 : 3);
   region_decode(bytes, seed >> 1);
   header_read(bytes);
+  rewrite(bytes);
   return 0;
 }

@@ -47,12 +47,17 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->add_option(
          "--max-side",
          flags->options.image.max_side,
-         "Images: resize each image whose longer side is larger to this many pixels (antialiased) and store it as a JPEG; smaller ones are copied as they are. 0: copy every image; e.g. 512 for training at 224 px")
+         "Images: resize each image whose longer side is larger to this many pixels (antialiased) and store it as a JPEG; smaller ones are kept at their size. 0: resize none; e.g. 512 for training at 224 px")
       ->capture_default_str();
   cmd->add_option(
          "--quality",
          flags->options.image.quality,
          "--max-side: the JPEG quality of a resized image (1-100)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--restart-markers",
+         flags->options.image.restart_markers,
+         "Images: write each JPEG with a restart marker per row of blocks (those kept at their size rewritten losslessly: the same pixels) so a crop's decode starts at the row above it; false: copy JPEGs byte for byte")
       ->capture_default_str();
   cmd->add_flag(
       "--verify",
@@ -93,10 +98,11 @@ void add_pack_command(CLI::App& app, Action& action) {
       const data::PackResult r = data::pack(flags->options);
       for (const auto& s : r.splits) {
         fmt::print(
-            "{}: {} samples ({} resized), {} in {} shard(s)\n",
+            "{}: {} samples ({} resized, {} rewritten with restart markers), {} in {} shard(s)\n",
             s.split,
             s.samples,
             s.resized,
+            s.remarked,
             format_bytes(s.bytes),
             s.shards.size());
       }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -226,7 +227,8 @@ TEST(Pack, PackedSizeKeepsTheAspectWithTheLongerSideAtTheMax) {
 
 // --max-side: a packed shard holds each larger image resized to the max side
 // and decodes to the loader's resize of the original within JPEG's loss
-// (PSNR >= 30 dB at quality 95); a smaller image keeps its bytes.
+// (PSNR >= 30 dB at quality 95); a smaller image keeps its bytes (with
+// restart markers off; see the next test for them).
 TEST(Pack, MaxSideResizesLargerImagesAndKeepsSmallerOnesByteForByte) {
   TempDir dir;
   const auto big_px = test::textured_image(300, 400, 3, 5);
@@ -242,7 +244,7 @@ TEST(Pack, MaxSideResizesLargerImagesAndKeepsSmallerOnesByteForByte) {
   o.from = "folder:" + (dir.path() / "photos").string();
   o.out = (dir.path() / "shards").string();
   o.progress = false;
-  o.image = {128, 95};
+  o.image = {128, 95, false};
   o.threads = 2;
   const PackResult r = pack(o);
   EXPECT_EQ(r.splits[0].resized, 2u);
@@ -280,6 +282,102 @@ TEST(Pack, MaxSideResizesLargerImagesAndKeepsSmallerOnesByteForByte) {
   EXPECT_EQ(index["splits"]["train"]["resized"], 2);
   o.image.max_side = -1;
   EXPECT_THROW(pack(o), UsageError);
+}
+
+// By default every JPEG is written with a restart marker per MCU row: kept
+// ones losslessly (the same pixels, progressive ones made baseline, their
+// EXIF kept), resized ones as they are encoded; PNGs keep their bytes. The
+// index and a run's description say so.
+TEST(Pack, JpegsAreWrittenWithARestartMarkerPerRowAndTheSamePixels) {
+  TempDir dir;
+  const auto px = test::textured_image(150, 200, 3, 9);
+  const auto plain = test::jpeg_file(px, 150, 200, 3);
+  test::JpegWriteOptions p;
+  p.progressive = true;
+  const auto progressive = test::jpeg_file(px, 150, 200, 3, p);
+  const auto png = test::png_bytes(px, 150, 200, 3);
+  const auto big =
+      test::jpeg_file(test::textured_image(300, 400, 3, 5), 300, 400, 3);
+  // An EXIF segment right after the start of the image.
+  const std::vector<std::uint8_t> exif = {
+      0xFF, 0xE1, 0x00, 0x0C, 'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42};
+  std::vector<std::uint8_t> with_exif(plain.begin(), plain.begin() + 2);
+  with_exif.insert(with_exif.end(), exif.begin(), exif.end());
+  with_exif.insert(with_exif.end(), plain.begin() + 2, plain.end());
+  test::write_bytes(dir.path() / "photos/train/a/plain.jpg", with_exif);
+  test::write_bytes(dir.path() / "photos/train/a/progressive.jpg", progressive);
+  test::write_bytes(dir.path() / "photos/train/b/flat.png", png);
+  test::write_bytes(dir.path() / "photos/train/b/big.jpg", big);
+  PackOptions o;
+  o.from = "folder:" + (dir.path() / "photos").string();
+  o.out = (dir.path() / "shards").string();
+  o.progress = false;
+  o.image.max_side = 256;
+  const PackResult r = pack(o);
+  EXPECT_EQ(r.splits[0].resized, 1u);
+  EXPECT_EQ(r.splits[0].remarked, 2u);
+  const WebDataset train(o.out, Split::Train);
+  // The header's segments up to the first scan: whether one has `marker`.
+  const auto has = [](const std::vector<std::uint8_t>& b, std::uint8_t marker) {
+    for (std::size_t i = 2; i + 3 < b.size() && b[i] == 0xFF;
+         i += 2 + (static_cast<std::size_t>(b[i + 2]) << 8 | b[i + 3])) {
+      if (b[i + 1] == marker) {
+        return true;
+      }
+      if (b[i + 1] == 0xDA) {
+        break;
+      }
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    const std::string& source = r.splits[0].sources[i];
+    SCOPED_TRACE(source);
+    const std::vector<std::uint8_t> bytes = train.encoded(i).bytes;
+    if (source.ends_with(".png")) {
+      EXPECT_EQ(bytes, png);
+      continue;
+    }
+    EXPECT_TRUE(has(bytes, 0xDD)) << "a restart interval (DRI)";
+    EXPECT_TRUE(has(bytes, 0xC0)) << "baseline";
+    EXPECT_FALSE(has(bytes, 0xC2)) << "not progressive";
+    if (!source.ends_with("big.jpg")) {
+      const auto& original =
+          source.ends_with("plain.jpg") ? with_exif : progressive;
+      EXPECT_EQ(
+          decode_image(bytes, "packed").pixels,
+          decode_image(original, "original").pixels)
+          << "lossless";
+    }
+    if (source.ends_with("plain.jpg")) {
+      EXPECT_NE(
+          std::search(bytes.begin(), bytes.end(), exif.begin() + 4, exif.end()),
+          bytes.end())
+          << "the EXIF segment is kept";
+    }
+  }
+  const auto index =
+      nlohmann::json::parse(test::slurp(dir.path() / "shards/index.json"));
+  EXPECT_EQ(index["restart_markers"], true);
+  EXPECT_EQ(index["splits"]["train"]["remarked"], 2);
+  EXPECT_NE(
+      train.describe().find(
+          "packed at max side 256 with restart markers per row"),
+      std::string::npos)
+      << train.describe();
+  // Off: every kept file byte for byte.
+  o.image.restart_markers = false;
+  o.image.max_side = 0;
+  o.out = (dir.path() / "copied").string();
+  EXPECT_EQ(pack(o).splits[0].remarked, 0u);
+  const WebDataset copied(o.out, Split::Train);
+  for (std::size_t i = 0; i < copied.size(); ++i) {
+    EXPECT_FALSE(has(copied.encoded(i).bytes, 0xDD));
+    EXPECT_TRUE(
+        copied.encoded(i).bytes == with_exif ||
+        copied.encoded(i).bytes == progressive ||
+        copied.encoded(i).bytes == png || copied.encoded(i).bytes == big);
+  }
 }
 
 TEST(Pack, OnlyFoldersCanBePacked) {

@@ -99,10 +99,11 @@ PackedSplit pack_split(
     shard = std::make_unique<TarWriter>((fs::path(o.out) / name).string());
     result.shards.push_back(name);
   };
-  // Copying bytes needs no threads; resizing does.
-  const unsigned int threads = o.image.max_side <= 0 ? 1
-      : o.threads > 0                                ? o.threads
-                                                     : usable_cpus();
+  // Copying bytes needs no threads; resizing and rewriting do.
+  const bool rewrites = o.image.max_side > 0 || o.image.restart_markers;
+  const unsigned int threads = !rewrites ? 1
+      : o.threads > 0                    ? o.threads
+                                         : usable_cpus();
   const std::size_t window = std::size_t{16} * threads;
   for (std::size_t begin = 0; begin < order.size(); begin += window) {
     const std::size_t end = std::min(order.size(), begin + window);
@@ -127,6 +128,7 @@ PackedSplit pack_split(
               label.size()));
       result.bytes += image.bytes.size();
       result.resized += image.resized;
+      result.remarked += image.remarked;
       result.sources.push_back(folder.path(order[pos]));
       ++result.samples;
       progress.update(
@@ -148,6 +150,7 @@ void write_index(const PackOptions& o, const PackResult& r) {
         {"samples", s.samples},
         {"bytes", s.bytes},
         {"resized", s.resized},
+        {"remarked", s.remarked},
         {"shards", s.shards}};
   }
   const nlohmann::json index = {
@@ -156,6 +159,9 @@ void write_index(const PackOptions& o, const PackResult& r) {
       {"seed", o.seed},
       {"max_side", o.image.max_side}, // 0: none resized
       {"quality", o.image.quality},
+      // JPEGs written with a restart marker per MCU row (resized ones, and
+      // kept ones rewritten losslessly), the loader's crops start there
+      {"restart_markers", o.image.restart_markers},
       {"classes", r.classes},
       {"splits", splits}};
   const fs::path tmp = fs::path(o.out) / "index.json.tmp";

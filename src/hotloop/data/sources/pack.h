@@ -1,8 +1,10 @@
 #pragma once
 // `hotloop pack`: image folders -> shuffled WebDataset shards per split, plus
-// index.json (counts, shards, class names, what was resized). The image
-// files' bytes are copied as they are, or, with a max side, images larger
-// than it are resized and re-encoded (pack_image.h); each sample is
+// index.json (counts, shards, class names, what was resized). JPEGs are
+// rewritten losslessly with a restart marker per row of blocks (unless
+// restart markers are off: then their bytes are copied as they are), other
+// files copied; with a max side, images larger than it are resized and
+// re-encoded (pack_image.h); each sample is
 // `<key>.<ext>` + `<key>.cls`, readable by Python's webdataset and by
 // `wds:OUT`.
 
@@ -23,7 +25,7 @@ struct PackOptions {
   std::uint64_t seed = 0; // shuffle order
   bool verify = false; // re-read every shard and decode every image afterwards
   bool progress = true; // progress bar on standard error
-  PackImageOptions image; // --max-side, --quality
+  PackImageOptions image; // --max-side, --quality, --restart-markers
   unsigned int threads = 0; // resizing threads; 0: the usable CPUs
 };
 
@@ -32,6 +34,7 @@ struct PackedSplit {
   std::size_t samples = 0;
   std::uint64_t bytes = 0;
   std::size_t resized = 0; // images resized to the max side
+  std::size_t remarked = 0; // JPEGs kept at their size, losslessly rewritten
   std::vector<std::string> shards; // file names inside `out`
   std::vector<std::string>
       sources; // source file of each sample, by its position (its key)

@@ -29,8 +29,17 @@ PackedImage pack_image(
     std::string extension,
     const PackImageOptions& o) {
   PackedImage kept{std::move(bytes), std::move(extension), false};
+  const auto keep = [&] {
+    if (o.restart_markers) {
+      if (auto marked = with_row_restarts(kept.bytes)) {
+        kept.bytes = std::move(*marked);
+        kept.remarked = true;
+      }
+    }
+    return std::move(kept);
+  };
   if (o.max_side <= 0) {
-    return kept;
+    return keep();
   }
   DecodedImage image;
   try {
@@ -40,7 +49,7 @@ PackedImage pack_image(
   }
   const PackedSize size = packed_size(image.height, image.width, o.max_side);
   if (size.height == image.height && size.width == image.width) {
-    return kept;
+    return keep();
   }
   const std::size_t n = static_cast<std::size_t>(size.height) * size.width;
   std::vector<std::uint8_t> planar(3 * n);
@@ -61,7 +70,13 @@ PackedImage pack_image(
     }
   }
   return {
-      encode_jpeg(interleaved.data(), size.height, size.width, 3, o.quality),
+      encode_jpeg(
+          interleaved.data(),
+          size.height,
+          size.width,
+          3,
+          o.quality,
+          o.restart_markers),
       "jpg",
       true};
 }

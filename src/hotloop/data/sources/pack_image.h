@@ -1,9 +1,12 @@
 #pragma once
-// What `hotloop pack --max-side N` does to one image: decoded, resized so its
-// longer side is N (antialiased bilinear, as the loader and PIL resize), and
-// written as a JPEG. An image already that small keeps its bytes, and so does
-// one that does not decode (the loader skips it as it would have; `pack
-// --verify` names it).
+// What `hotloop pack` does to one image. With `--max-side N`: decoded,
+// resized so its longer side is N (antialiased bilinear, as the loader and
+// PIL resize), and written as a JPEG. A JPEG kept at its size is rewritten
+// losslessly (the same pixels) with a restart marker per row of blocks, so
+// the loader's crops skip the rows above them (image_encode.h); resized ones
+// are written so too. Other images, and files that do not decode (the
+// loader skips them as it would have; `pack --verify` names them), keep
+// their bytes.
 
 #include <cstdint>
 #include <string>
@@ -14,12 +17,14 @@ namespace hotloop::data {
 struct PackImageOptions {
   int max_side = 0; // 0: every image keeps its bytes
   int quality = 90; // the JPEG quality of a resized image
+  bool restart_markers = true; // false: kept files keep their bytes
 };
 
 struct PackedImage {
   std::vector<std::uint8_t> bytes;
   std::string extension; // as the source's ("jpg", "png"), "jpg" if resized
   bool resized = false;
+  bool remarked = false; // kept at its size, rewritten with restart markers
 };
 
 struct PackedSize {

@@ -65,6 +65,18 @@ ShardIndex parse_shard_index(std::string_view text, const std::string& file) {
       }
       index.max_side = side.get<std::int64_t>();
     }
+    if (j.contains("restart_markers")) {
+      const auto& marked = j.at("restart_markers");
+      if (!marked.is_boolean()) {
+        throw DataError(
+            fmt::format(
+                "{}: restart_markers {} is not true or false",
+                file,
+                marked.dump()),
+            "delete it or write the shards again with hotloop pack");
+      }
+      index.restart_markers = marked.get<bool>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw DataError(
         fmt::format("{}: not a hotloop shard index: {}", file, e.what()),

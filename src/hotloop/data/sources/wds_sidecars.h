@@ -32,6 +32,8 @@ struct ShardIndex {
   // The longer side `hotloop pack --max-side` resized larger images to; 0:
   // none were resized (or the index does not say).
   std::int64_t max_side = 0;
+  // Whether `hotloop pack` wrote its JPEGs with a restart marker per row.
+  bool restart_markers = false;
 };
 
 // index.json's text: its "classes", a list of at most kMaxClasses names, and

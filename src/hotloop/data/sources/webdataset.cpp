@@ -129,6 +129,7 @@ WebDataset::WebDataset(
   ShardIndex index = read_shard_index(fs::path(shards_.front()).parent_path());
   classes_ = std::move(index.classes);
   packed_max_side_ = index.max_side;
+  packed_restart_markers_ = index.restart_markers;
   if (classes_.empty()) {
     for (std::int64_t c = 0; c <= max_label; ++c) {
       classes_.push_back(fmt::format("class{}", c));
@@ -172,6 +173,17 @@ std::optional<ImageShape> WebDataset::shape() const {
   return std::nullopt;
 }
 
+std::string WebDataset::packed_description() const {
+  std::string d = packed_max_side_ > 0
+      ? fmt::format(", packed at max side {}", packed_max_side_)
+      : std::string();
+  if (packed_restart_markers_) {
+    d += packed_max_side_ > 0 ? " with" : ", packed with";
+    d += " restart markers per row";
+  }
+  return d;
+}
+
 std::string WebDataset::describe() const {
   return fmt::format(
       "wds {} ({} samples in {} shards, {} classes{}) from {}",
@@ -179,9 +191,7 @@ std::string WebDataset::describe() const {
       size(),
       shards_.size(),
       classes_.size(),
-      packed_max_side_ > 0
-          ? fmt::format(", packed at max side {}", packed_max_side_)
-          : std::string(),
+      packed_description(),
       source_);
 }
 

@@ -55,6 +55,9 @@ class WebDataset final : public Dataset, public EncodedImages {
   std::vector<Item> items_;
   std::vector<std::string> classes_;
   std::int64_t packed_max_side_ = 0; // index.json's: pack --max-side
+  bool packed_restart_markers_ = false; // and pack --restart-markers
+  // ", packed at max side N with restart markers per row" as it applies.
+  std::string packed_description() const;
 };
 
 // The shard files of `path_or_glob` for `split`, sorted. A directory means
