@@ -40,7 +40,20 @@ def run_info():
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     return {"commit": commit,
-            "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})"}
+            "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.processor() or platform.machine()})",
+            "cpu": cpu_model()}
+
+
+def cpu_model():
+    """/proc/cpuinfo's model name (a VM's host can change between sessions, and ratios with it)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def image_sets(given, tmp, sets, scale=1.0):

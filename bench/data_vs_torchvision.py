@@ -19,7 +19,11 @@ flip + normalize to float, batches of 64, 2 worker threads/processes:
   TurboJPEG, nothing else (what a full-decode loader cannot beat);
 - hotloop-packed (with --packed N): `hotloop bench data` as hotloop-auto, on the set packed once with
   `hotloop pack --max-side N` (the images at training size), against the other variants reading the
-  original files.
+  original files;
+- VARIANT@restarts (e.g. torchvision@restarts, hotloop-auto@restarts): that variant reading the set as
+  `hotloop pack` writes it at its size (each JPEG rewritten losslessly, the same pixels, with a restart
+  marker per MCU row), unpacked into a folder beside the set (made once) so that every loader reads
+  the same files.
 Each variant runs in its own process for --seconds after a warm-up batch; the variants take turns in
 every round, the order rotating. A ratio is the median of the per-round ratios (both sides from the
 same round) with its min-max range. Then `hotloop data check --decode auto` compares the auto path
@@ -132,7 +136,41 @@ def packed_dir(root, max_side):
     return out
 
 
+def restarts_dir(root):
+    """The set as `hotloop pack` writes it at its size (every JPEG rewritten losslessly with a restart marker
+    per MCU row), unpacked into a folder beside it that every loader reads: made once."""
+    import tarfile
+
+    out = f"{root}-restarts"
+    if os.path.exists(os.path.join(out, "train")):
+        return out
+    shards = f"{root}-restarts-shards"
+    subprocess.run([HOTLOOP, "pack", "--from", f"folder:{root}", "--to", shards], check=True, capture_output=True)
+    with open(os.path.join(shards, "index.json")) as f:
+        classes = json.load(f)["classes"]
+    tmp = out + ".tmp"
+    for name in sorted(os.listdir(shards)):
+        if not name.startswith("train-"):
+            continue
+        members = {}
+        with tarfile.open(os.path.join(shards, name)) as tar:
+            for m in tar.getmembers():
+                key, ext = m.name.rsplit(".", 1)
+                members.setdefault(key, {})[ext] = tar.extractfile(m).read()
+        for key, parts in members.items():
+            label = int(parts.pop("cls"))
+            (ext, data), = parts.items()
+            folder = os.path.join(tmp, "train", classes[label])
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, f"{key}.{ext}"), "wb") as f:
+                f.write(data)
+    os.rename(tmp, out)
+    return out
+
+
 def one(variant, root, seconds, packed=0):
+    if variant.endswith("@restarts"):  # the same loader on the restart-marked copy
+        return one(variant.split("@")[0], restarts_dir(root), seconds, packed)
     if variant == "hotloop-packed":
         return rate_hotloop_spec(f"wds:{packed_dir(root, packed)}", seconds, [])
     if variant == "torchvision":
@@ -152,6 +190,10 @@ def measure(variant, root, seconds, packed):
                           "--seconds", str(seconds), "--packed", str(packed)], check=True, capture_output=True,
                          text=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def folder_bytes(root):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
 
 
 def summary(values):
@@ -189,6 +231,8 @@ def main():
         root, made = image_sets(a.sets, tmp, sets)
         for s in sets if a.packed else []:  # packed once, before any timing
             packed_dir(os.path.join(root, s), a.packed)
+        for s in sets if any(v.endswith("@restarts") for v in variants) else []:
+            restarts_dir(os.path.join(root, s))
         per_round = {s: {v: [] for v in variants} for s in sets}
         for r in range(a.rounds):
             for s in sets:
@@ -211,11 +255,15 @@ def main():
                      "images_per_s_per_core": {v: statistics.median(rates[v]) / WORKERS for v in variants},
                      "per_round": rates, "ratios": {}}
             for v in [v for v in variants if v.startswith("hotloop")]:
-                for base in ["torchvision", "dali", "ceiling", "hotloop-full"]:
+                for base in ["torchvision", "dali", "ceiling", "hotloop-full", "torchvision@restarts",
+                             "dali@restarts", "hotloop-auto"]:
                     if base in variants and base != v:
                         entry["ratios"][f"{v} / {base}"] = summary(
                             [x / y for x, y in zip(rates[v], rates[base])])
             entry["decode_vs_full"] = decode_check(os.path.join(root, s))
+            if any(v.endswith("@restarts") for v in variants):
+                entry["restarts_jpeg_bytes"] = folder_bytes(restarts_dir(os.path.join(root, s)))
+                entry["original_jpeg_bytes"] = folder_bytes(os.path.join(root, s))
             results["sets"][s] = entry
     report(results, a.out)
 
