@@ -9,7 +9,9 @@ scan); 12-bit and arithmetic-coded files; marker-only and empty files. Then:
   1. `hotloop data check --decode auto`: exits 1; names every file that must be bad and no good one;
   2. `hotloop.Loader` (the eval transform, full decodes): its bad samples are data check's, by name;
      with the training transform (region decodes): every file that must be bad is named;
-  3. `hotloop train` at 224 px, one epoch: exits 0, its summary counts the bad samples it skipped.
+  3. `hotloop train` at 224 px, one epoch: exits 0, its summary counts the bad samples it skipped;
+  4. `hotloop pack --verify` (which rewrites every JPEG it can with restart markers): exits 1, names
+     every file that must be bad and no good one.
 Each command's peak memory stays under 3 GiB. Exits 77 (ctest: skipped) without Pillow or the package.
 """
 import io
@@ -100,7 +102,8 @@ def corpus(root):
     for i in range(48):
         path = os.path.join(root, "train", classes[i % 3], f"good{i:02d}.jpg")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = jpeg(photo(i), progressive=(i % 4 == 0))
+        # Every fourth progressive, every fourth with a restart marker per row (crops start there).
+        data = jpeg(photo(i), progressive=(i % 4 == 0), **({"restart_marker_rows": 1} if i % 4 == 1 else {}))
         open(path, "wb").write(data)
         good.add(path)
         sources.append(data)
@@ -188,6 +191,12 @@ def main():
         assert summary["bad_samples"] >= len(must), summary["bad_samples"]
         assert "skipping a bad sample" in train.stderr
         print(f"train: {summary['bad_samples']} bad samples skipped, exit 0")
+
+        pack = run(["pack", "--from", f"folder:{root}", "--to", os.path.join(tmp, "shards"), "--verify"])
+        assert pack.returncode == 1, pack.stderr[-3000:]
+        packed_bad = named(pack.stdout, every)
+        assert must <= packed_bad and not (packed_bad & good), sorted((must - packed_bad) | (packed_bad & good))
+        print(f"pack --verify: {len(packed_bad)} named bad, exit 1")
 
 
 if __name__ == "__main__":
