@@ -2,7 +2,8 @@
 
 usage: wds_interop.py HOTLOOP_BINARY
   1. hotloop pack writes shards from an image folder; webdataset reads them: same images (byte for
-     byte), same labels, every sample once.
+     byte with --restart-markers false; by default the JPEGs rewritten with restart markers decode in
+     PIL to the originals' pixels), same labels, every sample once.
   2. webdataset.TarWriter writes shards (with a key too long for plain ustar, so a pax header);
      `hotloop data check --data wds:GLOB` reads them: same count and per-class counts, no bad sample.
 Exits 77 (ctest: skipped) when webdataset or Pillow is not installed.
@@ -35,9 +36,13 @@ def image_bytes(fmt, h, w):
     return buf.getvalue()
 
 
+def pixels(data):
+    return hashlib.sha1(np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).tobytes()).hexdigest()
+
+
 def hotloop_to_python(tmp):
     src = os.path.join(tmp, "photos")
-    expected = Counter()  # (sha1, label) -> count
+    by_bytes, by_pixels = Counter(), Counter()  # (sha1, label) -> count
     for label, cls in enumerate(CLASSES):
         os.makedirs(os.path.join(src, "train", cls))
         for i in range(7):
@@ -45,20 +50,23 @@ def hotloop_to_python(tmp):
             data = image_bytes(fmt, 20 + i, 30)
             with open(os.path.join(src, "train", cls, f"{i}.{ext}"), "wb") as f:
                 f.write(data)
-            expected[(hashlib.sha1(data).hexdigest(), label)] += 1
-    out = os.path.join(tmp, "shards")
-    subprocess.run([HOTLOOP, "pack", "--from", f"folder:{src}", "--to", out, "--shard-size", "40KiB",
-                    "--seed", "3"], check=True, stderr=subprocess.DEVNULL)
-    index = json.load(open(os.path.join(out, "index.json")))
-    assert index["classes"] == CLASSES, index["classes"]
-    shards = sorted(os.path.join(out, s) for s in index["splits"]["train"]["shards"])
-    assert len(shards) > 1, "expected several shards at 40KiB"
-    seen = Counter()
-    for sample in wds.WebDataset(shards, shardshuffle=False):
-        data = sample.get("jpg") or sample.get("png")
-        seen[(hashlib.sha1(data).hexdigest(), int(sample["cls"]))] += 1
-    assert seen == expected, f"python read {sum(seen.values())} samples, expected {sum(expected.values())}"
-    print(f"hotloop -> webdataset: {sum(seen.values())} samples in {len(shards)} shards match")
+            by_bytes[(hashlib.sha1(data).hexdigest(), label)] += 1
+            by_pixels[(pixels(data), label)] += 1
+    for name, extra, key, expected in (("copied", ["--restart-markers", "false"], hashlib.sha1, by_bytes),
+                                       ("rewritten", [], None, by_pixels)):
+        out = os.path.join(tmp, f"shards-{name}")
+        subprocess.run([HOTLOOP, "pack", "--from", f"folder:{src}", "--to", out, "--shard-size", "40KiB",
+                        "--seed", "3", *extra], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        index = json.load(open(os.path.join(out, "index.json")))
+        assert index["classes"] == CLASSES, index["classes"]
+        shards = sorted(os.path.join(out, s) for s in index["splits"]["train"]["shards"])
+        assert len(shards) > 1, "expected several shards at 40KiB"
+        seen = Counter()
+        for sample in wds.WebDataset(shards, shardshuffle=False):
+            data = sample.get("jpg") or sample.get("png")
+            seen[(key(data).hexdigest() if key else pixels(data), int(sample["cls"]))] += 1
+        assert seen == expected, f"{name}: python read {sum(seen.values())} samples, not the {sum(expected.values())} expected"
+        print(f"hotloop -> webdataset ({name}): {sum(seen.values())} samples in {len(shards)} shards match")
 
 
 def python_to_hotloop(tmp):
