@@ -58,7 +58,8 @@ void add_pack_command(CLI::App& app, Action& action) {
          "--restart-markers",
          flags->options.image.restart_markers,
          "Images: write each JPEG with a restart marker per row of blocks (those kept at their size rewritten losslessly: the same pixels) so a crop's decode starts at the row above it; false: copy JPEGs byte for byte")
-      ->capture_default_str();
+      ->type_name("[true|false]")
+      ->default_str("true");
   cmd->add_flag(
       "--verify",
       flags->options.verify,
