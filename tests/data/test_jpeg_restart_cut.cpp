@@ -187,7 +187,7 @@ TEST(JpegRestartCut, ARegionFromACutHasTheWholeDecodesPixelsAtEveryScale) {
         const auto whole = region(bytes, k, {}, channels);
         const int sw = scaled_size(320, k);
         const int sh = scaled_size(240, k);
-        for (int y = 0; y < sh; y += 1 + k / 3) {
+        for (int y = 0; y < sh; ++y) {
           SCOPED_TRACE(
               testing::Message() << c.what << ", " << k << "/8, " << channels
                                  << " channel(s), from row " << y);
