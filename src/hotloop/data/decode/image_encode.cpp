@@ -47,8 +47,13 @@ struct Writer {
   }
 };
 
-bool is_segment(const jpeg_saved_marker_ptr m, int marker, const char* id) {
-  const std::size_t n = std::strlen(id) + 1; // with its NUL
+// Whether saved segment `m` is `marker` with data starting with `id`'s
+// `n` bytes.
+bool is_segment(
+    const jpeg_saved_marker_ptr m,
+    int marker,
+    const char* id,
+    std::size_t n) {
   return m->marker == marker && m->data_length >= n &&
       std::memcmp(m->data, id, n) == 0;
 }
@@ -128,9 +133,9 @@ std::optional<std::vector<std::uint8_t>> with_row_restarts(
   // The source's segments, but for the JFIF and Adobe ones the compressor
   // writes itself (as jpegtran -copy all does).
   for (jpeg_saved_marker_ptr m = w.in.marker_list; m != nullptr; m = m->next) {
-    if ((w.out.write_JFIF_header && is_segment(m, JPEG_APP0, "JFIF")) ||
-        (w.out.write_Adobe_marker && m->marker == JPEG_APP0 + 14 &&
-         m->data_length >= 5 && std::memcmp(m->data, "Adobe", 5) == 0)) {
+    if ((w.out.write_JFIF_header && is_segment(m, JPEG_APP0, "JFIF", 5)) ||
+        (w.out.write_Adobe_marker &&
+         is_segment(m, JPEG_APP0 + 14, "Adobe", 5))) {
       continue;
     }
     jpeg_write_marker(&w.out, m->marker, m->data, m->data_length);
